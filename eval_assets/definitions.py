@@ -1,0 +1,14 @@
+"""The code location: everything Dagster loads, assembled in one place."""
+from dagster import Definitions
+
+from eval_assets.assets import EVAL_ASSETS
+from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
+from eval_assets.sensors import sync_models_sensor
+from resources import default_resources
+
+defs = Definitions(
+    assets=EVAL_ASSETS,
+    jobs=[evaluate_job, dataset_job, leaderboard_job],
+    sensors=[sync_models_sensor],
+    resources=default_resources(),
+)

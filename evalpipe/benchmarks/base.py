@@ -1,0 +1,65 @@
+"""Benchmark adapters: how a benchmark's samples are loaded, prompted, answered and sliced."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable
+
+from evalpipe.config import SplitConfig
+from evalpipe.registry import Registry
+from evalpipe.types import Sample
+
+
+class Adapter:
+    """Base adapter. Subclasses implement `load`; the rest has sensible defaults.
+
+    An adapter is built per benchmark split from its `SplitConfig` (options, prompt template, metrics).
+    """
+
+    name = "base"
+    default_metrics: list[Any] = ["exact_match"]
+
+    def __init__(self, split: SplitConfig):
+        self.split = split
+        self.options = dict(split.options)
+
+    def load(self) -> Iterable[Sample]:
+        raise NotImplementedError
+
+    def build_messages(self, sample: Sample) -> list[dict[str, Any]]:
+        """Chat messages for one sample. The default sends the input as the user turn."""
+        messages = []
+        if sample.system:
+            messages.append({"role": "system", "content": sample.system})
+        messages.append({"role": "user", "content": sample.input})
+        return messages
+
+    def extract_answer(self, output: str | None) -> str | None:
+        """The answer part of a raw model output, before scoring. The raw output is kept separately."""
+        return output.strip() if isinstance(output, str) else output
+
+    def slices(self, sample: Sample) -> dict[str, str]:
+        """Sample attributes to report metrics by (besides `all`), e.g. {"level": "1"}."""
+        keys = self.options.get("slice_by") or []
+        return {k: str(sample.metadata[k]) for k in keys if sample.metadata.get(k) is not None}
+
+    def metrics(self) -> list[Any]:
+        return list(self.split.metrics) if self.split.metrics is not None else list(self.default_metrics)
+
+
+_ADAPTERS: Registry[Adapter] = Registry("benchmark adapter")
+
+
+def register_adapter(name: str, factory: Callable[[SplitConfig], Adapter] | None = None, *, replace: bool = False):
+    """Register an adapter factory (a class or a function taking a SplitConfig). Also usable as a decorator."""
+    return _ADAPTERS.register(name, factory, replace=replace)
+
+
+def get_adapter(name: str) -> Callable[[SplitConfig], Adapter]:
+    return _ADAPTERS.get(name)
+
+
+def list_adapters() -> list[str]:
+    return _ADAPTERS.names()
+
+
+def adapter_for(split: SplitConfig) -> Adapter:
+    return get_adapter(split.adapter)(split)

@@ -1,0 +1,155 @@
+"""The evaluation stages as plain functions over DataFrames. The Dagster assets only wire these together,
+so every stage can be tested (and reused by the CLI) without Dagster."""
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import quote
+
+import pandas as pd
+
+from evalpipe.benchmarks import adapter_for
+from evalpipe.config import ModelConfig, SplitConfig, dagster_home
+from evalpipe.errors import DataError
+from evalpipe.fingerprint import fingerprint
+from evalpipe.journal import Journal
+from evalpipe.metrics import JudgeInput, aggregate, build_metric
+from evalpipe.runners import Runner, RunSettings, run_requests
+from evalpipe.types import RolloutRequest, Sample, Score
+
+
+def _json(obj: Any) -> str | None:
+    return None if obj is None else json.dumps(obj, ensure_ascii=False, default=str)
+
+
+def _loads(s: Any, default: Any) -> Any:
+    return json.loads(s) if isinstance(s, str) and s else default
+
+
+# ---- dataset ----------------------------------------------------------------------------------------------------
+def build_dataset(split: SplitConfig) -> pd.DataFrame:
+    adapter = adapter_for(split)
+    samples = list(adapter.load())
+    limit = split.options.get("limit")
+    if limit is not None:
+        samples = samples[: int(limit)]
+    seen: set[str] = set()
+    for s in samples:
+        if s.id in seen:
+            raise DataError(f"{split.key}: duplicate sample id {s.id!r}; ids must be unique within a split")
+        seen.add(s.id)
+    return pd.DataFrame([{
+        "benchmark_split": split.key, "sample_id": s.id, "sample_index": i, "input": s.input, "target": s.target,
+        "choices": _json(s.choices), "system": s.system, "files": _json(s.files), "metadata": _json(s.metadata),
+        "slices": _json(adapter.slices(s)),
+    } for i, s in enumerate(samples)], columns=["benchmark_split", "sample_id", "sample_index", "input", "target",
+                                                "choices", "system", "files", "metadata", "slices"])
+
+
+def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
+    return [Sample(id=r.sample_id, input=r.input, target=r.target if isinstance(r.target, str) else None,
+                   metadata=_loads(r.metadata, {}), choices=_loads(r.choices, None),
+                   system=r.system if isinstance(r.system, str) else None, files=_loads(r.files, []))
+            for r in df.itertuples(index=False)]
+
+
+# ---- prompts ----------------------------------------------------------------------------------------------------
+def render_messages(messages: list[dict[str, Any]]) -> str:
+    return "\n\n".join(f"[{m.get('role', 'user')}]\n{m.get('content', '')}" for m in messages)
+
+
+def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame) -> pd.DataFrame:
+    adapter = adapter_for(split)
+    rows = []
+    for s, (_, d) in zip(samples_from_frame(dataset), dataset.iterrows()):
+        messages = adapter.build_messages(s)
+        rows.append({
+            "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d["sample_index"],
+            "messages": _json(messages), "prompt_text": render_messages(messages), "target": s.target,
+            "files": d["files"], "metadata": d["metadata"], "slices": d["slices"],
+            "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}),
+        })
+    return pd.DataFrame(rows)
+
+
+# ---- rollouts ---------------------------------------------------------------------------------------------------
+def journal_path(table: str, split_key: str, model_key: str) -> Path:
+    return dagster_home() / "journal" / table / quote(split_key, safe="") / f"{quote(model_key, safe='')}.sqlite"
+
+
+def rollout_requests(runner: Runner, prompts: pd.DataFrame) -> list[RolloutRequest]:
+    ident = runner.identity()
+    return [RolloutRequest(
+        sample_id=r.sample_id, messages=json.loads(r.messages),
+        fingerprint=fingerprint({"runner": ident, "prompt": r.prompt_fingerprint, "sample": r.sample_id}),
+        files=_loads(r.files, []), metadata=_loads(r.metadata, {}),
+        target=r.target if isinstance(r.target, str) else None,
+    ) for r in prompts.itertuples(index=False)]
+
+
+def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, runner: Runner,
+                 settings: RunSettings, progress: Callable[[int, int], None] | None = None,
+                 journal_file: Path | None = None) -> pd.DataFrame:
+    adapter = adapter_for(split)
+    requests = rollout_requests(runner, prompts)
+    with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
+        rows = asyncio.run(run_requests(runner, requests, journal, settings, progress))
+    df = pd.DataFrame(rows)
+    df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
+                        for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
+    df["benchmark_split"], df["model"] = split.key, model.key
+    return df
+
+
+# ---- judgements -------------------------------------------------------------------------------------------------
+def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
+          metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None) -> pd.DataFrame:
+    adapter = adapter_for(split)
+    specs = metrics if metrics is not None else adapter.metrics()
+    merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output"]],
+                           on="sample_id", how="left", validate="one_to_one")
+    rows = []
+    for spec in specs:
+        metric = build_metric(spec, metric_settings)
+        judge_fp = fingerprint(metric.identity())
+        ok = merged[merged["status"] == "ok"]
+        items = [JudgeInput(sample_id=r.sample_id, input=r.prompt_text, target=r.target if isinstance(r.target, str) else None,
+                            prediction=r.prediction if isinstance(r.prediction, str) else None,
+                            raw_output=r.raw_output if isinstance(r.raw_output, str) else None,
+                            metadata=_loads(r.metadata, {})) for r in ok.itertuples(index=False)]
+        scorable = [i for i in items if i.target is not None or not metric.requires_target]
+        scored = dict(zip((i.sample_id for i in scorable), asyncio.run(metric.ascore_many(scorable))))
+        for r in merged.itertuples(index=False):
+            target = r.target if isinstance(r.target, str) else None
+            if r.sample_id in scored:
+                sc = scored[r.sample_id]
+            elif target is None and metric.requires_target:
+                sc = Score.unscored()
+            else:
+                sc = Score(value=0.0, correct=False, status="error", reason=f"rollout failed: {r.error}")
+            rows.append({
+                "benchmark_split": split.key, "model": r.model, "sample_id": r.sample_id, "metric": metric.name,
+                "score": sc.value, "correct": sc.correct, "status": sc.status, "reason": sc.reason,
+                "prediction": r.prediction if isinstance(r.prediction, str) else None,
+                "normalized_prediction": sc.normalized_prediction, "target": target,
+                "normalized_target": sc.normalized_target, "slices": r.slices, "details": _json(sc.details or None),
+                "judge_fingerprint": judge_fp,
+            })
+    return pd.DataFrame(rows)
+
+
+# ---- metrics and leaderboard ------------------------------------------------------------------------------------
+def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    df = aggregate(judgements, seed=seed)
+    df["benchmark_split"], df["model"] = split_key, model_key
+    return df
+
+
+def build_leaderboard(metrics: pd.DataFrame) -> pd.DataFrame:
+    df = metrics[metrics["slice"] == "all"].drop(columns=["slice"]).copy()
+    if df.empty:
+        return df.assign(rank=pd.Series(dtype="int64"))
+    df["rank"] = df.groupby(["benchmark_split", "metric"])["value"].rank(ascending=False, method="min").astype("int64")
+    return df.sort_values(["benchmark_split", "metric", "rank", "model"]).reset_index(drop=True)

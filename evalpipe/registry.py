@@ -1,0 +1,34 @@
+"""A tiny name -> factory registry, shared by adapters, runners and metrics."""
+from __future__ import annotations
+
+from typing import Callable, Generic, TypeVar
+
+from evalpipe.errors import ConfigError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str):
+        self.kind = kind
+        self._factories: dict[str, Callable[..., T]] = {}
+
+    def register(self, name: str, factory: Callable[..., T] | None = None, *, replace: bool = False):
+        """Register `factory` under `name`; usable as `register(name, f)` or as a decorator `@register(name)`."""
+
+        def add(f: Callable[..., T]) -> Callable[..., T]:
+            if name in self._factories and not replace and self._factories[name] is not f:
+                raise ValueError(f"{self.kind} {name!r} is already registered; pass replace=True to override it")
+            self._factories[name] = f
+            return f
+
+        return add(factory) if factory is not None else add
+
+    def get(self, name: str) -> Callable[..., T]:
+        try:
+            return self._factories[name]
+        except KeyError:
+            raise ConfigError(f"unknown {self.kind} {name!r}; available: {', '.join(sorted(self._factories))}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._factories)

@@ -1,0 +1,47 @@
+"""Column schemas of the warehouse tables.
+
+Every partition file of a table is written with exactly these columns and types, so partitions written by
+different processes or versions always union cleanly, and an empty table still has its columns.
+Free-form structures (metadata, messages, trajectories, details) are JSON strings: DuckDB reads them with
+`->>` / `json_extract`.
+"""
+from __future__ import annotations
+
+import pyarrow as pa
+
+S, I, F, B = pa.string(), pa.int64(), pa.float64(), pa.bool_()
+
+PARTITION_COLUMNS = ("benchmark_split", "model")
+
+TABLES: dict[str, pa.Schema] = {
+    "datasets": pa.schema([
+        ("benchmark_split", S), ("sample_id", S), ("sample_index", I), ("input", S), ("target", S),
+        ("choices", S), ("system", S), ("files", S), ("metadata", S), ("slices", S),
+    ]),
+    "prompts": pa.schema([
+        ("benchmark_split", S), ("model", S), ("sample_id", S), ("sample_index", I), ("messages", S),
+        ("prompt_text", S), ("target", S), ("files", S), ("metadata", S), ("slices", S), ("prompt_fingerprint", S),
+    ]),
+    "rollouts": pa.schema([
+        ("benchmark_split", S), ("model", S), ("sample_id", S), ("fingerprint", S), ("status", S), ("error", S),
+        ("prediction", S), ("raw_output", S), ("finish_reason", S), ("latency_s", F), ("input_tokens", I),
+        ("output_tokens", I), ("cost", F), ("attempts", I), ("cached", B), ("trajectory", S),
+    ]),
+    "judgements": pa.schema([
+        ("benchmark_split", S), ("model", S), ("sample_id", S), ("metric", S), ("score", F), ("correct", B),
+        ("status", S), ("reason", S), ("prediction", S), ("normalized_prediction", S), ("target", S),
+        ("normalized_target", S), ("slices", S), ("details", S), ("judge_fingerprint", S),
+    ]),
+    "metrics": pa.schema([
+        ("benchmark_split", S), ("model", S), ("metric", S), ("slice", S), ("value", F), ("n", I),
+        ("n_unscored", I), ("n_errors", I), ("stderr", F), ("ci_low", F), ("ci_high", F),
+    ]),
+    "leaderboard": pa.schema([
+        ("model", S), ("benchmark_split", S), ("metric", S), ("value", F), ("n", I), ("n_unscored", I),
+        ("n_errors", I), ("stderr", F), ("ci_low", F), ("ci_high", F), ("rank", I),
+    ]),
+}
+
+# asset name -> warehouse table (the `dataset` asset fills the `datasets` table)
+ASSET_TABLES = {"dataset": "datasets", "prompts": "prompts", "rollouts": "rollouts",
+                "judgements": "judgements", "metrics": "metrics", "leaderboard": "leaderboard"}

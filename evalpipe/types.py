@@ -1,0 +1,64 @@
+"""Plain records passed between the stages. No Dagster here."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Sample:
+    """One benchmark item as an adapter loads it."""
+
+    id: str
+    input: str
+    target: str | None = None  # None: no ground truth (e.g. GAIA test answers are '?')
+    metadata: dict[str, Any] = field(default_factory=dict)
+    choices: list[str] | None = None
+    system: str | None = None
+    files: list[str] = field(default_factory=list)  # absolute paths of attachments
+
+
+@dataclass
+class RolloutRequest:
+    """What a runner gets for one sample."""
+
+    sample_id: str
+    messages: list[dict[str, Any]]
+    fingerprint: str
+    files: list[str] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    target: str | None = None  # only the echo runner's `reply: target` mode reads it (smoke tests)
+
+
+@dataclass
+class Generation:
+    """What a runner returns for one sample. `text` is the raw model output."""
+
+    text: str | None
+    finish_reason: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+    cost: float | None = None
+    raw: Any = None  # provider response (JSON-able), kept for traces
+    trajectory: list[dict[str, Any]] = field(default_factory=list)  # messages, tool calls, events
+
+
+@dataclass
+class Score:
+    """One metric's verdict on one sample."""
+
+    value: float | None  # None when unscored or errored
+    correct: bool | None = None
+    status: str = "scored"  # scored | unscored (no ground truth) | error | parse_error
+    reason: str = ""
+    normalized_prediction: str | None = None
+    normalized_target: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def unscored(cls, reason: str = "no ground truth") -> "Score":
+        return cls(value=None, status="unscored", reason=reason)
+
+    @classmethod
+    def error(cls, reason: str) -> "Score":
+        return cls(value=None, status="error", reason=reason)

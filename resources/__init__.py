@@ -1,0 +1,20 @@
+"""Configurable Dagster resources: the config file, the model runner, the judges, the warehouse."""
+from resources.config import EvalConfigResource
+from resources.judge import JudgeResource
+from resources.runner import ModelRunnerResource
+from resources.warehouse import WarehouseIOManager, WarehouseResource
+
+
+def default_resources() -> dict:
+    warehouse = WarehouseResource()
+    return {
+        "eval_config": EvalConfigResource(),
+        "model_runner": ModelRunnerResource(),
+        "judge": JudgeResource(),
+        "warehouse": warehouse,
+        "warehouse_io_manager": WarehouseIOManager(warehouse=warehouse),
+    }
+
+
+__all__ = ["EvalConfigResource", "JudgeResource", "ModelRunnerResource", "WarehouseIOManager", "WarehouseResource",
+           "default_resources"]

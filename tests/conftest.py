@@ -1,0 +1,45 @@
+import os
+from pathlib import Path
+
+# Before anything imports Dagster code or litellm: offline settings and the test config
+# (`benchmark_split` partitions are read from the config at import).
+FIXTURES = Path(__file__).parent / "fixtures"
+TEST_CONFIG = FIXTURES / "evals.test.yaml"
+os.environ["EVALS_CONFIG"] = str(TEST_CONFIG)
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """A fresh DAGSTER_HOME (instance storage, warehouse, journals) for one test."""
+    h = tmp_path / "dagster_home"
+    h.mkdir()
+    (h / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    monkeypatch.setenv("DAGSTER_HOME", str(h))
+    monkeypatch.delenv("EVALS_WAREHOUSE", raising=False)
+    return h
+
+
+@pytest.fixture
+def instance(home):
+    from dagster import DagsterInstance
+
+    with DagsterInstance.get() as inst:
+        yield inst
+
+
+@pytest.fixture
+def write_config(tmp_path, monkeypatch):
+    """Write a config file (YAML text) and make it the active one. Paths in it resolve from the repo root."""
+
+    def write(text: str) -> Path:
+        p = tmp_path / "evals.yaml"
+        p.write_text(text.replace("{repo}", str(Path(__file__).parents[1])))
+        monkeypatch.setenv("EVALS_CONFIG", str(p))
+        return p
+
+    return write
