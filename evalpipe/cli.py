@@ -48,8 +48,8 @@ def run(benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str,
     from evalpipe.warehouse import Warehouse
 
     cfg = load_config()
-    chosen = [k for k, s in cfg.splits.items()
-              if (not benchmarks or s.benchmark in benchmarks) and (not splits or s.split in splits)]
+    wanted = set(benchmarks or cfg.default_benchmarks)
+    chosen = [k for k, s in cfg.splits.items() if s.benchmark in wanted and (not splits or s.split in splits)]
     if not chosen:
         from evalpipe.errors import ConfigError
         raise ConfigError(f"no benchmark split matches --benchmark {list(benchmarks)} --split {list(splits)}; "

@@ -104,6 +104,7 @@ class EvalConfig:
     splits: dict[str, SplitConfig]
     models: dict[str, ModelConfig]
     default_models: list[str]
+    default_benchmarks: list[str]
     judges: dict[str, Any]
     settings: dict[str, Any]
     raw: dict[str, Any]
@@ -186,8 +187,15 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
     for d in default_models:
         if d not in models:
             raise ConfigError(f"{path}: default model {d!r} is not under 'models'")
+    default_benchmarks = data.get("default_benchmarks") or sorted({s.benchmark for s in splits.values()})
+    if isinstance(default_benchmarks, str):
+        default_benchmarks = [default_benchmarks]
+    for b in default_benchmarks:
+        if b not in benchmarks:
+            raise ConfigError(f"{path}: default benchmark {b!r} is not under 'benchmarks'")
     return EvalConfig(
         path=path, splits=splits, models=models, default_models=default_models,
+        default_benchmarks=[str(b) for b in default_benchmarks],
         judges=dict(data.get("judges") or {}), settings=dict(data.get("settings") or {}), raw=data,
     )
 
