@@ -9,11 +9,35 @@ from dagster import DagsterInstance, materialize
 
 from evalpipe.config import EvalConfig, dagster_home
 from evalpipe.errors import EvalError
+from evalpipe.redact import install_log_redaction
 from eval_assets.assets import EVAL_ASSETS
 from partitions import MODEL, eval_key
 from resources import default_resources
 
 CHAIN = ["prompts", "rollouts", "judgements", "metrics"]
+# Dagster's console logger prints every step event at DEBUG; runs launched from Python only show warnings
+# (the CLI shows its own progress). EVALS_DAGSTER_LOG_LEVEL=DEBUG brings the events back.
+CONSOLE_LOG_LEVEL_ENV = "EVALS_DAGSTER_LOG_LEVEL"
+
+install_log_redaction()
+
+
+def asset_checks() -> list[Any]:
+    """The asset checks defined in `eval_assets/checks.py`, if that module exists (they gate `evalpipe run`)."""
+    try:
+        from eval_assets import checks
+    except ImportError:
+        return []
+    from dagster import AssetChecksDefinition
+
+    seen, out = set(), []
+    for v in vars(checks).values():
+        items = v if isinstance(v, (list, tuple)) else [v]
+        for c in items:
+            if isinstance(c, AssetChecksDefinition) and id(c) not in seen:
+                seen.add(id(c))
+                out.append(c)
+    return out
 
 
 def get_instance() -> DagsterInstance:
@@ -33,10 +57,38 @@ def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[
 
 def run_assets(selection: list[str], partition_key: Any = None, instance: DagsterInstance | None = None,
                resources: dict[str, Any] | None = None, tags: dict[str, str] | None = None):
-    """Materialize `selection` (for one partition) in this process, recorded on the real instance."""
-    return materialize(EVAL_ASSETS, selection=selection, partition_key=partition_key,
+    """Materialize `selection` (for one partition) in this process, recorded on the real instance.
+    The asset checks of the selected assets run too."""
+    level = os.environ.get(CONSOLE_LOG_LEVEL_ENV, "WARNING").upper()
+    return materialize([*EVAL_ASSETS, *asset_checks()], selection=selection, partition_key=partition_key,
                        instance=instance or get_instance(), resources={**default_resources(), **(resources or {})},
-                       raise_on_error=False, tags=tags)
+                       raise_on_error=False, tags=tags,
+                       run_config={"loggers": {"console": {"config": {"log_level": level}}}})
+
+
+@dataclass
+class CheckResult:
+    run_id: str
+    asset: str
+    partition: str | None
+    check: str
+    passed: bool
+    severity: str
+    description: str = ""
+
+
+def check_results(instance: DagsterInstance, run_ids: list[str]) -> list[CheckResult]:
+    """Asset check evaluations recorded by these runs (empty when no checks are defined)."""
+    from dagster import DagsterEventType
+
+    out = []
+    for run_id in run_ids:
+        for rec in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+            ev = rec.dagster_event.event_specific_data
+            out.append(CheckResult(run_id=run_id, asset=ev.asset_key.to_user_string(), partition=ev.partition,
+                                   check=ev.check_name, passed=bool(ev.passed), severity=ev.severity.value,
+                                   description=str(ev.description or "")))
+    return out
 
 
 @dataclass
@@ -70,8 +122,10 @@ def _first_error(result: Any) -> str:
 
 def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
              instance: DagsterInstance | None = None, on_event: Callable[[str], None] | None = None,
-             tags: dict[str, str] | None = None) -> EvaluateResult:
-    """dataset per split, the chain per (split, model), then the leaderboard. Failures are collected, not raised."""
+             tags: dict[str, str] | None = None,
+             on_progress: Callable[[int, int, str], None] | None = None) -> EvaluateResult:
+    """dataset per split, the chain per (split, model), then the leaderboard. Failures are collected, not raised.
+    `on_progress(done, total, label)` is called before each run (done = runs finished so far) and at the end."""
     for s in splits:
         cfg.split(s)
     for m in models:
@@ -80,21 +134,35 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     say = on_event or (lambda msg: None)
     sync_model_partitions(instance, models)
     out = EvaluateResult()
+    total, done = len(splits) * (1 + len(models)) + 1, 0
+
+    def step(label: str) -> None:
+        say(label)
+        if on_progress:
+            on_progress(done, total, label)
+
     for split in splits:
-        say(f"dataset {split}")
+        step(f"dataset {split}")
         r = run_assets(["dataset"], split, instance, resources, tags)
+        done += 1
         if not r.success:
             err = _first_error(r)
             out.partitions += [PartitionResult(split, m, False, r.run_id, err) for m in models]
             say(f"dataset {split} failed: {err}")
+            done += len(models)
             continue
         for model in models:
-            say(f"evaluate {split} x {model}")
+            step(f"evaluate {split} x {model}")
             r = run_assets(CHAIN, eval_key(split, model), instance, resources, tags)
+            done += 1
             out.partitions.append(PartitionResult(split, model, r.success, r.run_id, "" if r.success else _first_error(r)))
             if not r.success:
                 say(f"{split} x {model} failed: {out.partitions[-1].error}")
+    step("leaderboard")
     r = run_assets(["leaderboard"], None, instance, resources, tags)
+    done += 1
+    if on_progress:
+        on_progress(done, total, "done")
     out.leaderboard_ok = r.success
     if not r.success:
         raise EvalError(f"leaderboard failed: {_first_error(r)}")

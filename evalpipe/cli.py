@@ -1,14 +1,23 @@
-"""`evalpipe`: run evaluations and read their results from a terminal or CI."""
+"""`evalpipe`: run evaluations and read their results from a terminal or CI (no daemon needed).
+
+Exit codes: 0 ok; 1 a partition (or the leaderboard) failed; 2 a usage or config error (one line on stderr;
+`--debug` shows the traceback); 3 a gate failed (an asset check of severity ERROR did not pass).
+Every command is documented in docs/operations.md.
+"""
 from __future__ import annotations
 
+import json
 import os
 import sys
+from typing import Any
 
 import click
 
 # litellm reaches for the internet at import unless told not to; set before anything imports it.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_GATE = 1, 2, 3
 
 
 class _Group(click.Group):
@@ -19,49 +28,386 @@ class _Group(click.Group):
 
         try:
             return super().invoke(ctx)
-        except EvalError as exc:
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(2)
+            from evalpipe.redact import redact
+
+            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if not isinstance(exc, EvalError):  # not a known user mistake: say what broke, and how to see more
+                msg = f"{type(exc).__name__}: {msg} (run with --debug for the traceback)"
+            click.echo(f"error: {redact(msg)}", err=True)
+            sys.exit(EXIT_USAGE if isinstance(exc, EvalError) else EXIT_FAILED)
+
+
+def _out(text: str) -> None:
+    from evalpipe.redact import redact
+
+    click.echo(redact(text))
+
+
+def _table(df, floatfmt: str = ".4f") -> str:
+    if df is None or not len(df):
+        return "(no rows)"
+    return df.to_markdown(index=False, floatfmt=floatfmt)
+
+
+def _kv(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """`k=v` pairs; values are parsed as YAML scalars (`5` -> 5, `true` -> True, `[a, b]` -> list)."""
+    import yaml
+
+    from evalpipe.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for p in pairs:
+        if "=" not in p or not p.split("=", 1)[0].strip():
+            raise ConfigError(f"{flag} expects key=value, got {p!r}")
+        k, v = p.split("=", 1)
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError:
+            out[k.strip()] = v
+    return out
+
+
+def _warehouse():
+    from evalpipe.config import warehouse_path
+    from evalpipe.warehouse import Warehouse
+
+    return Warehouse(warehouse_path())
 
 
 @click.group(cls=_Group)
-@click.option("--debug", is_flag=True, help="Show full tracebacks.")
+@click.option("--debug", is_flag=True, help="Show full tracebacks and Dagster's debug logs.")
 @click.option("--config", "config_path", envvar="EVALS_CONFIG", default=None, help="Config file (default: evals.yaml).")
+@click.option("--redact-pattern", "redact_patterns", multiple=True, metavar="REGEX",
+              help="Also mask matches of this regex on every write path (repeatable).")
 @click.pass_context
-def main(ctx: click.Context, debug: bool, config_path: str | None) -> None:
+def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patterns: tuple[str, ...]) -> None:
     """Evaluate models and agents on benchmarks (Dagster assets, DuckDB warehouse)."""
     ctx.obj = {"debug": debug}
     if config_path:
         os.environ["EVALS_CONFIG"] = os.path.abspath(config_path)
+    # Dagster's console logger would print each step event and a full trace per failure; the CLI shows a
+    # progress bar and one line per failure instead (everything stays in the run's event log for the UI).
+    os.environ.setdefault("EVALS_DAGSTER_LOG_LEVEL", "DEBUG" if debug else "CRITICAL")
+    from evalpipe.redact import add_patterns, install_log_redaction
+
+    add_patterns(redact_patterns)
+    install_log_redaction()
+
+
+# ---- run ----------------------------------------------------------------------------------------------------------
+def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
+    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
+    `params.k=v` a decoding param, anything else a runner option."""
+    from resources import ModelRunnerResource
+
+    fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
+    kw: dict[str, Any] = {"params": {}, "options": {}}
+    for k, v in runner_options.items():
+        if k.startswith("params."):
+            kw["params"][k[len("params."):]] = v
+        elif k in fields:
+            kw[k] = v
+        else:
+            kw["options"][k] = v
+    if concurrency is not None:
+        kw["concurrency"] = concurrency
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    try:
+        return ModelRunnerResource(**kw)
+    except Exception as exc:  # pydantic validation: a wrong type for a field
+        from evalpipe.errors import ConfigError
+
+        raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
 
 
 @main.command()
-@click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable; default: all).")
-@click.option("--split", "splits", multiple=True, help="Split name within the benchmarks (repeatable).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable; default: default_benchmarks).")
+@click.option("--split", "splits", multiple=True, help="Split name, or a full key like smoke/test (repeatable).")
 @click.option("--model", "models", multiple=True, help="Model key (repeatable; default: default_models).")
-def run(benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str, ...]) -> None:
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N samples of each split.")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
+@click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
+@click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
+              help="Adapter option for every chosen split (repeatable), e.g. limit=5.")
+@click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
+              help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@click.pass_context
+def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str, ...],
+        limit: int | None, concurrency: int | None, timeout_s: float | None, benchmark_options: tuple[str, ...],
+        runner_options: tuple[str, ...], no_progress: bool) -> None:
     """Materialize dataset -> ... -> metrics for the chosen partitions, then the leaderboard."""
-    from evalpipe.config import load_config, warehouse_path
-    from eval_assets.launch import evaluate
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.config import load_config
+    from evalpipe.errors import ConfigError
+    from eval_assets.launch import check_results, evaluate, get_instance
+    from resources import EvalConfigResource
 
     cfg = load_config()
     wanted = set(benchmarks or cfg.default_benchmarks)
-    chosen = [k for k, s in cfg.splits.items() if s.benchmark in wanted and (not splits or s.split in splits)]
+    unknown = wanted - {s.benchmark for s in cfg.splits.values()}
+    if unknown:
+        raise ConfigError(f"unknown benchmark(s) {sorted(unknown)}; configured: "
+                          f"{', '.join(sorted({s.benchmark for s in cfg.splits.values()}))}")
+    chosen = [k for k, s in cfg.splits.items()
+              if (s.benchmark in wanted or k in splits) and (not splits or s.split in splits or k in splits)]
     if not chosen:
-        from evalpipe.errors import ConfigError
         raise ConfigError(f"no benchmark split matches --benchmark {list(benchmarks)} --split {list(splits)}; "
                           f"configured: {', '.join(cfg.splits)}")
     model_keys = list(models) or cfg.default_models
-    result = evaluate(cfg, chosen, model_keys, on_event=lambda m: click.echo(f"... {m}", err=True))
-    wh = Warehouse(warehouse_path())
-    board = wh.query("SELECT benchmark_split, metric, rank, model, round(value, 4) AS value, n, n_unscored, n_errors "
-                     "FROM leaderboard ORDER BY benchmark_split, metric, rank")
-    click.echo(board.to_markdown(index=False) if len(board) else "(leaderboard is empty)")
-    click.echo(f"\nwarehouse: {wh.duckdb_path}")
+    split_options = _kv(benchmark_options, "--benchmark-option")
+    if limit is not None:
+        split_options["limit"] = limit
+    resources = {"model_runner": _runner_overrides(_kv(runner_options, "--runner-option"), concurrency, timeout_s)}
+    if split_options:
+        resources["eval_config"] = EvalConfigResource(split_options=split_options)
+    instance = get_instance()
+
+    show = not no_progress and sys.stderr.isatty()
+    if show:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+        bar = Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
+                       TimeElapsedColumn(), transient=True)
+        task = bar.add_task("starting", total=None)
+
+        def progress(done: int, total: int, label: str) -> None:
+            bar.update(task, completed=done, total=total, description=label[:40])
+
+        with bar:
+            result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress)
+    else:
+        result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance,
+                          on_event=lambda m: click.echo(f"... {m}", err=True))
+
+    wh = _warehouse()
+    rows = []
+    metrics = wh.query("SELECT benchmark_split, model, metric, value, n, n_errors, ci_low, ci_high FROM metrics "
+                       "WHERE slice = 'all'")
+    for p in result.partitions:
+        m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
+        if not len(m):
+            rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
+                         "metric": "", "value": None, "n": None, "errors": None, "95% CI": ""})
+        for r in m.itertuples(index=False):
+            rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
+                         "value": r.value, "n": r.n, "errors": r.n_errors,
+                         "95% CI": "" if r.ci_low != r.ci_low else f"{r.ci_low:.3f}-{r.ci_high:.3f}"})
+    import pandas as pd
+
+    _out(_table(pd.DataFrame(rows)))
+    _out(f"\nwarehouse: {wh.duckdb_path}")
+    checks = check_results(instance, [p.run_id for p in result.partitions if p.run_id])
+    failed_gates = [c for c in checks if not c.passed and c.severity == "ERROR"]
+    for c in checks:
+        if not c.passed:
+            _out(f"check {c.check} on {c.asset} [{c.partition}]: {'FAILED' if c.severity == 'ERROR' else 'warning'}"
+                 f"{': ' + c.description if c.description else ''}")
     if not result.success:
         failed = [f"{p.benchmark_split} x {p.model}: {p.error}" for p in result.partitions if not p.success]
-        click.echo("failed partitions:\n  " + "\n  ".join(failed), err=True)
-        sys.exit(1)
+        from evalpipe.redact import redact
+
+        click.echo(redact("failed partitions:\n  " + "\n  ".join(failed)), err=True)
+        sys.exit(EXIT_FAILED)
+    if failed_gates:
+        click.echo(f"gate failed: {len(failed_gates)} asset check(s) did not pass", err=True)
+        sys.exit(EXIT_GATE)
+
+
+# ---- reading results ------------------------------------------------------------------------------------------------
+def _filters(column_values: dict[str, tuple[str, ...]]) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for col, values in column_values.items():
+        if values:
+            clauses.append(f"{col} IN ({', '.join('?' for _ in values)})")
+            params += list(values)
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+@main.command()
+@click.option("--split", "splits", multiple=True, help="benchmark_split key, e.g. smoke/test (repeatable).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable).")
+@click.option("--model", "models", multiple=True, help="Model key (repeatable).")
+@click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable).")
+@click.option("--slices", "all_slices", is_flag=True, help="Every slice, not only `all`.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+def summarize(splits, benchmarks, models, metric_names, all_slices, as_json) -> None:
+    """Metrics of one or more partitions (default: all) as a table."""
+    from evalpipe.errors import DataError
+
+    where, params = _filters({"benchmark_split": splits, "model": models, "metric": metric_names})
+    if benchmarks:
+        where += " AND split_part(benchmark_split, '/', 1) IN (" + ", ".join("?" for _ in benchmarks) + ")"
+        params += list(benchmarks)
+    if not all_slices:
+        where += " AND slice = 'all'"
+    df = _warehouse().query(
+        "SELECT benchmark_split, model, metric, slice, value, stderr, ci_low, ci_high, n, n_unscored, n_errors "
+        f"FROM metrics WHERE {where} ORDER BY benchmark_split, metric, slice, value DESC, model", params)
+    if not len(df):
+        raise DataError("no metrics match; materialize some first (evalpipe run) or check --split/--model")
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+    else:
+        _out(_table(df))
+
+
+@main.command()
+@click.option("--split", "split", default=None, help="benchmark_split key (default: the only one in the warehouse).")
+@click.option("--model", "model", default=None, help="Model key (default: the only one for the split).")
+@click.option("--metric", default=None, help="Which metric decides correct/incorrect (default: the first).")
+@click.option("--detailed", is_flag=True, help="Full prompt, raw output, error and every verdict per sample.")
+@click.option("--level", default=None, help="Only samples whose level (metadata Level/level, or slice level=) is this.")
+@click.option("--correct-only", is_flag=True, help="Only samples the metric marks correct.")
+@click.option("--incorrect-only", is_flag=True, help="Only samples the metric marks incorrect (or failed).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N samples.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+def view(split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json) -> None:
+    """Per-sample results of one partition."""
+    from evalpipe.errors import ConfigError, DataError
+
+    if correct_only and incorrect_only:
+        raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
+    wh = _warehouse()
+    parts = wh.query("SELECT DISTINCT benchmark_split, model FROM judgements ORDER BY 1, 2")
+    if split:
+        parts = parts[parts["benchmark_split"] == split]
+    if model:
+        parts = parts[parts["model"] == model]
+    if len(parts) != 1:
+        have = ", ".join(f"{r.benchmark_split}|{r.model}" for r in parts.itertuples()) or "none"
+        raise DataError(f"pick one partition with --split and --model (matching: {have})")
+    split, model = parts.iloc[0]["benchmark_split"], parts.iloc[0]["model"]
+    metrics = wh.query("SELECT DISTINCT metric FROM judgements WHERE benchmark_split = ? AND model = ? ORDER BY 1",
+                       [split, model])["metric"].tolist()
+    metric = metric or metrics[0]
+    if metric not in metrics:
+        raise ConfigError(f"no metric {metric!r} for {split}|{model}; available: {', '.join(metrics)}")
+    sql = """
+        SELECT p.sample_index, p.sample_id, j.correct, j.score, j.status AS verdict, r.status, r.prediction, p.target,
+               j.reason, p.prompt_text, r.raw_output, r.error, p.metadata, p.slices, r.input_tokens, r.output_tokens,
+               r.latency_s, r.cost
+        FROM prompts p
+        LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
+        LEFT JOIN judgements j ON j.benchmark_split = p.benchmark_split AND j.model = p.model
+             AND j.sample_id = p.sample_id AND j.metric = ?
+        WHERE p.benchmark_split = ? AND p.model = ?"""
+    params: list[Any] = [metric, split, model]
+    if correct_only:
+        sql += " AND j.correct"
+    if incorrect_only:
+        sql += " AND coalesce(NOT j.correct, TRUE)"
+    if level is not None:
+        sql += (" AND coalesce(p.metadata->>'$.Level', p.metadata->>'$.level', p.slices->>'$.level', "
+                "p.slices->>'$.Level') = ?")
+        params.append(str(level))
+    sql += " ORDER BY p.sample_index LIMIT ?"
+    params.append(limit)
+    df = wh.query(sql, params)
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+        return
+    click.echo(f"{split} | {model} | metric {metric} | {len(df)} sample(s)")
+    if not detailed:
+        short = df[["sample_id", "correct", "score", "status", "prediction", "target"]].copy()
+        for c in ("prediction", "target"):
+            short[c] = short[c].map(lambda v: (v[:60] + "...") if isinstance(v, str) and len(v) > 60 else v)
+        _out(_table(short, ".3f"))
+        return
+    for r in df.itertuples(index=False):
+        lines = [f"--- {r.sample_id}  correct={r.correct} score={r.score} verdict={r.verdict} rollout={r.status}",
+                 f"prompt:\n{r.prompt_text}", f"raw output:\n{r.raw_output}", f"prediction: {r.prediction}",
+                 f"target: {r.target}", f"reason: {r.reason}"]
+        if isinstance(r.error, str) and r.error:
+            lines.append(f"error: {r.error}")
+        lines.append(f"metadata: {r.metadata}  slices: {r.slices}")
+        lines.append(f"tokens in/out: {r.input_tokens}/{r.output_tokens}  latency: {r.latency_s}  cost: {r.cost}")
+        _out("\n".join(lines) + "\n")
+
+
+@main.command()
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
+def sql(query: str, as_json: bool, as_csv: bool) -> None:
+    """Run a SQL query against the warehouse (tables: datasets, prompts, rollouts, judgements, metrics,
+    leaderboard) and print the result. Reads Parquet directly: never blocks a running evaluation."""
+    import duckdb
+
+    from evalpipe.errors import EvalError
+
+    try:
+        df = _warehouse().query(query)
+    except duckdb.Error as exc:
+        raise EvalError(f"SQL error: {str(exc).splitlines()[0]}") from None
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+    elif as_csv:
+        click.echo(df.to_csv(index=False), nl=False)
+    else:
+        _out(_table(df, "g"))
+
+
+@main.command()
+@click.option("--split", required=True, help="benchmark_split key, e.g. smoke/test.")
+@click.option("--model", required=True, help="Model key.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
+def export(split: str, model: str, out_dir: str) -> None:
+    """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
+    from evalpipe.artifacts import write_artifacts
+    from evalpipe.config import load_config
+
+    cfg = load_config()
+    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)
+    click.echo(str(folder))
+
+
+# ---- registries -----------------------------------------------------------------------------------------------------
+def _doc(obj: Any) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def _list(kind: str, names: list[str], get) -> None:
+    import pandas as pd
+
+    rows = []
+    for n in names:
+        try:
+            rows.append({kind: n, "description": _doc(get(n))})
+        except Exception:
+            rows.append({kind: n, "description": ""})
+    click.echo(_table(pd.DataFrame(rows)))
+
+
+@main.command()
+def adapters() -> None:
+    """List the benchmark adapters (the `adapter:` of a benchmark)."""
+    from evalpipe.benchmarks import get_adapter, list_adapters
+
+    _list("adapter", list_adapters(), get_adapter)
+
+
+@main.command()
+def runners() -> None:
+    """List the model runners (the `runner:` of a model)."""
+    from evalpipe.runners import get_runner, list_runners
+
+    _list("runner", list_runners(), get_runner)
+
+
+@main.command(name="metrics")
+def metrics_cmd() -> None:
+    """List the metrics (the `metrics:` of a benchmark)."""
+    from evalpipe.metrics import get_metric, list_metrics
+
+    _list("metric", list_metrics(), get_metric)
+
+
+if __name__ == "__main__":
+    main()

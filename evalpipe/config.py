@@ -116,6 +116,26 @@ class EvalConfig:
             known = ", ".join(sorted(self.splits)) or "none"
             raise ConfigError(f"unknown benchmark split {key!r} (configured: {known}); add it under 'benchmarks' in {self.path}") from None
 
+    @property
+    def checkpoints(self) -> dict[str, Any]:
+        """`checkpoints:` settings of the checkpoint sensor (docs/operations.md)."""
+        return dict(self.raw.get("checkpoints") or {})
+
+    @property
+    def artifacts(self) -> dict[str, Any]:
+        """`artifacts:` settings: where run artifacts go (docs/operations.md)."""
+        return dict(self.raw.get("artifacts") or {})
+
+    @property
+    def tracing(self) -> dict[str, Any]:
+        """`tracing:` settings: OpenTelemetry export (docs/operations.md)."""
+        return dict(self.raw.get("tracing") or {})
+
+    @property
+    def redact_patterns(self) -> list[str]:
+        """`redact_patterns:` extra regexes masked on every write path (docs/operations.md)."""
+        return [str(p) for p in self.raw.get("redact_patterns") or []]
+
     def model(self, key: str) -> ModelConfig:
         from evalpipe.models_registry import discovered_models
 
@@ -193,6 +213,10 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
     for b in default_benchmarks:
         if b not in benchmarks:
             raise ConfigError(f"{path}: default benchmark {b!r} is not under 'benchmarks'")
+    # Operations settings (docs/operations.md); their contents are checked where they are used.
+    for key, kind in (("checkpoints", dict), ("artifacts", dict), ("tracing", dict), ("redact_patterns", list)):
+        if data.get(key) is not None and not isinstance(data[key], kind):
+            raise ConfigError(f"{path}: '{key}' must be a {'mapping' if kind is dict else 'list'} (see docs/operations.md)")
     return EvalConfig(
         path=path, splits=splits, models=models, default_models=default_models,
         default_benchmarks=[str(b) for b in default_benchmarks],

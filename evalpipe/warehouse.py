@@ -74,7 +74,9 @@ class Warehouse:
     # ---- writes -------------------------------------------------------------------------------------------
     def write(self, table: str, df: pd.DataFrame, partition: Mapping[str, str]) -> Path:
         """Atomically replace one partition of a table. Returns the partition file's path."""
-        df = df.copy()
+        from evalpipe.redact import redact_frame
+
+        df = redact_frame(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
         for dim, value in partition.items():
             if dim in df.columns and len(df) and not (df[dim] == value).all():
                 bad = df.loc[df[dim] != value, dim].iloc[0]

@@ -1,4 +1,8 @@
+import dataclasses
+from typing import Any, Dict
+
 from dagster import ConfigurableResource
+from pydantic import Field
 
 from evalpipe.config import EvalConfig, load_config
 
@@ -7,6 +11,14 @@ class EvalConfigResource(ConfigurableResource):
     """The benchmarks-and-models config file. Empty `config_path`: `EVALS_CONFIG`, else `evals.yaml` in the repo."""
 
     config_path: str = ""
+    split_options: Dict[str, Any] = Field(
+        default={}, description="Adapter options merged over every benchmark split's for this run, e.g. {limit: 5} "
+                                "(what `evalpipe run --limit/--benchmark-option` sets).")
 
     def get(self) -> EvalConfig:
-        return load_config(self.config_path or None)
+        cfg = load_config(self.config_path or None)
+        if not self.split_options:
+            return cfg
+        # A copy: the loaded config is cached and shared by everything else in the process.
+        splits = {k: dataclasses.replace(s, options={**s.options, **self.split_options}) for k, s in cfg.splits.items()}
+        return dataclasses.replace(cfg, splits=splits)

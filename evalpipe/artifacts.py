@@ -1,0 +1,328 @@
+"""Run artifacts: one auditable folder per materialized (benchmark_split, model) partition.
+
+    manifest.json   config snapshot, git SHA, package versions, filtered env, start/end/duration, fingerprints
+    samples.jsonl   per sample: prompt, ground truth, metadata, prediction, scores, usage, error
+    events.jsonl    trajectory events flattened, one per line, with sample_id and event_index
+    errors.jsonl    the samples whose rollout failed
+    summary.json    metric values per slice, counts
+    summary.md      the same for humans, one table per metric
+
+Everything is built from the warehouse (plus the metrics just computed), so the `metrics` asset and
+`evalpipe export` write identical folders. Every value passes through `evalpipe.redact`. The folder is written
+under a temp name and renamed into place: a reader never sees half a set of files.
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import asdict
+from datetime import datetime, timezone
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from evalpipe.config import REPO_ROOT, EvalConfig, dagster_home
+from evalpipe.errors import WarehouseError
+from evalpipe.fingerprint import fingerprint
+from evalpipe.redact import MASK, get_redactor, is_secret_name
+
+ARTIFACTS_ENV = "EVALS_ARTIFACTS"
+FILES = ("manifest.json", "samples.jsonl", "events.jsonl", "errors.jsonl", "summary.json", "summary.md")
+PACKAGES = ("evalpipe", "dagster", "duckdb", "pandas", "pyarrow", "litellm", "transformers", "torch", "aiohttp",
+            "sentence-transformers", "opentelemetry-sdk")
+# Environment kept in the manifest: only variables that change how a run behaves. Values of secret-looking
+# names are masked, everything else is redacted like any other text.
+ENV_PREFIXES = ("EVALS_", "DAGSTER_", "LITELLM_", "HF_", "TRANSFORMERS_", "OTEL_", "OMP_", "MKL_", "CUDA_",
+                "TOKENIZERS_", "PYTHONHASHSEED")
+
+
+def artifacts_root(cfg: EvalConfig | None = None) -> Path:
+    """`EVALS_ARTIFACTS`, else `artifacts.dir` in the config (relative to the config file), else
+    `$DAGSTER_HOME/artifacts`."""
+    env = os.environ.get(ARTIFACTS_ENV)
+    if env:
+        return Path(env).expanduser().resolve()
+    configured = (cfg.artifacts.get("dir") if cfg is not None else None)
+    if configured:
+        p = Path(os.path.expandvars(str(configured))).expanduser()
+        return p if p.is_absolute() else (cfg.path.parent / p).resolve()
+    return dagster_home() / "artifacts"
+
+
+def artifacts_enabled(cfg: EvalConfig | None) -> bool:
+    return bool(cfg.artifacts.get("enabled", True)) if cfg is not None else True
+
+
+def partition_dir(root: Path, split_key: str, model_key: str) -> Path:
+    # benchmark_split keys hold one '/' (benchmark/split) and become two levels; a '/' in a model key
+    # (e.g. `org/model`) would make a third, so it is spelled `__` like the models registry does.
+    return root / split_key / model_key.replace("/", "__")
+
+
+# ---- small helpers ------------------------------------------------------------------------------------------------
+def _loads(v: Any, default: Any = None) -> Any:
+    if isinstance(v, str) and v:
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return default
+
+
+def _clean(v: Any) -> Any:
+    """pandas/numpy scalars and NaN -> plain JSON values."""
+    if v is None:
+        return None
+    if isinstance(v, float) and v != v:
+        return None
+    if hasattr(v, "item") and not isinstance(v, (str, bytes)):
+        try:
+            v = v.item()
+        except (ValueError, AttributeError):
+            pass
+    if isinstance(v, float) and v != v:
+        return None
+    try:
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return v
+
+
+def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
+
+
+def _git() -> dict[str, Any]:
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
+        if sha.returncode != 0:
+            return {"sha": None}
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO_ROOT,
+                               capture_output=True, text=True, timeout=5)
+        return {"sha": sha.stdout.strip(), "dirty": bool(dirty.stdout.strip())}
+    except (OSError, subprocess.SubprocessError):
+        return {"sha": None}
+
+
+def package_versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = importlib_metadata.version(name)
+        except importlib_metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def filtered_env() -> dict[str, str]:
+    out = {}
+    for k, v in sorted(os.environ.items()):
+        if not k.startswith(ENV_PREFIXES):
+            continue
+        out[k] = MASK if is_secret_name(k) else v
+    return out
+
+
+def _model_files_signature(path: str | None) -> list[list[Any]] | None:
+    """For a local model (folder or file): names and sizes of its files, so a changed checkpoint shows."""
+    if not path:
+        return None
+    p = Path(path)
+    if not p.exists():
+        return None
+    files = [p] if p.is_file() else sorted(f for f in p.rglob("*") if f.is_file())
+    return [[str(f.relative_to(p.parent if p.is_file() else p)), f.stat().st_size] for f in files[:500]]
+
+
+def _read_or_empty(wh: Any, table: str, partition: dict[str, str]) -> pd.DataFrame:
+    try:
+        return wh.read(table, partition)
+    except WarehouseError:
+        return pd.DataFrame()
+
+
+# ---- the folder ---------------------------------------------------------------------------------------------------
+def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
+                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The artifact contents as Python objects (file name -> object, or list of records for .jsonl)."""
+    part = {"benchmark_split": split_key, "model": model_key}
+    dataset = _read_or_empty(wh, "datasets", {"benchmark_split": split_key})
+    prompts = _read_or_empty(wh, "prompts", part)
+    rollouts = _read_or_empty(wh, "rollouts", part)
+    judgements = _read_or_empty(wh, "judgements", part)
+    if metrics is None:
+        metrics = _read_or_empty(wh, "metrics", part)
+    if prompts.empty and rollouts.empty:
+        raise WarehouseError(f"no prompts or rollouts for {split_key} x {model_key} in {wh.root}; "
+                             "materialize the partition first (evalpipe run)")
+
+    scores: dict[str, dict[str, Any]] = {}
+    for r in _records(judgements):
+        scores.setdefault(r["sample_id"], {})[r["metric"]] = {
+            k: r.get(k) for k in ("score", "correct", "status", "reason", "normalized_prediction", "normalized_target")}
+    roll = {r["sample_id"]: r for r in _records(rollouts)}
+    samples, events, errors = [], [], []
+    for p in _records(prompts):
+        sid = p["sample_id"]
+        r = roll.get(sid, {})
+        messages = _loads(p.get("messages"), [])
+        row = {
+            "sample_id": sid, "sample_index": p.get("sample_index"), "prompt": messages, "target": p.get("target"),
+            "metadata": _loads(p.get("metadata"), {}), "slices": _loads(p.get("slices"), {}),
+            "prediction": r.get("prediction"), "raw_output": r.get("raw_output"), "status": r.get("status"),
+            "error": r.get("error"), "scores": scores.get(sid, {}),
+            "usage": {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")},
+            "finish_reason": r.get("finish_reason"),
+        }
+        samples.append(row)
+        if r.get("status") not in (None, "ok"):
+            errors.append({"sample_id": sid, "error": r.get("error"), "attempts": r.get("attempts"),
+                           "latency_s": r.get("latency_s")})
+        trajectory = _loads(r.get("trajectory"), None)
+        if isinstance(trajectory, list) and trajectory:
+            source, evs = "trajectory", trajectory
+        else:  # no agent trajectory: the conversation itself is the event list
+            source = "conversation"
+            evs = [{"type": "message", **m} for m in messages]
+            if r.get("status") == "ok":
+                evs.append({"type": "message", "role": "assistant", "content": r.get("raw_output")})
+            elif r.get("status") is not None:
+                evs.append({"type": "error", "error": r.get("error")})
+        for i, ev in enumerate(evs):
+            flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
+            events.append({"sample_id": sid, "event_index": i, "source": source, **flat})
+
+    metric_rows = _records(metrics)
+    n = len(samples)
+    n_err = len(errors)
+    counts = {"samples": n, "ok": sum(1 for s in samples if s["status"] == "ok"), "errors": n_err,
+              "from_journal": sum(1 for s in samples if s["usage"].get("cached")),
+              "input_tokens": sum(int(s["usage"].get("input_tokens") or 0) for s in samples),
+              "output_tokens": sum(int(s["usage"].get("output_tokens") or 0) for s in samples),
+              "cost_usd": round(sum(float(s["usage"].get("cost") or 0.0) for s in samples), 6)}
+    run = dict(run or {})
+    started, finished = run.get("started_at"), run.get("finished_at") or time.time()
+    timing = {"started_at": _iso(started), "finished_at": _iso(finished),
+              "duration_s": round(finished - started, 3) if started else None}
+    summary = {"benchmark_split": split_key, "model": model_key, "run_id": run.get("run_id"), **timing,
+               "counts": counts, "metrics": metric_rows}
+
+    split_cfg = model_cfg = None
+    if cfg is not None:
+        split_cfg = cfg.splits.get(split_key)
+        try:
+            model_cfg = cfg.model(model_key)
+        except Exception:  # a model since removed from the config: the manifest still records the rest
+            model_cfg = None
+    split_dict = None
+    if split_cfg is not None:
+        split_dict = {k: v for k, v in asdict(split_cfg).items() if k != "base_dir"}
+        split_dict["base_dir"] = str(split_cfg.base_dir)
+    model_dict = asdict(model_cfg) if model_cfg is not None else None
+    fps = {
+        "dataset": fingerprint([[d.get("sample_id"), d.get("input"), d.get("target"), d.get("choices"), d.get("files")]
+                                for d in _records(dataset)]) if len(dataset) else None,
+        "prompts": fingerprint(sorted(prompts["prompt_fingerprint"].dropna().tolist())) if "prompt_fingerprint" in prompts else None,
+        "prompt_template": fingerprint(split_cfg.prompt_template) if split_cfg is not None else None,
+        "runner": fingerprint({"runner": model_cfg.runner, "api_base": model_cfg.api_base,
+                               "options": model_cfg.options}) if model_cfg is not None else None,
+        "model": fingerprint({"model": model_cfg.model, "params": model_cfg.params,
+                              "files": _model_files_signature(model_cfg.model)}) if model_cfg is not None else None,
+        "rollouts": fingerprint(sorted(rollouts["fingerprint"].dropna().tolist())) if "fingerprint" in rollouts else None,
+        "judges": sorted(judgements["judge_fingerprint"].dropna().unique().tolist()) if "judge_fingerprint" in judgements else [],
+    }
+    manifest = {
+        "benchmark_split": split_key, "model": model_key, "run_id": run.get("run_id"), **timing,
+        "config": {"file": str(cfg.path) if cfg is not None else None,
+                   "file_fingerprint": _file_fp(cfg.path) if cfg is not None else None,
+                   "benchmark_split": split_dict, "model": model_dict},
+        "fingerprints": fps, "git": _git(), "packages": package_versions(),
+        "python": sys.version.split()[0], "platform": platform.platform(), "env": filtered_env(),
+        "counts": counts, "files": list(FILES),
+    }
+    return {"manifest.json": manifest, "samples.jsonl": samples, "events.jsonl": events, "errors.jsonl": errors,
+            "summary.json": summary, "summary.md": summary_markdown(summary)}
+
+
+def _iso(ts: float | None) -> str | None:
+    return datetime.fromtimestamp(ts, tz=timezone.utc).isoformat() if ts else None
+
+
+def _file_fp(path: Path) -> str | None:
+    try:
+        return fingerprint(path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def summary_markdown(summary: dict[str, Any]) -> str:
+    c = summary["counts"]
+    lines = [f"# {summary['benchmark_split']} x {summary['model']}", ""]
+    if summary.get("run_id"):
+        lines.append(f"run `{summary['run_id']}`, finished {summary.get('finished_at')}, "
+                     f"took {summary.get('duration_s')} s")
+        lines.append("")
+    lines += [f"{c['samples']} samples: {c['ok']} ok, {c['errors']} errors, {c['from_journal']} from the journal; "
+              f"{c['input_tokens']} input / {c['output_tokens']} output tokens, ${c['cost_usd']}", ""]
+    by_metric: dict[str, list[dict[str, Any]]] = {}
+    for r in summary["metrics"]:
+        by_metric.setdefault(r["metric"], []).append(r)
+    for metric, rows in by_metric.items():
+        rows = sorted(rows, key=lambda r: (r["slice"] != "all", r["slice"]))
+        lines += [f"## {metric}", "", "| slice | value | n | unscored | errors | 95% CI |", "|---|---|---|---|---|---|"]
+        for r in rows:
+            v = "n/a" if r.get("value") is None else f"{r['value']:.4f}"
+            ci = "" if r.get("ci_low") is None else f"{r['ci_low']:.3f} - {r['ci_high']:.3f}"
+            lines.append(f"| {r['slice']} | {v} | {r.get('n')} | {r.get('n_unscored')} | {r.get('n_errors')} | {ci} |")
+        lines.append("")
+    if not by_metric:
+        lines.append("_no metrics_")
+    return "\n".join(lines) + "\n"
+
+
+def _dump(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=False)
+
+
+def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
+                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
+                    out_dir: str | os.PathLike | None = None) -> Path:
+    """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/`); returns its path.
+    An existing folder is replaced whole."""
+    contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run)
+    target = Path(out_dir).expanduser().resolve() if out_dir else partition_dir(artifacts_root(cfg), split_key, model_key)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.mkdir()
+    r = get_redactor()
+    try:
+        for name, obj in contents.items():
+            with open(tmp / name, "w", encoding="utf-8") as fh:
+                if name.endswith(".jsonl"):
+                    for rec in obj:
+                        fh.write(_dump(r.redact_obj(rec)) + "\n")
+                elif name.endswith(".json"):
+                    fh.write(json.dumps(r.redact_obj(obj), ensure_ascii=False, default=str, indent=2) + "\n")
+                else:
+                    fh.write(r.redact(obj))
+        if target.exists():
+            old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return target
