@@ -151,5 +151,7 @@ def build_leaderboard(metrics: pd.DataFrame) -> pd.DataFrame:
     df = metrics[metrics["slice"] == "all"].drop(columns=["slice"]).copy()
     if df.empty:
         return df.assign(rank=pd.Series(dtype="int64"))
-    df["rank"] = df.groupby(["benchmark_split", "metric"])["value"].rank(ascending=False, method="min").astype("int64")
+    # a split whose samples are all unscored (GAIA test: answers hidden) has value NaN: no rank, not a crash
+    df["rank"] = df.groupby(["benchmark_split", "metric"])["value"].rank(
+        ascending=False, method="min", na_option="keep").astype("Int64")
     return df.sort_values(["benchmark_split", "metric", "rank", "model"]).reset_index(drop=True)
