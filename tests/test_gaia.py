@@ -249,3 +249,70 @@ def test_gated_dataset_error_says_to_accept_the_terms(tmp_path, monkeypatch):
     msg = str(err.value)
     assert "gated" in msg and "HF_TOKEN" in msg and "accepted the terms" in msg and "path:" in msg
     assert "\n" not in msg
+
+
+# ---- through the Dagster graph: per-level accuracy, unscored hidden answers -------------------------------------
+@pytest.mark.slow
+def test_per_level_metrics_through_the_graph(instance, home, write_config):
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+    from evalpipe.warehouse import Warehouse
+
+    write_config("""
+benchmarks:
+  gaia:
+    adapter: gaia
+    splits: [validation, test]
+    options: {path: {repo}/data/gaia_sample}
+models:
+  perfect: {runner: echo, reply: target}
+  wrong:
+    runner: echo
+    reply: fixed
+    text: "Six times seven... let me see.\\nFINAL ANSWER: **42**"
+""")
+    result = evaluate(load_config(), ["gaia/validation"], ["perfect", "wrong"], instance=instance)
+    assert result.success, result
+    wh = Warehouse(home / "warehouse.duckdb")
+    rows = wh.query("select benchmark_split as s, model, slice, value, n, n_unscored, n_errors from metrics "
+                    "where metric = 'gaia' order by s, model, slice")
+    got = {(r.s, r.model, r.slice): (None if pd.isna(r.value) else round(r.value, 4), r.n, r.n_unscored, r.n_errors)
+           for r in rows.itertuples()}
+    assert got == {
+        ("gaia/validation", "perfect", "all"): (1.0, 29, 0, 0),
+        ("gaia/validation", "perfect", "level=1"): (1.0, 12, 0, 0),
+        ("gaia/validation", "perfect", "level=2"): (1.0, 10, 0, 0),
+        ("gaia/validation", "perfect", "level=3"): (1.0, 7, 0, 0),
+        ("gaia/validation", "wrong", "all"): (round(1 / 29, 4), 29, 0, 0),
+        ("gaia/validation", "wrong", "level=1"): (round(1 / 12, 4), 12, 0, 0),
+        ("gaia/validation", "wrong", "level=2"): (0.0, 10, 0, 0),
+        ("gaia/validation", "wrong", "level=3"): (0.0, 7, 0, 0),
+    }
+    j = wh.query("select j.prediction, raw_output, score, reason, normalized_prediction, normalized_target "
+                 "from judgements j join rollouts using (benchmark_split, model, sample_id) "
+                 "where model = 'wrong' and benchmark_split = 'gaia/validation' and target = '42'")
+    assert j.to_dict("records") == [{
+        "prediction": "42", "raw_output": "Six times seven... let me see.\nFINAL ANSWER: **42**", "score": 1.0,
+        "reason": "number: equal", "normalized_prediction": "42.0", "normalized_target": "42.0"}]
+    board = wh.query("select model, rank from leaderboard where benchmark_split = 'gaia/validation' order by rank")
+    assert board.to_dict("records") == [{"model": "perfect", "rank": 1}, {"model": "wrong", "rank": 2}]
+
+
+def test_hidden_answers_are_unscored_not_wrong(tmp_path):
+    """The test split through the same stage functions the assets call (the graph itself is covered above)."""
+    from evalpipe.config import ModelConfig
+    from evalpipe.pipeline import build_leaderboard, build_prompts, compute_metrics, judge, run_rollouts
+    from evalpipe.runners import RunSettings, build_runner
+
+    sp = split({"path": "data/gaia_sample"}, name="test")
+    prompts = build_prompts(sp, "wrong", build_dataset(sp))
+    model = ModelConfig(key="wrong", runner="echo", options={"reply": "fixed", "text": "FINAL ANSWER: 168"})
+    rollouts = run_rollouts(sp, model, prompts, build_runner(model), RunSettings(), journal_file=tmp_path / "j.sqlite")
+    judged = judge(sp, prompts, rollouts)
+    assert set(judged["status"]) == {"unscored"} and judged["score"].isna().all()
+    metrics = compute_metrics(sp.key, "wrong", judged)
+    rows = {r.slice: (r.n, r.n_unscored, r.n_errors) for r in metrics.itertuples() if r.metric == "gaia"}
+    assert rows == {"all": (0, 6, 0), "level=1": (0, 2, 0), "level=2": (0, 2, 0), "level=3": (0, 2, 0)}
+    assert metrics.loc[metrics["slice"] == "all", "value"].isna().all()
+    board = build_leaderboard(metrics)  # no value, so no rank; not a crash
+    assert len(board) == 1 and pd.isna(board.loc[0, "rank"]) and board.loc[0, "n_unscored"] == 6
