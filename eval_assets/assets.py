@@ -5,9 +5,11 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 """
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, MetadataValue, asset
+from dagster import AssetExecutionContext, AssetIn, DataVersion, MetadataValue, Output, asset
 
 from evalpipe import pipeline
+from evalpipe.config import load_config
+from evalpipe.metrics import judgements_version, judging_version
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, WarehouseResource
 
@@ -75,25 +77,30 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
-       description="Per-sample verdicts of each metric on each rollout.")
+       description="Per-sample verdicts of each metric on each rollout.",
+       # changes when a judge (model, prompt, settings) or a split's metrics change in the config: Dagster then
+       # shows judgements as stale; re-materializing it reads rollouts from the warehouse (no model calls)
+       code_version=judging_version(load_config()))
 def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
-               prompts: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+               prompts: pd.DataFrame, rollouts: pd.DataFrame) -> Output[pd.DataFrame]:
     dims = partition_dims(context.partition_key)
     split = eval_config.get().split(dims["benchmark_split"])
-    df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.settings, metrics=judge.metrics)
+    df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.metric_settings(), metrics=judge.metrics)
     context.add_output_metadata({
         "rows": len(df), "scored": int((df["status"] == "scored").sum()) if len(df) else 0,
         "unscored": int((df["status"] == "unscored").sum()) if len(df) else 0,
+        "parse_errors": int((df["status"] == "parse_error").sum()) if len(df) else 0,
         "preview": _preview(df, ["sample_id", "metric", "score", "prediction", "target"]),
     })
-    return df
+    # the data version is the verdicts' content: `metrics` goes stale only when a verdict actually changed
+    return Output(df, data_version=DataVersion(judgements_version(df)))
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
-def metrics(context: AssetExecutionContext, judgements: pd.DataFrame) -> pd.DataFrame:
+def metrics(context: AssetExecutionContext, judgements: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
-    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements)
+    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements, rollouts=rollouts)
     overall = df[df["slice"] == "all"] if len(df) else df
     meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
     for r in overall.itertuples(index=False):

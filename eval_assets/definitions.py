@@ -2,12 +2,14 @@
 from dagster import Definitions
 
 from eval_assets.assets import EVAL_ASSETS
+from eval_assets.checks import EVAL_CHECKS
 from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
 from eval_assets.sensors import sync_models_sensor
 from resources import default_resources
 
 defs = Definitions(
     assets=EVAL_ASSETS,
+    asset_checks=EVAL_CHECKS,
     jobs=[evaluate_job, dataset_job, leaderboard_job],
     sensors=[sync_models_sensor],
     resources=default_resources(),

@@ -141,8 +141,10 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
 
 
 # ---- metrics and leaderboard ------------------------------------------------------------------------------------
-def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    df = aggregate(judgements, seed=seed)
+def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, seed: int = 0,
+                    rollouts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Metric rows per slice; with `rollouts`, also the partition's latency/token/cost rows (slice `usage`)."""
+    df = aggregate(judgements, seed=seed, rollouts=rollouts)
     df["benchmark_split"], df["model"] = split_key, model_key
     return df
 

@@ -1,6 +1,9 @@
 """Metrics behind a registry: `register_metric`, `get_metric`, `build_metric`; `aggregate` for the rollup."""
-from evalpipe.metrics.base import JudgeInput, Metric, build_metric, get_metric, list_metrics, register_metric
-from evalpipe.metrics.aggregate import aggregate
-from evalpipe.metrics import exact_match  # noqa: F401  (registers the built-in metrics)
+from evalpipe.metrics.base import (JudgeInput, Metric, build_metric, get_metric, judgements_version, judging_version,
+                                   list_metrics, register_metric)
+from evalpipe.metrics.aggregate import USAGE_METRICS, aggregate
+# importing the modules registers the built-in metrics
+from evalpipe.metrics import code_execution, exact_match, hms, list_match, llm_judge, semantic  # noqa: F401
 
-__all__ = ["JudgeInput", "Metric", "aggregate", "build_metric", "get_metric", "list_metrics", "register_metric"]
+__all__ = ["JudgeInput", "Metric", "USAGE_METRICS", "aggregate", "build_metric", "get_metric", "judgements_version", "judging_version",
+           "list_metrics", "register_metric"]

@@ -1,48 +1,165 @@
-"""From per-sample judgements to metric rows per (metric, slice)."""
+"""From per-sample judgements (and rollouts) to the rows of the `metrics` table.
+
+Per metric and slice (`all`, plus `key=value` for each slice attribute the adapter declared):
+- the metric itself: mean score over counted samples, n, n_unscored, n_errors, standard error, and a seeded
+  95% percentile-bootstrap confidence interval. Counted = scored + errored + unparseable-verdict samples;
+  errors and parse errors count as score 0 (a failing model or judge can't look better by failing);
+  samples without ground truth are `n_unscored` and not counted.
+- rows derived from per-sample `details` that metrics write:
+  `components: {name: value}` -> `<metric>_<name>` (mean; a sample without the component counts 0;
+  names starting with `[` are appended directly, e.g. a judge's own accuracy `llm_judge[gpt4]`);
+  `agreement: bool` -> `<metric>_agreement` (share of samples where all judges agree, over the samples
+  with at least two readable verdicts);
+  `ratios: {name: [num, den]}` -> `<metric>_<name>` = sum(num) / sum(den), n = sum(den) (a failed sample
+  gets its counts from the metric's `failure_details(target)` when it has one);
+  `pass_at_k: [k, ...]` -> `<metric>_pass@k`, the unbiased estimator over tasks (samples `<task>#<i>`), for
+  each k up to the smallest number of samples per task, when tasks have more than one sample.
+- per partition, from the rollouts, rows with slice `usage` (the USAGE_METRICS): latency percentiles and
+  mean, token and cost totals, and the rollout error rate; `n` is the number of rollouts. A slice of their
+  own keeps them out of queries over `slice = 'all'` and out of the leaderboard, which ranks scores.
+"""
 from __future__ import annotations
 
 import json
+from typing import Any, Callable
 
 import numpy as np
 import pandas as pd
 
 BOOTSTRAP_RESAMPLES = 1000
+USAGE_SLICE = "usage"
+COUNTED = ("scored", "error", "parse_error")
+USAGE_METRICS = ("latency_s_p50", "latency_s_p95", "latency_s_mean", "input_tokens_total", "output_tokens_total",
+                 "cost_usd_total", "rollout_error_rate")
 
 
-def _bootstrap_ci(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[float, float]:
-    if len(values) == 0:
+def bootstrap_ci(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """Seeded percentile-bootstrap CI of the mean."""
+    n = len(values)
+    if n == 0:
         return (float("nan"), float("nan"))
     rng = np.random.default_rng(seed)
-    means = rng.choice(values, size=(BOOTSTRAP_RESAMPLES, len(values)), replace=True).mean(axis=1)
-    lo, hi = np.quantile(means, [(1 - level) / 2, 1 - (1 - level) / 2])
+    idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
+    stats = values[idx].mean(axis=1)
+    lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 
 
-def _summarise(metric: str, slice_name: str, g: pd.DataFrame, seed: int) -> dict:
-    counted = g[g["status"].isin(["scored", "error", "parse_error"])]
-    vals = counted["score"].fillna(0.0).to_numpy(dtype=float)  # an errored sample counts as wrong, and is counted
+def _mean_row(metric: str, slice_name: str, vals: np.ndarray, seed: int, n_unscored: int = 0, n_errors: int = 0) -> dict:
     n = len(vals)
     return {
         "metric": metric, "slice": slice_name, "value": float(vals.mean()) if n else float("nan"), "n": n,
-        "n_unscored": int((g["status"] == "unscored").sum()),
-        "n_errors": int(g["status"].isin(["error", "parse_error"]).sum()),
+        "n_unscored": n_unscored, "n_errors": n_errors,
         "stderr": float(vals.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
-        **dict(zip(("ci_low", "ci_high"), _bootstrap_ci(vals, seed))),
+        **dict(zip(("ci_low", "ci_high"), bootstrap_ci(vals, seed))),
     }
 
 
-def aggregate(judgements: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """One row per metric and slice: `all`, plus `key=value` for each slice attribute of the samples."""
-    rows = []
-    if judgements.empty:
-        return pd.DataFrame(rows)
-    slices = judgements["slices"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
-    for metric, g in judgements.groupby("metric", sort=True):
-        rows.append(_summarise(metric, "all", g, seed))
-        keyed: dict[str, list[int]] = {}
-        for idx, sl in slices[g.index].items():
-            for k, v in sl.items():
-                keyed.setdefault(f"{k}={v}", []).append(idx)
-        for name in sorted(keyed):
-            rows.append(_summarise(metric, name, g.loc[keyed[name]], seed))
+def _failure_details(metric: str) -> Callable[[Any], dict] | None:
+    from evalpipe.metrics.base import get_metric
+
+    try:
+        return getattr(get_metric(metric), "failure_details", None)
+    except Exception:  # a metric registered in another process, or renamed: no hook
+        return None
+
+
+def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series, seed: int) -> list[dict]:
+    counted = g[g["status"].isin(COUNTED)]
+    n_unscored = int((g["status"] == "unscored").sum())
+    n_errors = int(g["status"].isin(["error", "parse_error"]).sum())
+    vals = counted["score"].fillna(0.0).to_numpy(dtype=float)  # an errored sample counts as wrong, and is counted
+    rows = [_mean_row(metric, slice_name, vals, seed, n_unscored, n_errors)]
+    det = [details[i] for i in counted.index]
+
+    names = sorted({c for d in det for c in (d.get("components") or {})})
+    for c in names:
+        cv = np.array([float((d.get("components") or {}).get(c, 0.0)) for d in det])
+        label = f"{metric}{c}" if c.startswith("[") else f"{metric}_{c}"
+        rows.append(_mean_row(label, slice_name, cv, seed, n_unscored, n_errors))
+
+    agree = np.array([float(d["agreement"]) for d in det if "agreement" in d])
+    if len(agree):
+        rows.append(_mean_row(f"{metric}_agreement", slice_name, agree, seed))
+
+    ratio_names = sorted({r for d in det for r in (d.get("ratios") or {})})
+    if ratio_names:
+        hook = _failure_details(metric)
+        filled = [d if d.get("ratios") or hook is None else hook(t) for d, t in zip(det, counted["target"])]
+        for r in ratio_names:
+            pairs = np.array([(d.get("ratios") or {}).get(r, [0, 0]) for d in filled], dtype=float).reshape(-1, 2)
+            num, den = pairs[:, 0], pairs[:, 1]
+            total = den.sum()
+            value = float(num.sum() / total) if total else float("nan")
+
+            lo = hi = se = float("nan")
+            if total:  # bootstrap over samples (a question's sub-answers stay together)
+                idx = np.random.default_rng(seed).integers(0, len(num), size=(BOOTSTRAP_RESAMPLES, len(num)))
+                d = den[idx].sum(axis=1)
+                stats = np.divide(num[idx].sum(axis=1), d, out=np.full(len(d), np.nan), where=d > 0)
+                lo, hi = (float(x) for x in np.nanquantile(stats, [0.025, 0.975]))
+                se = float(np.nanstd(stats, ddof=1)) if len(num) > 1 else float("nan")
+            rows.append({"metric": f"{metric}_{r}", "slice": slice_name, "value": value, "n": int(total),
+                         "n_unscored": n_unscored, "n_errors": n_errors, "stderr": se, "ci_low": lo, "ci_high": hi})
+
+    ks = sorted({int(k) for d in det for k in (d.get("pass_at_k") or [])})
+    if ks:
+        from evalpipe.metrics.code_execution import pass_at_k, task_of
+
+        per_task = pd.DataFrame({"task": counted["sample_id"].map(task_of), "ok": vals >= 1.0})
+        counts = per_task.groupby("task")["ok"].agg(["size", "sum"])
+        if len(counts) and counts["size"].max() > 1:
+            for k in ks:
+                if k > counts["size"].min():
+                    continue
+                est = np.array([pass_at_k(int(n), int(c), k) for n, c in zip(counts["size"], counts["sum"])])
+                rows.append(_mean_row(f"{metric}_pass@{k}", slice_name, est, seed, n_unscored, n_errors))
+    return rows
+
+
+def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
+    """Latency percentiles, token and cost totals and the error rate of one partition's rollouts."""
+    if rollouts is None or rollouts.empty:
+        return []
+    n = len(rollouts)
+    errors = int((rollouts["status"] != "ok").sum())
+
+    def col(name: str) -> pd.Series:
+        return pd.to_numeric(rollouts[name], errors="coerce") if name in rollouts else pd.Series([np.nan] * n)
+
+    lat = col("latency_s").dropna().to_numpy(dtype=float)
+    values = {
+        "latency_s_p50": float(np.percentile(lat, 50)) if len(lat) else float("nan"),
+        "latency_s_p95": float(np.percentile(lat, 95)) if len(lat) else float("nan"),
+        "latency_s_mean": float(lat.mean()) if len(lat) else float("nan"),
+        "input_tokens_total": float(col("input_tokens").fillna(0).sum()),
+        "output_tokens_total": float(col("output_tokens").fillna(0).sum()),
+        "cost_usd_total": float(col("cost").fillna(0).sum()),
+        "rollout_error_rate": errors / n,
+    }
+    return [{"metric": m, "slice": USAGE_SLICE, "value": v, "n": n, "n_unscored": 0, "n_errors": errors,
+             "stderr": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")} for m, v in values.items()]
+
+
+def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per metric and slice: `all`, plus `key=value` for each slice attribute of the samples;
+    then the partition's usage rows when `rollouts` is given."""
+    rows: list[dict] = []
+    if not judgements.empty:
+        judgements = judgements.reset_index(drop=True)
+        slices = judgements["slices"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
+        details = (judgements["details"] if "details" in judgements else pd.Series([None] * len(judgements))).map(
+            lambda s: json.loads(s) if isinstance(s, str) and s else {})
+        if "target" not in judgements:
+            judgements = judgements.assign(target=None)
+        for metric, g in judgements.groupby("metric", sort=True):
+            rows += _rows_for(metric, "all", g, details, seed)
+            keyed: dict[str, list[int]] = {}
+            for idx, sl in slices[g.index].items():
+                for k, v in sl.items():
+                    keyed.setdefault(f"{k}={v}", []).append(idx)
+            for name in sorted(keyed):
+                rows += _rows_for(metric, name, g.loc[keyed[name]], details, seed)
+    if rollouts is not None:
+        rows += usage_rows(rollouts)
     return pd.DataFrame(rows)

@@ -23,6 +23,7 @@ class JudgeInput:
 class Metric:
     name = "base"
     requires_target = True  # samples without ground truth are reported as unscored, never as wrong
+    shared_settings: tuple[str, ...] = ()  # run-wide overrides this metric accepts (see build_metric)
 
     def __init__(self, **settings: Any):
         self.settings = settings
@@ -62,8 +63,45 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) 
         name, settings = spec["name"], {k: v for k, v in spec.items() if k != "name"}
     else:
         raise ConfigError(f"metric entry {spec!r} must be a name or a mapping with 'name'")
-    settings = {**settings, **((overrides or {}).get(name) or {})}
+    factory = get_metric(name)
+    # "*" holds run-wide overrides (the judge resource's judges and call settings); only metrics that declare
+    # them in `shared_settings` take them
+    shared = {k: v for k, v in ((overrides or {}).get("*") or {}).items() if k in getattr(factory, "shared_settings", ())}
+    settings = {**settings, **shared, **((overrides or {}).get(name) or {})}
     try:
-        return get_metric(name)(**settings)
+        return factory(**settings)
     except TypeError as exc:
         raise ConfigError(f"metric {name!r}: bad settings {settings}: {exc}") from None
+
+
+# Bump when a built-in metric's verdicts change for the same inputs: it is part of the `judgements` asset's
+# code version, so Dagster marks judgements stale.
+METRICS_CODE_VERSION = "2"
+
+
+def judging_version(cfg: Any) -> str:
+    """The `judgements` asset's code version: what decides verdicts besides the rollouts themselves, i.e. the
+    metric code version, every split's metric list and settings, and the judge models (`judges:`). Changing a
+    judge's model, prompt or settings in the config changes it, and Dagster shows `judgements` as stale."""
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.fingerprint import fingerprint
+
+    per_split = {}
+    for key, split in sorted(cfg.splits.items()):
+        try:
+            per_split[key] = adapter_for(split).metrics()
+        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
+            per_split[key] = split.metrics
+    return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)
+
+
+def judgements_version(df: Any) -> str:
+    """A content hash of a judgements frame (who judged what, and the verdicts): the `judgements` asset's data
+    version, so `metrics` goes stale exactly when a verdict changed."""
+    from evalpipe.fingerprint import fingerprint
+
+    cols = [c for c in ("sample_id", "metric", "score", "status", "judge_fingerprint") if c in getattr(df, "columns", [])]
+    if not cols or len(df) == 0:
+        return fingerprint([], 16)
+    rows = df[cols].sort_values(cols[:2]).astype(object).where(df[cols].notna(), None).values.tolist()
+    return fingerprint(rows, 16)

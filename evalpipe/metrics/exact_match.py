@@ -1,13 +1,16 @@
-"""Exact match after light normalisation."""
+"""Exact match after light normalisation, with numeric tolerance and list-as-set options."""
 from __future__ import annotations
 
 import re
 import string
 
+from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.numbers import numbers_close, parse_number
 from evalpipe.types import Score
 
 _WS = re.compile(r"\s+")
+_SETTINGS = {"case_sensitive", "numeric", "rel_tol", "abs_tol", "list", "separators", "ordered"}
 
 
 def normalize_text(s: str, *, case: bool = False, punctuation: bool = False) -> str:
@@ -21,14 +24,63 @@ def normalize_text(s: str, *, case: bool = False, punctuation: bool = False) -> 
 
 @register_metric("exact_match")
 class ExactMatch(Metric):
+    """Settings:
+    - case_sensitive (false)
+    - numeric (true): when both sides read as numbers, compare them as numbers ("1.0" == "1", "$1,000" == "1000")
+    - rel_tol (0), abs_tol (0): tolerance of that comparison, relative to the reference answer / absolute
+    - list (false): answers are lists split on `separators` (",;"), compared as sets (`ordered: true`: as sequences)
+    """
+
     name = "exact_match"
+
+    def __init__(self, **settings):
+        unknown = set(settings) - _SETTINGS
+        if unknown:
+            raise ConfigError(f"exact_match: unknown setting(s) {sorted(unknown)}; known: {sorted(_SETTINGS)}")
+        super().__init__(**settings)
+        self.case = bool(settings.get("case_sensitive", False))
+        self.numeric = bool(settings.get("numeric", True))
+        self.rel_tol = float(settings.get("rel_tol", 0.0))
+        self.abs_tol = float(settings.get("abs_tol", 0.0))
+        self.as_list = bool(settings.get("list", False))
+        self.separators = str(settings.get("separators", ",;"))
+        self.ordered = bool(settings.get("ordered", False))
+
+    def _same(self, pred: str, gold: str) -> bool:
+        if self.numeric:
+            p, g = parse_number(pred), parse_number(gold)
+            if p is not None and g is not None:
+                return numbers_close(p, g, self.rel_tol, self.abs_tol)
+        return pred == gold
+
+    def _split(self, s: str) -> list[str]:
+        parts = re.split("[" + re.escape(self.separators) + "]", s) if self.separators else [s]
+        return [normalize_text(p, case=self.case) for p in parts if p.strip()]
+
+    def _lists_match(self, pred: list[str], gold: list[str]) -> bool:
+        if self.ordered:
+            return len(pred) == len(gold) and all(self._same(p, g) for p, g in zip(pred, gold))
+        pred, gold = list(dict.fromkeys(pred)), list(dict.fromkeys(gold))  # as sets: duplicates don't count
+        if len(pred) != len(gold):
+            return False
+        unused = list(pred)
+        for g in gold:  # each reference element needs its own matching predicted element
+            hit = next((p for p in unused if self._same(p, g)), None)
+            if hit is None:
+                return False
+            unused.remove(hit)
+        return True
 
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
             return Score.unscored()
-        case = bool(self.settings.get("case_sensitive", False))
-        pred = normalize_text(item.prediction or "", case=case)
-        gold = normalize_text(item.target, case=case)
-        ok = pred == gold
+        if self.as_list:
+            pred_l, gold_l = self._split(item.prediction or ""), self._split(item.target)
+            ok = self._lists_match(pred_l, gold_l)
+            pred, gold = " | ".join(pred_l), " | ".join(gold_l)
+        else:
+            pred = normalize_text(item.prediction or "", case=self.case)
+            gold = normalize_text(item.target, case=self.case)
+            ok = self._same(pred, gold)
         return Score(value=float(ok), correct=ok, reason="equal" if ok else "different",
                      normalized_prediction=pred, normalized_target=gold)

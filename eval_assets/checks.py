@@ -1,0 +1,116 @@
+"""Quality gates as Dagster asset checks, per (benchmark_split, model) partition. They run with the assets
+they check (in `evalpipe run` and in the UI) and show on the asset's Checks tab.
+
+- rollouts / error_rate: failed rollouts / all rollouts <= `checks.max_error_rate` (default 0.1).
+- metrics / samples_accounted: every sample of the partition has, for every metric, a judgement that is
+  scored, unscored (no ground truth) or an error; and the metric rows count them all (n + n_unscored).
+- metrics / judge_parse_failures: judge verdicts that couldn't be read / judged samples, per metric,
+  <= `checks.max_parse_error_rate` (default 0.05).
+
+Thresholds come from the config file (top-level `checks:`). A failed check has severity ERROR (WARN for
+`severity: warn`); checks are not blocking, so a failed gate is reported without hiding the results.
+"""
+
+from typing import Any
+
+import pandas as pd
+from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
+
+from eval_assets.assets import metrics, rollouts
+from evalpipe.errors import ConfigError
+from evalpipe.metrics import USAGE_METRICS
+from partitions import eval_partitions
+from resources import EvalConfigResource
+
+DEFAULTS = {"max_error_rate": 0.1, "max_parse_error_rate": 0.05, "severity": "error"}
+
+
+def thresholds(eval_config: EvalConfigResource) -> dict[str, Any]:
+    raw = eval_config.get().raw.get("checks") or {}
+    if not isinstance(raw, dict):
+        raise ConfigError("'checks' in the config must be a mapping, e.g. {max_error_rate: 0.1}")
+    unknown = set(raw) - set(DEFAULTS)
+    if unknown:
+        raise ConfigError(f"'checks' has unknown key(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    return {**DEFAULTS, **raw}
+
+
+def _severity(t: dict[str, Any]) -> AssetCheckSeverity:
+    return AssetCheckSeverity.WARN if str(t["severity"]).lower() == "warn" else AssetCheckSeverity.ERROR
+
+
+def error_rate_result(df: pd.DataFrame, max_rate: float) -> tuple[bool, dict[str, Any]]:
+    n = len(df)
+    errors = int((df["status"] != "ok").sum()) if n else 0
+    rate = errors / n if n else 0.0
+    first = df.loc[df["status"] != "ok", "error"].dropna().astype(str).head(3).tolist() if n else []
+    return rate <= max_rate, {"rollouts": n, "errors": errors, "error_rate": rate, "max_error_rate": float(max_rate),
+                              "first_errors": MetadataValue.md("\n".join(f"- {e[:200]}" for e in first) or "_none_")}
+
+
+def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_rows: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
+    samples = set(prompts["sample_id"]) if len(prompts) else set()
+    problems: list[str] = []
+    names = sorted(set(judgements["metric"])) if len(judgements) else []
+    for m in names:
+        j = judgements[judgements["metric"] == m]
+        missing = samples - set(j["sample_id"])
+        if missing:
+            problems.append(f"{m}: {len(missing)} sample(s) without a judgement, e.g. {sorted(missing)[:3]}")
+        bad = j[~j["status"].isin(["scored", "unscored", "error", "parse_error"])]
+        if len(bad):
+            problems.append(f"{m}: {len(bad)} judgement(s) with unknown status {sorted(set(bad['status']))}")
+        row = metric_rows[(metric_rows["metric"] == m) & (metric_rows["slice"] == "all")] if len(metric_rows) else metric_rows
+        if row.empty:
+            problems.append(f"{m}: no metrics row")
+        elif int(row["n"].iloc[0]) + int(row["n_unscored"].iloc[0]) != len(samples):
+            problems.append(f"{m}: n {int(row['n'].iloc[0])} + unscored {int(row['n_unscored'].iloc[0])} != {len(samples)} samples")
+    if samples and not names:
+        problems.append("no judgements at all")
+    return not problems, {"samples": len(samples), "metrics": len(names),
+                          "problems": MetadataValue.md("\n".join(f"- {p}" for p in problems) or "_none_")}
+
+
+def parse_failure_result(judgements: pd.DataFrame, max_rate: float) -> tuple[bool, dict[str, Any]]:
+    worst, per_metric = 0.0, {}
+    for m, j in (judgements.groupby("metric") if len(judgements) else []):
+        judged = j[j["status"].isin(["scored", "parse_error"])]
+        rate = float((judged["status"] == "parse_error").mean()) if len(judged) else 0.0
+        per_metric[m] = {"parse_errors": int((judged["status"] == "parse_error").sum()), "judged": len(judged), "rate": rate}
+        worst = max(worst, rate)
+    return worst <= max_rate, {"worst_parse_error_rate": worst, "max_parse_error_rate": float(max_rate),
+                               "per_metric": MetadataValue.json(per_metric)}
+
+
+@asset_check(asset=rollouts, name="error_rate", partitions_def=eval_partitions,
+             description="Share of failed rollouts is at most checks.max_error_rate (default 0.1).")
+def rollouts_error_rate(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                        rollouts: pd.DataFrame) -> AssetCheckResult:
+    t = thresholds(eval_config)
+    ok, meta = error_rate_result(rollouts, float(t["max_error_rate"]))
+    return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta,
+                            description=f"{meta['errors']}/{meta['rollouts']} rollouts failed")
+
+
+@asset_check(asset=metrics, name="samples_accounted", partitions_def=eval_partitions,
+             additional_ins={"prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")},
+             description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric.")
+def metrics_samples_accounted(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                              metrics: pd.DataFrame, prompts: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
+    t = thresholds(eval_config)
+    rows = metrics[~metrics["metric"].isin(USAGE_METRICS)] if len(metrics) else metrics
+    ok, meta = accounted_result(prompts, judgements, rows)
+    return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta)
+
+
+@asset_check(asset=metrics, name="judge_parse_failures", partitions_def=eval_partitions,
+             additional_ins={"judgements": AssetIn("judgements")},
+             description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05).")
+def metrics_judge_parse_failures(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                                 metrics: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
+    t = thresholds(eval_config)
+    ok, meta = parse_failure_result(judgements, float(t["max_parse_error_rate"]))
+    return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta)
+
+
+EVAL_CHECKS = [rollouts_error_rate, metrics_samples_accounted, metrics_judge_parse_failures]

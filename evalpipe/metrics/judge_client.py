@@ -1,0 +1,130 @@
+"""Calls to judge models, through the same runner machinery as the models under test.
+
+A judge model is a `ModelConfig` (any runner: `litellm` for any provider, or a test runner). Its calls go
+through `evalpipe.runners.run_requests` (concurrency, timeouts, retries) and a journal used as a judge cache:
+the key is the judge's identity (runner, model, decoding params) plus the exact messages sent, which contain
+the sample and the prediction. So an identical (judge, sample, prediction) triple is never judged twice, in
+this run, in a later run, or for another model that gave the same answer.
+"""
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalpipe.config import ModelConfig, dagster_home
+from evalpipe.errors import ConfigError
+from evalpipe.fingerprint import fingerprint
+from evalpipe.journal import Journal
+from evalpipe.types import RolloutRequest
+
+# Judges decode greedily with a fixed seed unless a judge entry says otherwise.
+JUDGE_DEFAULT_PARAMS = {"temperature": 0, "seed": 0}
+# Settings of model-graded metrics that change how calls are made, not what the verdicts are: kept out of the
+# metric's identity (and so out of the judge fingerprint and the cache key).
+CALL_SETTINGS = ("concurrency", "timeout_s", "max_retries")
+
+
+def judge_cache_path() -> Path:
+    """One cache for all partitions, so identical pairs are shared across models and splits."""
+    return dagster_home() / "journal" / "judge_cache.sqlite"
+
+
+def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
+    """A judge model from a metric setting: a name under the config's `judges:`, or an inline mapping."""
+    from evalpipe.config import load_config
+
+    if isinstance(spec, str):
+        cfg = load_config()
+        raw = cfg.judges.get(spec)
+        if raw is None:
+            known = ", ".join(sorted(cfg.judges)) or "none"
+            raise ConfigError(f"unknown judge {spec!r} (judges in {cfg.path}: {known}); add it under 'judges:'")
+        name = spec
+    elif isinstance(spec, dict):
+        raw, name = spec, str(spec.get("name") or spec.get("model") or name_hint)
+        raw = {k: v for k, v in raw.items() if k != "name"}
+    else:
+        raise ConfigError(f"judge {spec!r} must be a name under 'judges:' or a mapping with 'runner' and 'model'")
+    model = ModelConfig.from_dict(name, raw)
+    return model.with_overrides(params={**JUDGE_DEFAULT_PARAMS, **model.params})
+
+
+def judges_from_settings(settings: dict[str, Any], metric: str) -> list[ModelConfig]:
+    """`judge: x` or `judges: [x, y]`; neither: the first entry of the config's `judges:`."""
+    from evalpipe.config import load_config
+
+    specs = settings.get("judges")
+    if specs is None and settings.get("judge") is not None:
+        specs = [settings["judge"]]
+    if specs is None:
+        cfg = load_config()
+        if not cfg.judges:
+            raise ConfigError(f"metric {metric!r} needs a judge model: add one under 'judges:' in {cfg.path} "
+                              f"or set 'judge' in the metric's settings")
+        specs = [next(iter(cfg.judges))]
+    if isinstance(specs, (str, dict)):
+        specs = [specs]
+    models = [resolve_judge(s, f"judge{i}") for i, s in enumerate(specs)]
+    if len({m.key for m in models}) != len(models):
+        raise ConfigError(f"metric {metric!r}: judges must have distinct names, got {[m.key for m in models]}")
+    return models
+
+
+@dataclass
+class Reply:
+    text: str | None
+    error: str | None = None
+    cached: bool = False
+
+
+@dataclass
+class CallStats:
+    calls: int = 0
+    cached: int = 0
+
+
+class JudgeClient:
+    """Sends batches of chat messages to one judge model. Identical messages in a batch are sent once."""
+
+    def __init__(self, model: ModelConfig, settings: dict[str, Any] | None = None, cache: Path | None = None):
+        from evalpipe.runners import build_runner
+
+        self.model = model
+        self.settings = settings or {}
+        self.cache = cache or judge_cache_path()
+        self._build = build_runner
+        self.identity = build_runner(model).identity()
+        self.stats = CallStats()
+
+    def key(self, messages: list[dict[str, Any]]) -> str:
+        return fingerprint({"judge": self.identity, "messages": messages})
+
+    async def ask_many(self, batch: list[list[dict[str, Any]]]) -> list[Reply]:
+        from evalpipe.runners import RunSettings, run_requests
+
+        keys = [self.key(m) for m in batch]
+        unique: dict[str, list[dict[str, Any]]] = {}
+        for k, m in zip(keys, batch):
+            unique.setdefault(k, m)
+        requests = [RolloutRequest(sample_id=f"judge:{k[:12]}", messages=m, fingerprint=k) for k, m in unique.items()]
+        run = RunSettings(concurrency=self.settings.get("concurrency"),
+                          timeout_s=float(self.settings.get("timeout_s", 120.0)),
+                          max_retries=int(self.settings.get("max_retries", 4)))
+        runner = self._build(self.model)  # the driver closes it at the end of the batch
+        with Journal(self.cache) as journal:
+            rows = await run_requests(runner, requests, journal, run)
+        by_key: dict[str, Reply] = {}
+        for req, row in zip(requests, rows):
+            cached = bool(row.get("cached"))
+            self.stats.cached += cached
+            self.stats.calls += not cached
+            if row.get("status") == "ok":
+                by_key[req.fingerprint] = Reply(text=row.get("raw_output") or "", cached=cached)
+            else:
+                by_key[req.fingerprint] = Reply(text=None, error=str(row.get("error") or "judge call failed"))
+        return [by_key[k] for k in keys]
+
+    def ask_many_sync(self, batch: list[list[dict[str, Any]]]) -> list[Reply]:
+        return asyncio.run(self.ask_many(batch))

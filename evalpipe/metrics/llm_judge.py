@@ -1,0 +1,180 @@
+"""Model-graded metrics: `llm_judge` (a judge model grades the answer against the reference) and `llm_score`
+(the data-analysis variant: True/False, numbers right within 1% relative error).
+
+Several judges at once (`judges: [a, b, c]`): each verdict is kept in the details; the sample's score is the
+majority (`combine: majority`, ties count as incorrect), the mean (`combine: mean`), or requires all
+(`combine: unanimous`); `agreement` (all parsed verdicts equal) is reported per sample and as the row
+`<metric>_agreement`, and each judge's own accuracy as `<metric>[<judge>]`.
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+from typing import Any
+
+from evalpipe.errors import ConfigError
+from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient, judges_from_settings
+from evalpipe.metrics.numbers import numbers_close, parse_number
+from evalpipe.metrics.verdicts import NEGATIVE, POSITIVE, parse_verdict
+from evalpipe.types import Score
+
+_FIELD = re.compile(r"\{(input|target|prediction|raw_output)\}")
+
+
+def render_template(template: str, item: JudgeInput) -> str:
+    """Fill {input} {target} {prediction} {raw_output}; other braces (JSON examples) are left alone."""
+    values = {"input": item.input, "target": item.target, "prediction": item.prediction, "raw_output": item.raw_output}
+    return _FIELD.sub(lambda m: "" if values[m.group(1)] is None else str(values[m.group(1)]), template)
+
+
+class ModelGraded(Metric):
+    """Base of metrics that call judge models. Settings shared by all of them:
+    judge / judges (names under the config's `judges:` or inline mappings), concurrency, timeout_s,
+    max_retries (call settings: they don't change verdicts, so they stay out of the identity)."""
+
+    name = "model_graded"
+    known_settings: set[str] = set()
+    shared_settings = ("judges", *CALL_SETTINGS)
+
+    def __init__(self, **settings: Any):
+        allowed = self.known_settings | {"judge", "judges", *CALL_SETTINGS}
+        unknown = set(settings) - allowed
+        if unknown:
+            raise ConfigError(f"{self.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(allowed)}")
+        super().__init__(**settings)
+        self.judge_models = judges_from_settings(settings, self.name)
+        call = {k: settings[k] for k in CALL_SETTINGS if k in settings}
+        self.clients = [JudgeClient(m, call) for m in self.judge_models]
+
+    def identity(self) -> dict[str, Any]:
+        verdict_settings = {k: v for k, v in self.settings.items() if k not in CALL_SETTINGS + ("judge", "judges")}
+        return {"metric": self.name, "settings": verdict_settings, "judges": [c.identity for c in self.clients]}
+
+    def score(self, item: JudgeInput) -> Score:
+        return asyncio.run(self.ascore_many([item]))[0]
+
+
+DEFAULT_JUDGE_PROMPT = """You grade an answer to a question by comparing it with the reference answer.
+
+Question:
+{input}
+
+Reference answer:
+{target}
+
+Answer to grade:
+{prediction}
+
+The answer is correct when it states the same thing as the reference answer; differences in wording, \
+formatting or capitalisation don't matter. Hedged answers, several alternative answers, or answers that \
+contradict the reference are incorrect.
+Reply with a single JSON object and nothing else:
+{"rationale": "<one or two sentences>", "verdict": "correct" or "incorrect"}"""
+
+
+@register_metric("llm_judge")
+class LLMJudge(ModelGraded):
+    """Settings: prompt (a template with {input} {target} {prediction} {raw_output}), system (optional system
+    message), combine (majority | mean | unanimous), plus the ModelGraded settings."""
+
+    name = "llm_judge"
+    known_settings = {"prompt", "system", "combine"}
+    default_prompt = DEFAULT_JUDGE_PROMPT
+    positive, negative = POSITIVE, NEGATIVE
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        self.prompt = str(settings.get("prompt") or self.default_prompt)
+        self.system = settings.get("system")
+        self.combine = str(settings.get("combine", "majority"))
+        if self.combine not in ("majority", "mean", "unanimous"):
+            raise ConfigError(f"{self.name}: combine must be majority, mean or unanimous, not {self.combine!r}")
+
+    def messages(self, item: JudgeInput) -> list[dict[str, Any]]:
+        msgs = [{"role": "system", "content": str(self.system)}] if self.system else []
+        return msgs + [{"role": "user", "content": render_template(self.prompt, item)}]
+
+    def pre_verdict(self, item: JudgeInput) -> Score | None:
+        """A verdict reached without a judge call (None: ask the judges)."""
+        return None
+
+    async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
+        out: list[Score | None] = [self.pre_verdict(i) for i in items]
+        todo = [k for k, s in enumerate(out) if s is None]
+        batch = [self.messages(items[k]) for k in todo]
+        replies = await asyncio.gather(*(c.ask_many(batch) for c in self.clients)) if todo else []
+        for pos, k in enumerate(todo):
+            out[k] = self._combine([(c.model.key, r[pos]) for c, r in zip(self.clients, replies)])
+        return out  # type: ignore[return-value]
+
+    def _combine(self, per_judge: list[tuple[str, Any]]) -> Score:
+        verdicts: dict[str, dict[str, Any]] = {}
+        values: list[float] = []
+        for name, reply in per_judge:
+            if reply.text is None:
+                verdicts[name] = {"status": "error", "error": reply.error}
+                continue
+            value, rationale = parse_verdict(reply.text, self.positive, self.negative)
+            if value is None:
+                verdicts[name] = {"status": "parse_error", "reply": reply.text[:2000]}
+                continue
+            verdicts[name] = {"status": "scored", "score": value, "rationale": rationale[:2000], "cached": reply.cached}
+            values.append(value)
+        details: dict[str, Any] = {"judges": verdicts}
+        if len(per_judge) > 1:
+            details["components"] = {f"[{n}]": v.get("score", 0.0) for n, v in verdicts.items()}
+            if len(values) > 1:
+                details["agreement"] = len({round(v, 6) for v in values}) == 1
+        if not values:
+            status = "parse_error" if any(v["status"] == "parse_error" for v in verdicts.values()) else "error"
+            first = next(iter(verdicts.values()))
+            reason = "unparseable verdict" if status == "parse_error" else f"judge call failed: {first.get('error')}"
+            return Score(value=None, status=status, reason=reason, details=details)
+        if self.combine == "mean":
+            value = sum(values) / len(values)
+        elif self.combine == "unanimous":
+            value = float(all(v >= 0.5 for v in values))
+        else:
+            value = float(sum(v >= 0.5 for v in values) * 2 > len(values))
+        reason = " | ".join(f"{n}: {v.get('rationale') or v['status']}" for n, v in verdicts.items())
+        return Score(value=value, correct=value >= 0.5, reason=reason[:4000], details=details)
+
+
+DEFAULT_SCORE_PROMPT = """You check the answer of a data analysis against the gold answer.
+
+Question:
+{input}
+
+Gold answer:
+{target}
+
+Predicted answer:
+{prediction}
+
+The predicted answer is True when it gives the same result as the gold answer. A number counts as the same \
+when it is within 1% relative error of the gold number (rounding differences are fine); names, categories and \
+directions must match. Otherwise it is False.
+Reply with a single JSON object and nothing else:
+{"rationale": "<one or two sentences>", "verdict": "True" or "False"}"""
+
+
+@register_metric("llm_score")
+class LLMScore(LLMJudge):
+    """The data-analysis judge. When both answers are plain numbers it decides without a call
+    (`numeric_shortcut: true`, the default): correct iff within `rel_tol` (0.01) of the gold number."""
+
+    name = "llm_score"
+    known_settings = LLMJudge.known_settings | {"numeric_shortcut", "rel_tol"}
+    default_prompt = DEFAULT_SCORE_PROMPT
+    positive, negative = {"true", "1", "1.0"}, {"false", "0", "0.0"}
+
+    def pre_verdict(self, item: JudgeInput) -> Score | None:
+        if not self.settings.get("numeric_shortcut", True):
+            return None
+        p, g = parse_number(item.prediction), parse_number(item.target)
+        if p is None or g is None:
+            return None
+        ok = numbers_close(p, g, rel_tol=float(self.settings.get("rel_tol", 0.01)))
+        return Score(value=float(ok), correct=ok, reason=f"numeric: {p:g} vs {g:g}", normalized_prediction=str(p),
+                     normalized_target=str(g), details={"method": "numeric"})
