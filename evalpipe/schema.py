@@ -26,6 +26,7 @@ TABLES: dict[str, pa.Schema] = {
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("fingerprint", S), ("status", S), ("error", S),
         ("prediction", S), ("raw_output", S), ("finish_reason", S), ("latency_s", F), ("input_tokens", I),
         ("output_tokens", I), ("cost", F), ("attempts", I), ("cached", B), ("trajectory", S),
+        ("raw_response", S),  # the provider's response body (JSON text) as received
     ]),
     "judgements": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("metric", S), ("score", F), ("correct", B),

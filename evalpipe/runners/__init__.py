@@ -1,7 +1,13 @@
-"""Model runners behind a registry: `register_runner`, `get_runner`, `build_runner`."""
-from evalpipe.runners.base import RetryableError, Runner, build_runner, get_runner, list_runners, register_runner
-from evalpipe.runners.driver import RunSettings, run_requests, run_sync
-from evalpipe.runners import echo  # noqa: F401  (registers the built-in runners)
+"""Model runners behind a registry: `register_runner`, `get_runner`, `build_runner`.
 
-__all__ = ["RetryableError", "Runner", "RunSettings", "build_runner", "get_runner", "list_runners",
+Built in: `echo` (smoke tests), `litellm` (any API model; OpenAI-compatible endpoints on a fast path),
+`local` (an embedded Hugging Face / GGUF model), `agent` (the user's own agent callable).
+To run many requests (rollouts, judges): `build_runner(ModelConfig(...))` then `run_requests(...)` / `run_sync`.
+"""
+from evalpipe.runners.base import (ModelError, RetryableError, Runner, build_runner, get_runner, list_runners,
+                                   register_runner)
+from evalpipe.runners.driver import RunSettings, run_requests, run_sync
+from evalpipe.runners import echo, litellm_runner  # noqa: F401  (registers the built-in runners)
+
+__all__ = ["ModelError", "RetryableError", "Runner", "RunSettings", "build_runner", "get_runner", "list_runners",
            "register_runner", "run_requests", "run_sync"]

@@ -8,12 +8,73 @@ from evalpipe.registry import Registry
 from evalpipe.types import Generation, RolloutRequest
 
 
-class RetryableError(Exception):
-    """A transient failure (rate limit, 5xx, timeout): the driver retries it with backoff."""
+class ModelError(Exception):
+    """The model call failed for good (bad request, auth, unknown model, unparseable reply): recorded, not retried.
+    Its message is what lands in the rollout's `error` column, e.g. `HTTP 400: unknown parameter 'foo'`."""
 
-    def __init__(self, message: str, retry_after: float | None = None):
+    def __init__(self, message: str, status: int | None = None):
         super().__init__(message)
+        self.status = status
+
+
+class RetryableError(ModelError):
+    """A transient failure (rate limit, 5xx, timeout, dropped connection): the driver retries it with backoff,
+    waiting at least `retry_after` seconds when the server said so."""
+
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None):
+        super().__init__(message, status)
         self.retry_after = retry_after
+
+
+RETRYABLE_STATUS = frozenset({408, 409, 425, 429, 500, 502, 503, 504, 520, 522, 524, 529})
+
+
+def http_error(status: int, body: str, retry_after: float | None = None) -> ModelError:
+    """The one error both API paths raise for an HTTP failure, so records look alike whichever path ran."""
+    message = f"HTTP {status}: {_short(body)}"
+    if status in RETRYABLE_STATUS or status >= 500:
+        return RetryableError(message, retry_after=retry_after, status=status)
+    return ModelError(message, status=status)
+
+
+def parse_retry_after(headers: Any) -> float | None:
+    """Seconds to wait from `retry-after-ms` / `Retry-After` (seconds or an HTTP date); None when absent."""
+    if not headers:
+        return None
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        from email.utils import parsedate_to_datetime
+        import time
+
+        try:
+            return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError):
+            return None
+
+
+def _short(text: str, limit: int = 300) -> str:
+    """Provider error bodies are JSON like {"error": {"message": ...}}: keep the message, one line, bounded."""
+    import json
+
+    msg = text
+    try:
+        obj = json.loads(text)
+        err = obj.get("error", obj) if isinstance(obj, dict) else obj
+        msg = err.get("message", text) if isinstance(err, dict) else str(err)
+    except (ValueError, AttributeError):
+        pass
+    msg = " ".join(str(msg).split())
+    return msg if len(msg) <= limit else msg[: limit - 3] + "..."
 
 
 class Runner:

@@ -1,0 +1,1 @@
+"""Speed benchmarks and the loopback mock server the tests reuse."""

@@ -1,0 +1,105 @@
+"""Speed benchmark of the rollouts stage: N samples at concurrency C against a mock server with fixed latency.
+
+    .venv/bin/python benchmarks/bench_rollouts.py            # N=1000, C=100, 100 ms; both API paths
+    .venv/bin/python benchmarks/bench_rollouts.py --n 5000 --concurrency 200 --paths fast
+
+It times `evalpipe.pipeline.run_rollouts` (what the `rollouts` asset calls: runner + driver + SQLite journal +
+the output DataFrame) on a generated benchmark, once from scratch and once more when every sample is already in
+the journal. The mock server runs in its own process, so the client's process CPU time is the framework's alone.
+Reported: wall time and its ratio to the ideal N x latency / C, client CPU per sample, cached re-run time.
+Imports and runner construction happen before the clock starts (litellm's import alone costs seconds).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", str(latency)],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()  # "port <n>"
+    if not line.startswith("port "):
+        proc.kill()
+        raise SystemExit(f"mock server failed to start: {line!r}")
+    return proc, f"http://127.0.0.1:{line.split()[1]}/v1"
+
+
+def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:
+    from evalpipe import pipeline
+    from evalpipe.config import load_config
+    from evalpipe.runners import RunSettings, build_runner
+
+    data = work / f"data-{path}.jsonl"
+    with data.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"s{i}", "question": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n")
+    cfg_file = work / f"evals-{path}.yaml"
+    cfg_file.write_text(
+        f"benchmarks:\n  bench:\n    adapter: file\n    splits: {{test: {{path: {data}}}}}\n"
+        f"    options: {{columns: {{prompt: question, target: answer, id: id}}}}\n"
+        f"models:\n  m:\n    runner: litellm\n    model: openai/mock-model\n    api_base: {base_url}\n"
+        f"    params: {{temperature: 0, max_tokens: 16}}\n    fast_path: {'true' if path == 'fast' else 'false'}\n")
+    cfg = load_config(cfg_file)
+    split, model = cfg.split("bench/test"), cfg.model("m")
+    prompts = pipeline.build_prompts(split, "m", pipeline.build_dataset(split))
+    runner = build_runner(model)
+    settings = RunSettings(concurrency=concurrency, timeout_s=60)
+    journal = work / f"journal-{path}.sqlite"
+
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    df = pipeline.run_rollouts(split, model, prompts, runner, settings, journal_file=journal)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    ok = int((df["status"] == "ok").sum())
+
+    wall0 = time.perf_counter()
+    again = pipeline.run_rollouts(split, model, prompts, build_runner(model), settings, journal_file=journal)
+    rerun = time.perf_counter() - wall0
+    assert int(again["cached"].sum()) == ok, (again["cached"].sum(), ok, df["error"].dropna().head(3).tolist())
+    ideal = n * latency / concurrency
+    return {"path": path, "n": n, "c": concurrency, "ok": ok, "ideal_s": ideal, "wall_s": wall,
+            "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": rerun}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Time rollouts through the real runner + driver + journal.")
+    ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--concurrency", type=int, default=100)
+    ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
+    ap.add_argument("--paths", default="fast,litellm", help="comma list: fast (aiohttp), litellm (acompletion)")
+    args = ap.parse_args()
+    from evalpipe.runners.pricing import import_litellm
+
+    if "litellm" in args.paths:
+        import_litellm()  # outside the clock
+    proc, url = start_server(args.latency)
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            os.environ["DAGSTER_HOME"] = tmp
+            results = [bench(p.strip(), url, args.n, args.concurrency, args.latency, Path(tmp))
+                       for p in args.paths.split(",") if p.strip()]
+    finally:
+        proc.kill()
+        proc.wait()
+    print(f"\nN={args.n}, concurrency={args.concurrency}, mock latency={args.latency * 1000:g} ms "
+          f"(ideal {args.n * args.latency / args.concurrency:.2f} s), {os.cpu_count()} CPUs\n")
+    print("| path | ok | wall (s) | x ideal | client CPU (ms/sample) | journaled re-run (s) |")
+    print("|---|---|---|---|---|---|")
+    for r in results:
+        print(f"| {r['path']} | {r['ok']}/{r['n']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | "
+              f"{r['cpu_ms_per_sample']:.2f} | {r['rerun_s']:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

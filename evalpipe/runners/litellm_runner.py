@@ -1,0 +1,84 @@
+"""`runner: litellm`: any model litellm supports. OpenAI-compatible endpoints take the fast path
+(`openai_compat.py`); every other provider (Anthropic, Gemini, Bedrock, ...) goes through `litellm.acompletion`.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from evalpipe.config import ModelConfig
+from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, wants_fast_path
+from evalpipe.runners.base import ModelError, RetryableError, Runner, http_error, register_runner
+from evalpipe.runners.pricing import import_litellm
+from evalpipe.types import Generation, RolloutRequest
+
+
+class LiteLLMRunner(ApiRunner):
+    path = "litellm"
+
+    def __init__(self, model: ModelConfig):
+        super().__init__(model)
+        self._litellm = import_litellm()
+        self._api_key = self.resolve_api_key(required=False)  # else litellm reads the provider's usual variable
+        self._kwargs: dict[str, Any] = dict(self.params)
+        if model.api_base:
+            self._kwargs["api_base"] = model.api_base
+        if self._api_key:
+            self._kwargs["api_key"] = self._api_key
+        elif model.api_base and (self.provider in OPENAI_COMPATIBLE or self.provider is None):
+            self._kwargs["api_key"] = "no-key"  # a local server needs none, but litellm's OpenAI client insists
+        if self.extra_headers:
+            self._kwargs["extra_headers"] = self.extra_headers
+        if self.extra_body:
+            self._kwargs["extra_body"] = self.extra_body
+        self._kwargs["num_retries"] = 0  # the driver retries (with Retry-After); litellm must not retry too
+        self._kwargs["max_retries"] = 0
+
+    async def generate(self, request: RolloutRequest) -> Generation:
+        try:
+            resp = await self._litellm.acompletion(model=self.model.model, messages=request.messages, **self._kwargs)
+        except Exception as exc:
+            raise self._translate(exc) from None
+        choice = resp.choices[0]
+        usage = getattr(resp, "usage", None)
+        tin = getattr(usage, "prompt_tokens", None)
+        tout = getattr(usage, "completion_tokens", None)
+        trajectory = []
+        tool_calls = getattr(choice.message, "tool_calls", None)
+        if tool_calls:
+            trajectory.append({"type": "tool_calls", "tool_calls": [t.model_dump() for t in tool_calls]})
+        return Generation(text=choice.message.content, finish_reason=choice.finish_reason, input_tokens=tin,
+                          output_tokens=tout, cost=self.cost(tin, tout), raw=resp.model_dump_json(),
+                          trajectory=trajectory)
+
+    def _translate(self, exc: Exception) -> ModelError:
+        """litellm's exceptions -> the same errors the fast path raises (`HTTP <status>: <message>`)."""
+        lm = self._litellm
+        if isinstance(exc, (lm.Timeout, lm.APIConnectionError)) and not getattr(exc, "response", None):
+            return RetryableError(f"connection error: {type(exc).__name__}: {_message(exc)}")
+        status = getattr(exc, "status_code", None)
+        if isinstance(status, int):
+            headers = getattr(exc, "litellm_response_headers", None) or getattr(
+                getattr(exc, "response", None), "headers", None)
+            from evalpipe.runners.base import parse_retry_after
+
+            return http_error(status, _message(exc), parse_retry_after(headers))
+        return ModelError(f"{type(exc).__name__}: {_message(exc)}")
+
+
+def _message(exc: Exception) -> str:
+    """litellm prefixes messages with `litellm.XError: XError: OpenAIException - `; keep the provider's part."""
+    msg = str(getattr(exc, "message", None) or exc)
+    for sep in ("Exception - ", "Error - "):
+        if sep in msg:
+            msg = msg.split(sep, 1)[1]
+    return msg
+
+
+@register_runner("litellm")
+def build_litellm_runner(model: ModelConfig) -> Runner:
+    """The fast path for OpenAI-compatible endpoints, litellm for the rest; `options.fast_path` forces either."""
+    if wants_fast_path(model):
+        from evalpipe.runners.openai_compat import OpenAICompatRunner
+
+        return OpenAICompatRunner(model)
+    return LiteLLMRunner(model)

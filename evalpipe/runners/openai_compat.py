@@ -1,0 +1,100 @@
+"""The fast path of the `litellm` runner: OpenAI-compatible `/chat/completions` over one pooled aiohttp session.
+
+Why not litellm or the openai SDK for these: measured here (100 ms server latency, 1000 requests, 100 in flight)
+litellm spends ~6 ms of CPU per request and the SDK ~13 ms; on a 2-core machine that CPU, not the server, sets
+the pace. This client does what the request needs and nothing else: one shared session with keep-alive
+connections, a body encoded once per request, the reply read as bytes and parsed once; the response body is kept
+as the text received (no re-encoding). Retries, timeouts and limits are the driver's.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import aiohttp
+
+from evalpipe.config import ModelConfig
+from evalpipe.runners.api import ApiRunner
+from evalpipe.runners.base import ModelError, RetryableError, http_error, parse_retry_after
+from evalpipe.types import Generation, RolloutRequest
+
+
+class OpenAICompatRunner(ApiRunner):
+    path = "fast"
+
+    def __init__(self, model: ModelConfig):
+        super().__init__(model)
+        if not self.api_base:
+            from evalpipe.errors import ConfigError
+
+            raise ConfigError(f"model {model.key!r}: the OpenAI-compatible path needs `api_base:` "
+                              "(e.g. http://127.0.0.1:8000/v1)")
+        base = self.api_base.rstrip("/")
+        self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
+        # Local servers need no key; OpenAI itself does (checked here, before any request).
+        key = self.resolve_api_key(required=model.api_base is None)
+        self.headers = {"Content-Type": "application/json", **{str(k): str(v) for k, v in self.extra_headers.items()}}
+        if key:
+            self.headers["Authorization"] = f"Bearer {key}"
+        # Everything but the messages is the same for every request: encode it once.
+        fixed = {"model": self.bare_model if self.provider else model.model, **self.params, **self.extra_body}
+        fixed.pop("messages", None)
+        fixed_json = json.dumps(fixed, ensure_ascii=False, separators=(",", ":"), default=str)
+        self._body_head = (fixed_json[:-1] + ',"messages":' if len(fixed) else '{"messages":').encode()
+        self.max_connections = int(model.options.get("max_connections", 256))
+        self._session: aiohttp.ClientSession | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def _open(self) -> aiohttp.ClientSession:
+        loop = asyncio.get_running_loop()
+        if self._session is None or self._session.closed or self._loop is not loop:
+            connector = aiohttp.TCPConnector(limit=self.max_connections, ttl_dns_cache=300, keepalive_timeout=60)
+            # No aiohttp-level total timeout: the driver bounds each attempt (and retries it).
+            self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(
+                total=None, sock_connect=30), headers=self.headers, skip_auto_headers=("User-Agent",))
+            self._loop = loop
+        return self._session
+
+    async def generate(self, request: RolloutRequest) -> Generation:
+        session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
+            else self._open()
+        body = self._body_head + json.dumps(request.messages, ensure_ascii=False, separators=(",", ":")).encode() + b"}"
+        try:
+            async with session.post(self.url, data=body) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise http_error(resp.status, payload.decode("utf-8", "replace"),
+                                     parse_retry_after(resp.headers))
+        except aiohttp.ClientError as exc:  # refused, reset, dropped mid-reply: the server may be back soon
+            raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
+        text = payload.decode("utf-8", "replace")
+        return parse_chat_completion(text, self)
+
+    async def aclose(self) -> None:
+        if self._session is not None and not self._session.closed:
+            await self._session.close()
+        self._session = None
+
+
+def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ModelError(f"reply is not JSON: {text[:200]!r}") from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices:
+        err = data.get("error") if isinstance(data, dict) else None
+        raise ModelError(f"reply has no choices: {str(err or text)[:200]}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    if isinstance(content, list):  # some servers return content parts
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    trajectory: list[dict[str, Any]] = []
+    if message.get("tool_calls"):
+        trajectory.append({"type": "tool_calls", "tool_calls": message["tool_calls"]})
+    usage = data.get("usage") or {}
+    tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return Generation(text=content, finish_reason=choice.get("finish_reason"), input_tokens=tin,
+                      output_tokens=tout, cost=runner.cost(tin, tout), raw=text, trajectory=trajectory)
