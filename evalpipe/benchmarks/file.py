@@ -247,7 +247,7 @@ class FileAdapter(Adapter):
         return {"prompt": "prompt", "target": "target", "id": "id", **raw}, set(raw)
 
     def template(self) -> PromptTemplate | None:
-        spec = self.split.prompt_template or self.options.get("prompt_template")
+        spec = self.split.prompt_template
         return load_template(spec, self.split.base_dir) if spec else None
 
     def load(self) -> Iterable[Sample]:
