@@ -3,7 +3,7 @@
 Each run gets:
 - its own fresh temporary directory as working directory, HOME and TMPDIR, removed afterwards;
 - a wall-clock time limit (the whole process group is killed) and CPU, memory (RLIMIT_AS), file-size and
-  core-dump limits set with `resource.setrlimit` before the interpreter starts;
+  core-dump limits set with `resource.setrlimit` in the child before the user's code runs;
 - no network: when `unshare -rn` works (unprivileged user namespaces), the child runs in a fresh network
   namespace whose only interface, loopback, is down, so every connect fails at the kernel; in addition (and
   alone where namespaces are not available) an audit hook in the child refuses socket connect/bind/sendto;
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -34,8 +33,12 @@ from pathlib import Path
 
 # The child's first code: installs the audit hook, then runs the user's program as __main__.
 GUARD = r'''
-import json, os, sys
+import json, os, resource, sys
 _cfg = json.loads(sys.argv[1])
+# limits first, before any user code (set here rather than in a preexec_fn: forking from a threaded
+# parent and running Python before exec can deadlock)
+for _name, _value in _cfg["limits"].items():
+    resource.setrlimit(getattr(resource, _name), (_value, _value))
 _root = os.path.realpath(_cfg["root"])
 _read_ok = tuple(os.path.realpath(p) for p in _cfg["read_ok"])
 _block_net = _cfg["block_network"]
@@ -138,24 +141,17 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024, net
     root = Path(tempfile.mkdtemp(prefix="evalpipe-sandbox-"))
     try:
         (root / "main.py").write_text(code, encoding="utf-8")
-        cfg = json.dumps({"root": str(root), "read_ok": _read_ok(), "block_network": block})
+        limits = {"RLIMIT_AS": int(memory_mb) * 1024 * 1024, "RLIMIT_CPU": int(timeout_s) + 2,
+                  "RLIMIT_FSIZE": 64 * 1024 * 1024, "RLIMIT_CORE": 0}
+        cfg = json.dumps({"root": str(root), "read_ok": _read_ok(), "block_network": block, "limits": limits})
         cmd = [sys.executable, "-I", "-B", "-c", GUARD, cfg]
         if ns:
             cmd = [shutil.which("unshare") or "unshare", "-rn", *cmd]
         env = {"PATH": "/usr/bin:/bin", "HOME": str(root), "TMPDIR": str(root), "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": "1"}
-        mem = int(memory_mb) * 1024 * 1024
-        cpu = int(timeout_s) + 2
-
-        def limits() -> None:  # runs in the child between fork and exec
-            resource.setrlimit(resource.RLIMIT_AS, (mem, mem))
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
-            resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024 * 1024,) * 2)
-            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=root, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, preexec_fn=limits, start_new_session=True)
+                                stderr=subprocess.PIPE, start_new_session=True)
         try:
             out, err = proc.communicate(timeout=timeout_s)
             timed_out = False
