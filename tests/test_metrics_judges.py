@@ -81,6 +81,19 @@ def test_unparseable_verdict_is_a_parse_error_not_a_guess(judges):
     assert "not sure" in out[0].details["judges"]["garbled"]["reply"]
 
 
+def test_a_failed_judge_call_is_an_error_and_is_retried_next_time(judges):
+    def broken(prompt):
+        raise ValueError("judge endpoint down")
+
+    SCRIPTS["broken"] = broken
+    m = build_metric({"name": "llm_judge", "judge": {"runner": "scripted", "model": "broken"}})
+    out = run(m, items(("Paris", "Paris")))
+    assert out[0].status == "error" and "judge endpoint down" in out[0].reason
+    SCRIPTS["broken"] = lambda p: "VERDICT: correct"
+    assert run(m, items(("Paris", "Paris")))[0].value == 1.0  # failures are not cached
+    assert len(judges) == 2
+
+
 def test_identical_pairs_are_judged_once_across_batches_and_metric_instances(judges):
     its = items(("Paris", "Paris"), ("Lyon", "Paris"))
     its.append(JudgeInput("s9", its[0].input, "Paris", "Paris"))  # the same (sample, prediction) again
