@@ -7,9 +7,11 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, DataVersion, MetadataValue, Output, asset
 
-from evalpipe import pipeline
+from evalpipe import pipeline, tracing
+from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
 from evalpipe.metrics import judgements_version, judging_version
+from evalpipe.redact import redact
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, WarehouseResource
 
@@ -23,7 +25,8 @@ def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue
     for c in cols:
         if short[c].dtype == object:
             short[c] = short[c].map(lambda v: (str(v)[:80] + "...") if isinstance(v, str) and len(v) > 80 else v)
-    return MetadataValue.md(short.to_markdown(index=False) if len(short) else "_empty_")
+    # Previews show prompts and outputs: redacted, since asset metadata is stored in Dagster's own database.
+    return MetadataValue.md(redact(short.to_markdown(index=False)) if len(short) else "_empty_")
 
 
 @asset(partitions_def=benchmark_split_partitions, io_manager_key=IO, group_name=GROUP,
@@ -57,15 +60,16 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
-    runner = model_runner.runner_for(model)
     step = max(1, len(prompts) // 10)
 
     def progress(done: int, total: int) -> None:
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
-    df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
-                               model_runner.settings(), progress)
+    with tracing.scope(context.run_id, "rollouts", **dims):  # a no-op unless tracing is on
+        runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
+        df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
+                                   model_runner.settings(), progress)
     ok = df["status"] == "ok"
     context.add_output_metadata({
         "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
@@ -85,7 +89,8 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
                prompts: pd.DataFrame, rollouts: pd.DataFrame) -> Output[pd.DataFrame]:
     dims = partition_dims(context.partition_key)
     split = eval_config.get().split(dims["benchmark_split"])
-    df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.metric_settings(), metrics=judge.metrics)
+    with tracing.scope(context.run_id, "judgements", **dims):
+        df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.metric_settings(), metrics=judge.metrics)
     context.add_output_metadata({
         "rows": len(df), "scored": int((df["status"] == "scored").sum()) if len(df) else 0,
         "unscored": int((df["status"] == "unscored").sum()) if len(df) else 0,
@@ -98,13 +103,22 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
-def metrics(context: AssetExecutionContext, judgements: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
+            judgements: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
     df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements, rollouts=rollouts)
     overall = df[df["slice"] == "all"] if len(df) else df
     meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
     for r in overall.itertuples(index=False):
         meta[f"{r.metric}"] = MetadataValue.float(float(r.value)) if pd.notna(r.value) else MetadataValue.text("n/a")
+    cfg = eval_config.get()
+    if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/artifacts.py), built from the warehouse
+        record = context.instance.get_run_record_by_id(context.run_id)
+        started = record.start_time if record is not None else None
+        folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
+                                 {"run_id": context.run_id, "started_at": started})
+        meta["artifacts"] = MetadataValue.path(str(folder))
+        context.log.info(f"run artifacts: {folder}")
     context.add_output_metadata(meta)
     return df
 

@@ -4,13 +4,18 @@ from dagster import Definitions
 from eval_assets.assets import EVAL_ASSETS
 from eval_assets.checks import EVAL_CHECKS
 from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
-from eval_assets.sensors import sync_models_sensor
+from eval_assets.schedules import refresh_leaderboard_schedule, retry_failed_partitions_schedule
+from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
+from evalpipe.redact import install_log_redaction
 from resources import default_resources
 
 defs = Definitions(
     assets=EVAL_ASSETS,
     asset_checks=EVAL_CHECKS,
     jobs=[evaluate_job, dataset_job, leaderboard_job],
-    sensors=[sync_models_sensor],
+    sensors=[sync_models_sensor, checkpoint_sensor],
+    schedules=[refresh_leaderboard_schedule, retry_failed_partitions_schedule],
     resources=default_resources(),
 )
+
+install_log_redaction()  # every process that loads the code location (runs, daemon, UI) masks secrets in logs
