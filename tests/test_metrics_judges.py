@@ -228,6 +228,7 @@ def openai_server():
     thread = threading.Thread(target=loop.run_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{port}/v1", seen
+    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
     loop.call_soon_threadsafe(loop.stop)
     thread.join(5)
 
