@@ -9,7 +9,7 @@ from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.config import ModelConfig
 from evalpipe.errors import ConfigError
 from evalpipe.journal import Journal
-from evalpipe.runners import RunSettings, build_runner, run_requests
+from evalpipe.runners import Runner, RunSettings, build_runner, run_requests
 from evalpipe.runners.driver import FailFast
 from evalpipe.runners.limits import Bucket
 from evalpipe.types import Generation, RolloutRequest
@@ -151,14 +151,14 @@ def test_litellm_mock_response_works_offline():
     assert rows[0]["cost"] >= 0.0
 
 
-class _Counting:
+class _Counting(Runner):
     """A runner that tracks how many requests are in flight at once."""
 
     name = "counting"
     default_concurrency = 8
 
     def __init__(self):
-        self.model = ModelConfig(key="c")
+        super().__init__(ModelConfig(key="c"))
         self.in_flight = self.peak = self.calls = 0
 
     async def generate(self, req):
@@ -168,9 +168,6 @@ class _Counting:
         await asyncio.sleep(0)
         self.in_flight -= 1
         return Generation(text=req.sample_id, finish_reason="stop")
-
-    async def aclose(self):
-        pass
 
 
 def test_large_runs_keep_bounded_work_in_flight_and_read_the_journal_once(tmp_path, monkeypatch):

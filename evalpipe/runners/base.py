@@ -89,6 +89,10 @@ class Runner:
         Things that don't change answers (api keys, concurrency, timeouts) stay out."""
         return {"runner": self.name, "model": self.model.model or self.model.key, "params": self.model.params}
 
+    async def start(self) -> None:
+        """Slow one-time setup (loading weights), awaited once before the first request of a run that has work,
+        outside the per-attempt timeout. A fully journaled run never calls it."""
+
     async def generate(self, request: RolloutRequest) -> Generation:
         raise NotImplementedError
 

