@@ -59,7 +59,7 @@ def run_assets(selection: list[str], partition_key: Any = None, instance: Dagste
                resources: dict[str, Any] | None = None, tags: dict[str, str] | None = None):
     """Materialize `selection` (for one partition) in this process, recorded on the real instance.
     The asset checks of the selected assets run too."""
-    level = os.environ.get(CONSOLE_LOG_LEVEL_ENV, "WARNING").upper()
+    level = (os.environ.get(CONSOLE_LOG_LEVEL_ENV) or "WARNING").upper()
     return materialize([*EVAL_ASSETS, *asset_checks()], selection=selection, partition_key=partition_key,
                        instance=instance or get_instance(), resources={**default_resources(), **(resources or {})},
                        raise_on_error=False, tags=tags,

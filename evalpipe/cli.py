@@ -92,7 +92,8 @@ def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patter
         os.environ["EVALS_CONFIG"] = os.path.abspath(config_path)
     # Dagster's console logger would print each step event and a full trace per failure; the CLI shows a
     # progress bar and one line per failure instead (everything stays in the run's event log for the UI).
-    os.environ.setdefault("EVALS_DAGSTER_LOG_LEVEL", "DEBUG" if debug else "CRITICAL")
+    if debug or not os.environ.get("EVALS_DAGSTER_LOG_LEVEL"):
+        os.environ["EVALS_DAGSTER_LOG_LEVEL"] = "DEBUG" if debug else "CRITICAL"
     from evalpipe.redact import add_patterns, install_log_redaction
 
     add_patterns(redact_patterns)

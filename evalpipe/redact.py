@@ -49,7 +49,7 @@ _TRIGGERS = ("sk-", "hf_", "jina_", "pplx-", "aiza", "bearer", "key", "secret", 
 _SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|authorization|credential|api_key")
 # ... except these, which hold names, ids or counts, not secrets.
 _NOT_SECRET_NAME = re.compile(
-    r"(?i)^(key|keys|keyword|keywords|[a-z_]*_key|[a-z_]*_keys|[a-z_]*tokens?_?(count|used)?|[a-z_]*_env|tokenizer[a-z_]*)$")
+    r"(?i)^(key|keys|keyword|keywords|[a-z_.]*[_.]key|[a-z_.]*[_.]keys|[a-z_.]*tokens?_?(count|used)?|[a-z_.]*_env|tokenizer[a-z_.]*)$")
 _SECRET_SUFFIX = re.compile(r"(?i)(api_?key|access_?key|secret_?key|private_?key|auth_?key)$")
 
 

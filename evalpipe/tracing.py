@@ -100,22 +100,18 @@ class JsonlSpanExporter:
         return True
 
 
-class _ScopeStamper:
-    """A span processor that copies the current scope (run id, step, partition) onto every span."""
+def _scope_stamper():
+    """A span processor that copies the current scope (run id, step, partition) onto every span.
+    (Built on first use: OpenTelemetry is imported only when tracing is on.)"""
+    from opentelemetry.sdk.trace import SpanProcessor
 
-    def on_start(self, span, parent_context=None) -> None:
-        attrs = _scope_attrs.get()
-        if attrs:
-            span.set_attributes(attrs)
+    class ScopeStamper(SpanProcessor):
+        def on_start(self, span, parent_context=None) -> None:
+            attrs = _scope_attrs.get()
+            if attrs:
+                span.set_attributes(attrs)
 
-    def on_end(self, span) -> None:
-        pass
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return True
+    return ScopeStamper()
 
 
 def provider(conf: tuple[str, str]):
@@ -137,7 +133,7 @@ def provider(conf: tuple[str, str]):
 
             exporter = OTLPSpanExporter(endpoint=target) if target else OTLPSpanExporter()
         p = TracerProvider(resource=Resource.create({"service.name": "evalpipe"}))
-        p.add_span_processor(_ScopeStamper())
+        p.add_span_processor(_scope_stamper())
         p.add_span_processor(BatchSpanProcessor(exporter))
         _providers[conf] = p
         return p
@@ -204,6 +200,7 @@ def _wrap_factory(factory: Any):
             runner.generate = _traced_generate(runner, runner.generate, tracer)  # shadows the class's method
         return runner
 
+    build.__doc__ = factory.__doc__  # `evalpipe runners` still describes the runner
     build._evals_traced = True  # type: ignore[attr-defined]
     build._evals_inner = factory  # type: ignore[attr-defined]
     return build

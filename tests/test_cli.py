@@ -35,7 +35,7 @@ default_models: [perfect]
 def cli(home, write_config, monkeypatch):
     """Invoke the CLI in this process; env vars it sets are restored after the test."""
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.delenv(var, raising=False)
+        monkeypatch.setenv(var, "")  # (not delenv: only setenv restores a variable that was unset before)
     write_config(CONFIG)
     from evalpipe.cli import main
 

@@ -1,0 +1,143 @@
+"""OpenTelemetry tracing: off by default (runners untouched), and with the JSONL exporter one span per model
+call, judge call and tool call, each carrying the Dagster run id."""
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+
+from evalpipe.runners import register_runner
+from evalpipe.runners.base import Runner
+from evalpipe.types import Generation
+
+CONFIG = """
+benchmarks:
+  smoke:
+    adapter: file
+    splits:
+      extra: {{path: {{repo}}/data/smoke/test.jsonl, limit: 3}}
+    options:
+      columns: {{prompt: question, target: answer, id: id}}
+    metrics: [exact_match]
+models:
+  tooly: {{runner: test-tooly}}
+{extra}
+"""
+
+
+@register_runner("test-tooly", replace=True)
+class ToolyRunner(Runner):
+    """Two tool calls, then the ground truth."""
+
+    name = "test-tooly"
+
+    async def generate(self, request):
+        calls = [{"id": "a", "function": {"name": "search"}}, {"id": "b", "function": {"name": "calculator"}}]
+        return Generation(text=request.target, input_tokens=7, output_tokens=1,
+                          trajectory=[{"type": "tool_calls", "tool_calls": calls}])
+
+
+def test_off_by_default_leaves_runners_alone(write_config, monkeypatch):
+    from evalpipe import tracing
+    from evalpipe.config import ModelConfig
+    from evalpipe.runners import build_runner
+
+    monkeypatch.delenv("EVALS_TRACING", raising=False)
+    write_config(CONFIG.format(extra=""))
+    assert tracing.settings() is None
+    with tracing.scope("run-1", "rollouts"):
+        runner = build_runner(ModelConfig(key="tooly", runner="test-tooly"))
+    assert "generate" not in vars(runner)  # the class's own method: no wrapper, no overhead
+
+
+def test_jsonl_spans_for_model_and_tool_calls_with_the_run_id(home, write_config, instance, tmp_path, monkeypatch):
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+
+    monkeypatch.delenv("EVALS_TRACING", raising=False)
+    write_config(CONFIG.format(extra="tracing: {exporter: jsonl, path: traces/spans.jsonl}"))
+    result = evaluate(load_config(), ["smoke/extra"], ["tooly"], instance=instance)
+    assert result.success
+    run_id = result.partitions[0].run_id
+    spans = [json.loads(line) for line in (tmp_path / "traces" / "spans.jsonl").read_text().splitlines()]
+    by_name: dict[str, list] = {}
+    for s in spans:
+        by_name.setdefault(s["name"], []).append(s)
+    assert len(by_name["model_call"]) == 3 and len(by_name["tool_call"]) == 6
+    assert {s["attributes"]["evals.tool"] for s in by_name["tool_call"]} == {"search", "calculator"}
+    assert {s["attributes"]["evals.sample_id"] for s in by_name["model_call"]} == {"s1", "s2", "s3"}
+    assert by_name["model_call"][0]["attributes"]["gen_ai.usage.input_tokens"] == 7
+    assert {s["attributes"]["dagster.run_id"] for s in spans} == {run_id}  # every span, including the step spans
+    assert {s["attributes"]["evals.model"] for s in spans} == {"tooly"}
+    # the tree: step span -> model_call -> tool_call
+    ids = {s["span_id"]: s for s in spans}
+    tool = by_name["tool_call"][0]
+    assert ids[tool["parent_span_id"]]["name"] == "model_call"
+    assert ids[ids[tool["parent_span_id"]]["parent_span_id"]]["name"] == "rollouts"
+    assert len(by_name["judgements"]) == 1
+
+
+def test_judge_calls_are_spans_of_the_judgements_step(home, write_config, instance, tmp_path, monkeypatch):
+    """A model-graded metric's judge requests go through a runner too: traced as judge_call."""
+    from evalpipe import tracing
+    from evalpipe.config import ModelConfig
+    from evalpipe.runners import build_runner
+    from evalpipe.types import RolloutRequest
+
+    monkeypatch.setenv("EVALS_TRACING", f"jsonl:{tmp_path / 'j.jsonl'}")
+    write_config(CONFIG.format(extra=""))
+
+    async def ask(runner):
+        return await runner.generate(RolloutRequest(sample_id="judge:abc", messages=[], fingerprint="f", target="yes"))
+
+    import asyncio
+
+    with tracing.scope("run-j", "judgements", benchmark_split="smoke/extra", model="tooly"):
+        runner = build_runner(ModelConfig(key="judge-model", runner="test-tooly"))
+        asyncio.run(ask(runner))
+    spans = [json.loads(line) for line in (tmp_path / "j.jsonl").read_text().splitlines()]
+    judge = [s for s in spans if s["name"] == "judge_call"]
+    assert len(judge) == 1 and judge[0]["attributes"]["dagster.run_id"] == "run-j"
+    assert judge[0]["attributes"]["evals.model_key"] == "judge-model"
+
+
+def test_bad_tracing_settings_are_config_errors(write_config, monkeypatch):
+    from evalpipe import tracing
+    from evalpipe.errors import ConfigError
+
+    monkeypatch.setenv("EVALS_TRACING", "zipkin:http://x")
+    with pytest.raises(ConfigError, match="unknown trace exporter 'zipkin'"):
+        tracing.settings()
+    monkeypatch.setenv("EVALS_TRACING", "jsonl")
+    with pytest.raises(ConfigError, match="needs a file path"):
+        tracing.settings()
+
+
+def test_otlp_exporter_posts_to_the_endpoint(monkeypatch, write_config):
+    """The OTLP/HTTP exporter really sends spans to a collector (here a loopback server)."""
+    from evalpipe import tracing
+
+    got: list[tuple[str, int]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            got.append((self.path, len(body)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *a):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Collector)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        write_config(CONFIG.format(extra=""))
+        monkeypatch.setenv("EVALS_TRACING", f"otlp:http://127.0.0.1:{server.server_port}/v1/traces")
+        with tracing.scope("run-otlp", "rollouts"):
+            pass
+        assert got and got[0][0] == "/v1/traces" and got[0][1] > 0
+    finally:
+        server.shutdown()
