@@ -69,7 +69,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     with tracing.scope(context.run_id, "rollouts", **dims):  # a no-op unless tracing is on
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
-                                   model_runner.settings(), progress)
+                                   model_runner.settings(model), progress)
     ok = df["status"] == "ok"
     context.add_output_metadata({
         "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),

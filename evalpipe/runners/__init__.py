@@ -6,8 +6,8 @@ To run many requests (rollouts, judges): `build_runner(ModelConfig(...))` then `
 """
 from evalpipe.runners.base import (ModelError, RetryableError, Runner, build_runner, get_runner, list_runners,
                                    register_runner)
-from evalpipe.runners.driver import RunSettings, run_requests, run_sync
+from evalpipe.runners.driver import RunSettings, run_requests, run_settings_for, run_sync
 from evalpipe.runners import agent, echo, litellm_runner, local  # noqa: F401  (registers the built-in runners)
 
 __all__ = ["ModelError", "RetryableError", "Runner", "RunSettings", "build_runner", "get_runner", "list_runners",
-           "register_runner", "run_requests", "run_sync"]
+           "register_runner", "run_requests", "run_settings_for", "run_sync"]

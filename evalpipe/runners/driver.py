@@ -14,6 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from evalpipe.config import ModelConfig
 from evalpipe.journal import Journal
 from evalpipe.redact import redact_obj
 from evalpipe.runners.base import ModelError, RetryableError, Runner
@@ -31,6 +32,25 @@ class RunSettings:
     fail_fast: bool = False  # stop at the first sample that fails for good
     rpm: float | None = None  # requests per minute, across the run; None: unlimited
     tpm: float | None = None  # tokens (input + output) per minute, across the run; None: unlimited
+
+
+SETTING_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "fail_fast", "rpm", "tpm")
+
+
+def run_settings_for(model: ModelConfig | None = None, **overrides: Any) -> RunSettings:
+    """RunSettings for a model: `overrides` that are not None win, then the model's `options` of the same names
+    (so a config entry may carry `concurrency: 32`, `rpm: 500`, `timeout_s: 300`), then the defaults."""
+    values: dict[str, Any] = {}
+    for key in SETTING_KEYS:
+        v = overrides.get(key)
+        if v is None and model is not None:
+            v = model.options.get(key)
+        if v is not None:
+            values[key] = v
+    try:
+        return RunSettings(**values)
+    except TypeError as exc:  # pragma: no cover - keys are fixed above
+        raise ValueError(str(exc)) from None
 
 
 class FailFast(Exception):

@@ -88,6 +88,7 @@ def load(checkpoint: Path) -> tuple[Any, Any]:
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # per-tensor progress bars would flood the run logs
+        _quiet_gguf_conversion()
         if checkpoint.is_dir():
             model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype="auto")
             tok = AutoTokenizer.from_pretrained(checkpoint)
@@ -103,6 +104,19 @@ def load(checkpoint: Path) -> tuple[Any, Any]:
         model.eval()
         _LOADED[key] = (model, tok)
         return model, tok
+
+
+def _quiet_gguf_conversion() -> None:
+    """The GGUF converter draws its own tqdm bar (not covered by `disable_progress_bar`); silence it."""
+    try:
+        import functools
+
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+
+        if not isinstance(gguf_utils.tqdm, functools.partial):
+            gguf_utils.tqdm = functools.partial(gguf_utils.tqdm, disable=True)
+    except (ImportError, AttributeError):
+        pass
 
 
 def _save_converted(model: Any, tok: Any, cache: Path) -> None:
