@@ -6,8 +6,9 @@ prediction: a string, or a dict / object with `prediction` and optionally `messa
 Messages, tool calls and events all land in the rollout's `trajectory` column.
 
 Each sample runs isolated: its own fresh temporary working directory holding copies of its attachments
-(`task.files` point at the copies, so an agent may modify them freely), its own timeout (`options.timeout_s`,
-default: the run's per-attempt timeout), removed afterwards unless `options.keep_workdir`. With
+(`task.files` point at the copies, so an agent may modify them freely), removed afterwards unless
+`options.keep_workdir`, and its own timeout: the run's `timeout_s` (set it on the model entry or per run), not
+retried. With
 `options.isolation: thread` (the default) sync agents run in worker threads and must use `task.workdir` rather
 than the process-wide cwd; a thread that overruns its timeout is abandoned, not killed. With
 `options.isolation: process` each sample runs in its own Python process whose cwd is the working directory;
@@ -98,6 +99,7 @@ def normalize(result: Any, task: AgentTask) -> Generation:
 class AgentRunner(Runner):
     name = "agent"
     default_concurrency = 4
+    retry_timeouts = False
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)
@@ -106,7 +108,6 @@ class AgentRunner(Runner):
         self.isolation = model.options.get("isolation", "thread")
         if self.isolation not in ("thread", "process"):
             raise ConfigError(f"model {model.key!r}: options.isolation must be 'thread' or 'process'")
-        self.timeout_s = model.options.get("timeout_s")
         self.keep_workdir = bool(model.options.get("keep_workdir", False))
         self._pool: ThreadPoolExecutor | None = None
 
@@ -132,14 +133,11 @@ class AgentRunner(Runner):
         workdir = Path(tempfile.mkdtemp(prefix=f"agent-{_safe(request.sample_id)}-"))
         try:
             task = self._task(request, workdir)
-            run = self._in_process(task) if self.isolation == "process" else self._in_thread(task)
-            if self.timeout_s is None:
-                return await run
-            try:
-                async with asyncio.timeout(float(self.timeout_s)):
-                    return await run
-            except TimeoutError:
-                raise ModelError(f"agent timed out after {float(self.timeout_s):g}s") from None
+            # The run's per-attempt `timeout_s` bounds each sample (the driver cancels this coroutine; a
+            # process is killed then, the workdir removed either way).
+            if self.isolation == "process":
+                return await self._in_process(task)
+            return await self._in_thread(task)
         finally:
             if not self.keep_workdir:
                 shutil.rmtree(workdir, ignore_errors=True)

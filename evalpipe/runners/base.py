@@ -80,6 +80,7 @@ def _short(text: str, limit: int = 300) -> str:
 class Runner:
     name = "base"
     default_concurrency = 8
+    retry_timeouts = True  # False: a timed-out attempt fails the sample (agents: a slow task stays slow)
 
     def __init__(self, model: ModelConfig):
         self.model = model

@@ -101,6 +101,8 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             return _ok(req, gen, start, attempts)
         except TimeoutError:
             last_error = f"timeout after {s.timeout_s:g}s"
+            if not runner.retry_timeouts:
+                return _failed(req, last_error, start, attempts)
         except RetryableError as exc:
             last_error, retry_after = str(exc), exc.retry_after
         except ModelError as exc:

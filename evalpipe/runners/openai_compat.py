@@ -49,7 +49,10 @@ class OpenAICompatRunner(ApiRunner):
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
-            connector = aiohttp.TCPConnector(limit=self.max_connections, ttl_dns_cache=300, keepalive_timeout=60)
+            # Plain-http endpoints (local servers) skip building an SSL context (~80 ms of CPU).
+            ssl: Any = False if self.url.startswith("http://") else True
+            connector = aiohttp.TCPConnector(limit=self.max_connections, ttl_dns_cache=300, keepalive_timeout=60,
+                                             ssl=ssl)
             # No aiohttp-level total timeout: the driver bounds each attempt (and retries it).
             self._session = aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(
                 total=None, sock_connect=30), headers=self.headers, skip_auto_headers=("User-Agent",))
