@@ -69,6 +69,13 @@ def _kv(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
             out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
         except yaml.YAMLError:
             out[k.strip()] = v
+    # Overrides become resource config, which Dagster keeps in its run history: a secret must not be one.
+    from evalpipe.redact import redact_obj
+
+    for k, v in out.items():
+        if redact_obj({k: v}) != {k: v}:
+            raise ConfigError(f"{flag} {k}=... looks like a secret; put it in an environment variable and name "
+                              "that variable in the model's api_key_env instead")
     return out
 
 
@@ -94,6 +101,10 @@ def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patter
     # progress bar and one line per failure instead (everything stays in the run's event log for the UI).
     if debug or not os.environ.get("EVALS_DAGSTER_LOG_LEVEL"):
         os.environ["EVALS_DAGSTER_LOG_LEVEL"] = "DEBUG" if debug else "CRITICAL"
+    if not debug:  # Dagster's beta/preview notices would interleave with the progress bar
+        import warnings
+
+        warnings.filterwarnings("ignore", message=r".*(is currently in (beta|preview)|is deprecated).*")
     from evalpipe.redact import add_patterns, install_log_redaction
 
     add_patterns(redact_patterns)
@@ -203,6 +214,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
 
     _out(_table(pd.DataFrame(rows)))
     _out(f"\nwarehouse: {wh.duckdb_path}")
+    from evalpipe.artifacts import artifacts_enabled, artifacts_root
+
+    if artifacts_enabled(cfg):
+        _out(f"run artifacts: {artifacts_root(cfg)}/<benchmark>/<split>/<model>/")
     checks = check_results(instance, [p.run_id for p in result.partitions if p.run_id])
     failed_gates = [c for c in checks if not c.passed and c.severity == "ERROR"]
     for c in checks:

@@ -110,6 +110,8 @@ def test_user_errors_are_one_line_with_exit_2(cli):
     for args, text in [(["run", "--model", "nope"], "unknown model 'nope'"),
                        (["run", "--benchmark", "nope"], "unknown benchmark(s) ['nope']"),
                        (["run", "--runner-option", "oops"], "--runner-option expects key=value"),
+                       (["run", "--runner-option", "api_key=abcdefgh"], "looks like a secret"),
+                       (["run", "--benchmark-option", "x=sk-proj-abcdefghijklmnop1234"], "looks like a secret"),
                        (["--redact-pattern", "([", "sql", "select 1"], "is not a valid regex")]:
         r = cli(*args)
         assert r.exit_code == 2, (args, r.output)

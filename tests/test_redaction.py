@@ -3,7 +3,9 @@ model outputs of a real CLI run, searched for in every file under DAGSTER_HOME (
 import json
 import logging
 import os
+import sqlite3
 import time
+import zlib
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -130,16 +132,40 @@ class LeakyRunner(Runner):
             {"function": {"name": "fetch", "arguments": json.dumps({"headers": {"Authorization": f"Bearer {key}"}})}}]}])
 
 
+def _sqlite_blobs(path: Path) -> str:
+    """Dagster keeps run and job snapshots zlib-compressed inside its SQLite files: inflate every blob."""
+    out = []
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
+        for t in tables:
+            for row in con.execute(f'select * from "{t}"'):
+                for v in row:
+                    if isinstance(v, bytes):
+                        try:
+                            v = zlib.decompress(v)
+                        except zlib.error:
+                            pass
+                        v = v.decode("utf-8", errors="replace")
+                    out.append(str(v))
+        con.close()
+    except sqlite3.DatabaseError:
+        return ""
+    return "\n".join(out)
+
+
 def _all_text(root: Path) -> dict[Path, str]:
-    """Every file's content as text; Parquet files (compressed) are read back and dumped."""
+    """Every file's content as text: raw bytes, plus Parquet read back and SQLite blobs inflated."""
     out = {}
     for f in root.rglob("*"):
         if not f.is_file():
             continue
+        text = f.read_bytes().decode("utf-8", errors="replace")
         if f.suffix == ".parquet":
-            out[f] = json.dumps(pq.read_table(f).to_pylist(), default=str)
-        else:
-            out[f] = f.read_bytes().decode("utf-8", errors="replace")
+            text += json.dumps(pq.read_table(f).to_pylist(), default=str)
+        elif f.suffix in (".db", ".sqlite"):
+            text += _sqlite_blobs(f)
+        out[f] = text
     return out
 
 
@@ -194,8 +220,9 @@ redact_patterns: ['INTERNAL-[0-9]{{6}}']
     files = _all_text(home)
     names = {str(p.relative_to(home)).split("/")[0] for p in files}
     # the search really covers the warehouse, journals, artifacts, Dagster's storage, the models and traces
-    assert {"warehouse", "journal", "artifacts", "exported", "storage", "traces.jsonl"} <= names, names
+    assert {"warehouse", "journal", "artifacts", "exported", "storage", "history", "traces.jsonl"} <= names, names
     assert any(p.suffix == ".parquet" for p in files) and any(p.suffix in (".db", ".sqlite") for p in files)
+    assert '"__class__": "ConfigTypeSnap"' in files[home / "history" / "runs.db"]  # snapshots were inflated
     leaks = [(str(p.relative_to(home)), name) for p, text in files.items() for name, v in s.items() if v in text]
     assert leaks == []
     # and the run really carried the secrets (masked) through every stage
