@@ -14,6 +14,7 @@ short string costs one `re.sub` call.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -53,6 +54,7 @@ _NOT_SECRET_NAME = re.compile(
 _SECRET_SUFFIX = re.compile(r"(?i)(api_?key|access_?key|secret_?key|private_?key|auth_?key)$")
 
 
+@functools.lru_cache(maxsize=4096)  # key names repeat (every row has the same columns): decide each once
 def is_secret_name(name: str) -> bool:
     """True for names like `api_key`, `OPENAI_API_KEY`, `password`, `Authorization`, `hf_token`;
     False for `key`, `partition_key`, `max_tokens`, `input_tokens`, `api_key_env`."""
@@ -144,10 +146,10 @@ class Redactor:
 
     def redact_obj(self, obj: Any, key: str | None = None) -> Any:
         """Strings anywhere in a JSON-like structure; whole values under secret-looking keys."""
-        if key is not None and is_secret_name(key) and obj not in (None, "", True, False) and not isinstance(obj, (dict, list, tuple)):
-            return MASK
         if isinstance(obj, str):
-            return self.redact(obj)
+            return MASK if (key is not None and obj and is_secret_name(key)) else self.redact(obj)
+        if key is not None and isinstance(obj, (int, float)) and not isinstance(obj, bool) and is_secret_name(key):
+            return MASK
         if isinstance(obj, dict):
             return {k: self.redact_obj(v, str(k)) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
