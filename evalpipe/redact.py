@@ -157,7 +157,8 @@ class Redactor:
         return obj
 
 
-_lock = threading.Lock()
+_lock = threading.RLock()
+_busy = threading.local()  # set while redacting a log record: a record logged meanwhile is not re-entered
 _cached: tuple[tuple, Redactor] | None = None
 
 
@@ -237,16 +238,19 @@ class RedactingFilter(logging.Filter):
 
 
 def _redact_record(record: logging.LogRecord) -> None:
-    if getattr(record, "_evals_redacted", False):
+    if getattr(record, "_evals_redacted", False) or getattr(_busy, "on", False):
         return
+    _busy.on = True
     try:
         msg = record.getMessage()
-    except Exception:
-        return
-    clean = redact(msg)
-    if clean != msg:
-        record.msg, record.args = clean, None
-    record._evals_redacted = True
+        clean = redact(msg)
+        if clean != msg:
+            record.msg, record.args = clean, None
+        record._evals_redacted = True
+    except Exception as exc:  # logging must not fail, nor leak: withhold the message (e.g. an invalid user regex)
+        record.msg, record.args = f"[log message withheld: redaction failed: {type(exc).__name__}]", None
+    finally:
+        _busy.on = False
 
 
 _installed = False
