@@ -73,8 +73,9 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     ok = df["status"] == "ok"
     context.add_output_metadata({
         "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
-        "input_tokens": int(df["input_tokens"].fillna(0).sum()), "output_tokens": int(df["output_tokens"].fillna(0).sum()),
-        "cost_usd": float(df["cost"].fillna(0).sum()),
+        "input_tokens": int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
+        "output_tokens": int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
+        "cost_usd": float(pd.to_numeric(df["cost"]).fillna(0).sum()),
         "preview": _preview(df, ["sample_id", "status", "prediction", "error"]),
     })
     return df

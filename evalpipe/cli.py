@@ -199,20 +199,27 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
 
     wh = _warehouse()
     rows = []
-    metrics = wh.query("SELECT benchmark_split, model, metric, value, n, n_errors, ci_low, ci_high FROM metrics "
-                       "WHERE slice = 'all'")
+    metrics = wh.query("SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high "
+                       "FROM metrics WHERE slice = 'all'")
     for p in result.partitions:
         m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
         if not len(m):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
-                         "metric": "", "value": None, "n": None, "errors": None, "95% CI": ""})
+                         "metric": "", "value": "", "n": None, "unscored": None, "errors": None, "95% CI": ""})
         for r in m.itertuples(index=False):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
-                         "value": r.value, "n": r.n, "errors": r.n_errors,
+                         # no scored sample (e.g. hidden answers): no value, and the unscored count says why
+                         "value": "-" if r.value != r.value else f"{r.value:.4f}", "n": r.n,
+                         "unscored": r.n_unscored, "errors": r.n_errors,
                          "95% CI": "" if r.ci_low != r.ci_low else f"{r.ci_low:.3f}-{r.ci_high:.3f}"})
     import pandas as pd
 
     _out(_table(pd.DataFrame(rows)))
+    board = wh.query("SELECT benchmark_split, metric, rank, model, round(value, 4) AS value, n, n_unscored "
+                     "FROM leaderboard WHERE value IS NOT NULL ORDER BY benchmark_split, metric, rank, model")
+    if len(board):
+        _out("\nleaderboard (every model evaluated so far):")
+        _out(_table(board))
     _out(f"\nwarehouse: {wh.duckdb_path}")
     from evalpipe.artifacts import artifacts_enabled, artifacts_root
 
