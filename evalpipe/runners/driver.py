@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.config import ModelConfig
 from evalpipe.journal import Journal
-from evalpipe.redact import redact_obj
+from evalpipe.redact import get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.types import Generation, RolloutRequest
@@ -150,13 +150,14 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
+    redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
 
     async def worker() -> None:
         nonlocal finished
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
             row = await attempt(runner, req, settings, limiter, max_tokens)
-            row = redact_obj(row)  # [operations/redaction] secrets in outputs never reach the journal (or anything after)
+            row = redactor.redact_obj(row)  # [operations/redaction] secrets in outputs never reach the journal (or anything after)
             if row["status"] == "ok" and journal is not None:
                 journal.record(req.fingerprint, req.sample_id, row)
             row["cached"] = False
