@@ -21,7 +21,9 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 # Runner settings every model entry may carry; anything else under a model goes to `options`.
 _MODEL_FIELDS = {"runner", "model", "api_base", "api_key_env", "params", "options", "description"}
-_SPLIT_FIELDS = {"adapter", "splits", "options", "metrics", "prompt_template", "description"}
+_SPLIT_FIELDS = {"adapter", "splits", "options", "metrics", "prompt_template", "description", "tools", "prompt_wrapper"}
+# Benchmark-level keys that are stored in each split's options (docs/interfaces.md); a split may override them.
+_OPTION_FIELDS = ("tools", "prompt_wrapper")
 
 
 def config_path() -> Path:
@@ -180,6 +182,9 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
         for split, overrides in split_entries.items():
             overrides = dict(overrides or {})
             options = copy.deepcopy(dict(raw.get("options") or {}))
+            for opt in _OPTION_FIELDS:
+                if raw.get(opt) is not None:
+                    options[opt] = copy.deepcopy(raw[opt])
             metrics = overrides.pop("metrics", raw.get("metrics"))
             template = overrides.pop("prompt_template", raw.get("prompt_template"))
             options.update(overrides)

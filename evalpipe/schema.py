@@ -21,12 +21,28 @@ TABLES: dict[str, pa.Schema] = {
     "prompts": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("sample_index", I), ("messages", S),
         ("prompt_text", S), ("target", S), ("files", S), ("metadata", S), ("slices", S), ("prompt_fingerprint", S),
+        ("tools", S),  # JSON list of OpenAI function-tool schemas (dataset names), null when the sample has none
     ]),
     "rollouts": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("fingerprint", S), ("status", S), ("error", S),
         ("prediction", S), ("raw_output", S), ("finish_reason", S), ("latency_s", F), ("input_tokens", I),
         ("output_tokens", I), ("cost", F), ("attempts", I), ("cached", B), ("trajectory", S),
         ("raw_response", S),  # the provider's response body (JSON text) as received
+        # multi-turn conversations (docs/interfaces.md); null for one-shot requests
+        ("turns", I), ("tool_calls", I), ("invalid_args", I), ("fixture_misses", I), ("stop_reason", S),
+        ("tool_trace", S),  # JSON list of this sample's tool-call records (the `tool_calls` table's rows)
+    ]),
+    # one row per tool call the model made (docs/interfaces.md, docs/tools.md)
+    "tool_calls": pa.schema([
+        ("benchmark_split", S), ("model", S), ("sample_id", S), ("turn", I), ("call_index", I), ("name", S),
+        ("arguments", S), ("arguments_valid", B), ("normalized_key", S), ("result", S), ("fixture_hit", B),
+        ("error", S), ("latency_s", F),
+    ]),
+    # per-partition fingerprints of every input that can change a number (docs/interfaces.md)
+    "fingerprints": pa.schema([
+        ("benchmark_split", S), ("model", S), ("dataset_sha256", S), ("tool_registry_sha256", S),
+        ("tokenizer_fingerprint", S), ("prompt_wrapper_sha256", S), ("runner_fingerprint", S),
+        ("model_fingerprint", S), ("recorded_at", S),
     ]),
     "judgements": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("metric", S), ("score", F), ("correct", B),

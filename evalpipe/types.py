@@ -16,6 +16,11 @@ class Sample:
     choices: list[str] | None = None
     system: str | None = None
     files: list[str] = field(default_factory=list)  # absolute paths of attachments
+    # OpenAI function-tool schemas this sample may call ({"type": "function", "function": {...}}), with the
+    # dataset's own tool names (dots allowed); None: no tools. See docs/interfaces.md.
+    tools: list[dict[str, Any]] | None = None
+    # The input as chat messages when the dataset gives them (`columns: {messages: ...}`); None: build from input.
+    messages: list[dict[str, Any]] | None = None
 
 
 @dataclass
@@ -28,6 +33,7 @@ class RolloutRequest:
     files: list[str] = field(default_factory=list)
     metadata: dict[str, Any] = field(default_factory=dict)
     target: str | None = None  # only the echo runner's `reply: target` mode reads it (smoke tests)
+    tools: list[dict[str, Any]] | None = None  # tool schemas (dataset names); None: a plain one-shot request
 
 
 @dataclass
@@ -41,6 +47,13 @@ class Generation:
     cost: float | None = None
     raw: Any = None  # provider response (JSON-able), kept for traces
     trajectory: list[dict[str, Any]] = field(default_factory=list)  # messages, tool calls, events
+    # Multi-turn conversations (docs/interfaces.md): one record per tool call, in the `tool_calls` table's shape
+    # without the partition/sample columns (turn, call_index, name, arguments, arguments_valid, normalized_key,
+    # result, fixture_hit, error, latency_s); turns = model calls made; stop_reason = final | max_turns |
+    # max_tool_calls | timeout (None for a one-shot request).
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    turns: int | None = None
+    stop_reason: str | None = None
 
 
 @dataclass

@@ -18,6 +18,12 @@ class JudgeInput:
     raw_output: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     choices: list[str] | None = None
+    # From the rollout (docs/interfaces.md): the tool-call records (dataset tool names), the message
+    # trajectory, the tool schemas the sample offered, and why the conversation stopped.
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    trajectory: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None
+    stop_reason: str | None = None
 
 
 class Metric:
