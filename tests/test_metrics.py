@@ -119,7 +119,9 @@ def test_unscored_samples_are_not_wrong_and_errors_are():
 
 
 def test_stderr_and_bootstrap_ci_are_right_and_seeded():
-    vals = np.array([1.0] * 30 + [0.0] * 70)
+    # continuous scores (right/wrong ones get a Wilson interval instead: tests/test_intervals.py)
+    vals = np.array([0.75] * 30 + [0.25] * 70)
+    mu = float(vals.mean())
     df = pd.DataFrame([jrow(str(i), "m", v, "scored", slices={"lvl": i % 2}) for i, v in enumerate(vals)])
     a, b, c = aggregate(df, seed=1), aggregate(df, seed=1), aggregate(df, seed=2)
     pd.testing.assert_frame_equal(a, b)
@@ -127,9 +129,9 @@ def test_stderr_and_bootstrap_ci_are_right_and_seeded():
     r = a[a["slice"] == "all"].iloc[0]
     assert r["stderr"] == pytest.approx(np.std(vals, ddof=1) / 10)
     # the percentile bootstrap of a mean is close to the normal interval for n = 100
-    assert r["ci_low"] == pytest.approx(0.3 - 1.96 * r["stderr"], abs=0.03)
-    assert r["ci_high"] == pytest.approx(0.3 + 1.96 * r["stderr"], abs=0.03)
-    assert r["ci_low"] < 0.3 < r["ci_high"]
+    assert r["ci_low"] == pytest.approx(mu - 1.96 * r["stderr"], abs=0.03)
+    assert r["ci_high"] == pytest.approx(mu + 1.96 * r["stderr"], abs=0.03)
+    assert r["ci_low"] < mu < r["ci_high"]
     assert set(a["slice"]) == {"all", "lvl=0", "lvl=1"}
     assert all(math.isnan(x) for x in bootstrap_ci(np.array([]), 0))  # nothing to estimate
 

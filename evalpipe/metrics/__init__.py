@@ -4,6 +4,7 @@ from evalpipe.metrics.base import (JudgeInput, Metric, build_metric, get_metric,
 from evalpipe.metrics.aggregate import USAGE_METRICS, aggregate
 # importing the modules registers the built-in metrics
 from evalpipe.metrics import code_execution, exact_match, hms, list_match, llm_judge, semantic  # noqa: F401
+from evalpipe.metrics import lenient  # noqa: F401  (includes, choice, regex, last_number)
 
 __all__ = ["JudgeInput", "Metric", "USAGE_METRICS", "aggregate", "build_metric", "get_metric", "judgements_version", "judging_version",
            "list_metrics", "register_metric"]

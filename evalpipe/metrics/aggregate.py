@@ -1,8 +1,9 @@
 """From per-sample judgements (and rollouts) to the rows of the `metrics` table.
 
 Per metric and slice (`all`, plus `key=value` for each slice attribute the adapter declared):
-- the metric itself: mean score over counted samples, n, n_unscored, n_errors, standard error, and a seeded
-  95% percentile-bootstrap confidence interval. Counted = scored + errored + unparseable-verdict samples;
+- the metric itself: mean score over counted samples, n, n_unscored, n_errors, standard error, and a 95%
+  confidence interval: Wilson's score interval when every score is 0 or 1 (right/wrong metrics, so 0/29 is
+  0.000-0.117, not 0.000-0.000), a seeded percentile bootstrap for continuous scores. Counted = scored + errored + unparseable-verdict samples;
   errors and parse errors count as score 0 (a failing model or judge can't look better by failing);
   samples without ground truth are `n_unscored` and not counted.
 - rows derived from per-sample `details` that metrics write:
@@ -45,13 +46,36 @@ def bootstrap_ci(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[fl
     return float(lo), float(hi)
 
 
+def is_binary(values: np.ndarray) -> bool:
+    """Right/wrong scores only (every value 0 or 1)."""
+    return len(values) > 0 and bool(np.isin(values, (0.0, 1.0)).all())
+
+
+def wilson_ci(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval of a proportion (scipy's `binomtest(...).proportion_ci(method="wilson")`):
+    0/29 gives 0.000-0.117, not the bootstrap's degenerate 0.000-0.000."""
+    if n <= 0:
+        return (float("nan"), float("nan"))
+    from scipy.stats import binomtest
+
+    ci = binomtest(int(successes), int(n)).proportion_ci(confidence_level=level, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def interval(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[float, float]:
+    """The 95% CI of a mean score: Wilson for right/wrong scores, the seeded percentile bootstrap otherwise."""
+    if is_binary(values):
+        return wilson_ci(int(values.sum()), len(values), level)
+    return bootstrap_ci(values, seed, level)
+
+
 def _mean_row(metric: str, slice_name: str, vals: np.ndarray, seed: int, n_unscored: int = 0, n_errors: int = 0) -> dict:
     n = len(vals)
     return {
         "metric": metric, "slice": slice_name, "value": float(vals.mean()) if n else float("nan"), "n": n,
         "n_unscored": n_unscored, "n_errors": n_errors,
         "stderr": float(vals.std(ddof=1) / np.sqrt(n)) if n > 1 else float("nan"),
-        **dict(zip(("ci_low", "ci_high"), bootstrap_ci(vals, seed))),
+        **dict(zip(("ci_low", "ci_high"), interval(vals, seed))),
     }
 
 
