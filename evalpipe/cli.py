@@ -432,5 +432,9 @@ def metrics_cmd() -> None:
     _list("metric", list_metrics(), get_metric)
 
 
+from evalpipe.cli_validate import validate as _validate_cmd  # noqa: E402
+
+main.add_command(_validate_cmd)
+
 if __name__ == "__main__":
     main()

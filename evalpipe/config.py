@@ -12,8 +12,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from evalpipe.errors import ConfigError
 from evalpipe.keys import sanitize_key, split_key
 
@@ -146,22 +144,25 @@ class EvalConfig:
         found = discovered_models().get(key)
         if found is not None:
             return found
+        if "@" in key:  # [reproducibility] `<model>@<experiment>` (evalpipe run --experiment): its own partition
+            base, experiment = key.split("@", 1)
+            try:
+                m = self.model(base)
+            except ConfigError:
+                m = None
+            if m is not None and experiment:
+                return ModelConfig(key=key, runner=m.runner, model=m.model, api_base=m.api_base,
+                                   api_key_env=m.api_key_env, params=dict(m.params),
+                                   options={**m.options, "experiment": experiment}, description=m.description)
         known = ", ".join(sorted(self.models)) or "none"
         raise ConfigError(f"unknown model {key!r} (configured: {known}); add it under 'models' in {self.path}")
 
 
 def _load_yaml(path: Path) -> dict[str, Any]:
-    if not path.exists():
-        raise ConfigError(f"config file {path} not found; create it or point EVALS_CONFIG at one")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise ConfigError(f"config file {path}{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"config file {path} must hold a mapping with 'benchmarks' and 'models'")
-    return data
+    """Read and validate the config file (evalpipe/config_schema.py): every mistake is a `file:line:` error."""
+    from evalpipe.config_schema import validate_file
+
+    return validate_file(path)
 
 
 def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
@@ -202,6 +203,12 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
     models: dict[str, ModelConfig] = {}
     for name, raw in models_raw.items():
         m = ModelConfig.from_dict(str(name), raw)
+        experiment = m.options.get("experiment")
+        if experiment and not m.key.endswith(f"@{sanitize_key(str(experiment))}"):
+            # [reproducibility] an experiment gets its own `model` partition key: <model>@<experiment>
+            m = ModelConfig(key=f"{m.key}@{sanitize_key(str(experiment))}", runner=m.runner, model=m.model,
+                            api_base=m.api_base, api_key_env=m.api_key_env, params=m.params, options=m.options,
+                            description=m.description)
         if m.key in models:
             raise ConfigError(f"{path}: models {name!r} and another one both map to partition key {m.key!r}")
         models[m.key] = m
@@ -209,6 +216,9 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
     if isinstance(defaults, str):
         defaults = [defaults]
     default_models = [sanitize_key(d) for d in defaults]
+    # a default named without its @experiment suffix: the one model entry of that name
+    default_models = [d if d in models else next((k for k in models if k.split("@", 1)[0] == d), d)
+                      for d in default_models]
     for d in default_models:
         if d not in models:
             raise ConfigError(f"{path}: default model {d!r} is not under 'models'")

@@ -41,9 +41,9 @@ models:
 
 
 @pytest.mark.parametrize("text,needle", [
-    ("benchmarks: [1, 2]", "'benchmarks' must be a mapping"),
+    ("benchmarks: [1, 2]", "benchmarks: must be a mapping"),
     ("benchmarks:\n  qa: {splits: [a]}", "needs an 'adapter'"),
-    ("benchmarks:\n  qa: {adapter: file, colums: {}}", "unknown keys"),
+    ("benchmarks:\n  qa: {adapter: file, colums: {}}", "unknown key"),
     ("models: {a: {runner: echo}}\ndefault_models: [b]", "default model 'b'"),
     ("benchmarks: {qa: [unclosed", "not valid YAML"),
 ])

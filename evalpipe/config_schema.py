@@ -1,0 +1,510 @@
+"""The config file's schema: every key, type and range, checked before anything runs (docs/config.md).
+
+`load_config` calls `validate_config` on every load, so `evalpipe run`, `evalpipe validate` and the Dagster code
+location all refuse a bad config before the first model call. A mistake is reported as one line,
+`<file>:<line>: <where>: <what is wrong>` (a ConfigError, exit 2 in the CLI); line numbers come from the YAML
+nodes, which a custom loader keeps while it also refuses duplicate keys (plain YAML lets the last one win).
+
+Layers:
+- the structure (pydantic models below): top-level keys, benchmarks, splits, models, judges, options with
+  their types and ranges; an unknown key gets a "did you mean" from the known ones (difflib);
+- names: adapters, runners and metrics against their registries (after importing `plugins:` modules);
+- declared options: a runner or adapter may declare `option_schema` (a pydantic model class, or a set of
+  option names). Declared: a model's options (or a benchmark split's options) are checked against it, with a
+  "did you mean" for unknown names. Not declared: its options are free-form, as before.
+Metric settings are checked by each metric's constructor when the metric is built.
+"""
+from __future__ import annotations
+
+import difflib
+import importlib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Iterable, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalpipe.errors import ConfigError
+
+Loc = tuple  # a path into the config: ("benchmarks", "smoke", "options", "limit")
+
+
+# ---- YAML with line numbers, refusing duplicate keys -------------------------------------------------------------
+class _LineLoader(yaml.SafeLoader):
+    pass
+
+
+def _index(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, seen_nodes: set[int]) -> None:
+    if id(node) in seen_nodes:  # an alias of an anchored node: indexed once
+        return
+    seen_nodes.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        first: dict[Any, int] = {}
+        for k, v in node.value:
+            if not isinstance(k, yaml.ScalarNode) or k.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = k.value
+            line = k.start_mark.line + 1
+            if key in first:
+                raise ConfigError(f"{path}:{line}: duplicate key {key!r} (first at line {first[key]}); YAML would "
+                                  "silently keep only the last one: remove or rename one of them")
+            first[key] = line
+            lines[loc + (key,)] = line
+            _index(v, loc + (key,), lines, path, seen_nodes)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            lines[loc + (i,)] = item.start_mark.line + 1
+            _index(item, loc + (i,), lines, path, seen_nodes)
+
+
+def load_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
+    """Parse YAML text; returns (data, {key path: line number}). Duplicate keys and syntax errors raise
+    ConfigError as `file:line: message`."""
+    loader = _LineLoader(text)
+    try:
+        node = loader.get_single_node()
+        lines: dict[Loc, int] = {}
+        if node is None:
+            return None, lines
+        lines[()] = node.start_mark.line + 1
+        _index(node, (), lines, path, set())
+        return loader.construct_document(node), lines
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        where = f":{mark.line + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}{where}: not valid YAML: {problem}") from None
+    finally:
+        loader.dispose()
+
+
+# ---- "did you mean" -------------------------------------------------------------------------------------------------
+def did_you_mean(name: Any, known: Iterable[str]) -> str:
+    """`; did you mean 'x'?` for the closest known name, else the list of known names."""
+    known = sorted({str(k) for k in known})
+    close = difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
+    if close:
+        return f"; did you mean {close[0]!r}?"
+    return f"; known: {', '.join(known)}" if known and len(known) <= 25 else ""
+
+
+# ---- the structure --------------------------------------------------------------------------------------------------
+class _Strict(BaseModel):
+    """A mapping whose keys are all known: an unknown one is an error naming the closest known key."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+def _members(tp: Any) -> list[Any]:
+    """The alternatives of a (possibly Optional/Union) annotation."""
+    if typing.get_origin(tp) in (Union, types.UnionType):
+        return [m for a in typing.get_args(tp) for m in _members(a)]
+    return [tp]
+
+
+def _known_at(root: type[BaseModel], loc: Loc) -> set[str]:
+    """Field names of the model that sits at `loc` under `root` (for "did you mean")."""
+    current: list[Any] = [root]
+    for part in loc:
+        nxt: list[Any] = []
+        for tp in (m for c in current for m in _members(c)):
+            origin = typing.get_origin(tp)
+            if isinstance(tp, type) and issubclass(tp, BaseModel) and isinstance(part, str) and part in tp.model_fields:
+                nxt.append(tp.model_fields[part].annotation)
+            elif origin is dict:
+                nxt.append(typing.get_args(tp)[1])
+            elif origin is list and isinstance(part, int):
+                nxt.append(typing.get_args(tp)[0])
+        current = nxt
+    names: set[str] = set()
+    for tp in (m for c in current for m in _members(c)):
+        if isinstance(tp, type) and issubclass(tp, BaseModel):
+            names |= set(tp.model_fields)
+    return names
+
+
+NonNeg = Field(default=None, ge=0)
+
+
+class ToolsSpec(_Strict):
+    """`tools:` of a benchmark or split (docs/interfaces.md); read by evalpipe/tools."""
+
+    fixtures: Any = None
+    allowlist: Any = None
+    schemas: Any = None
+    live: Any = None
+    python: Any = None
+    bash: Any = None
+    mode: Optional[str] = None
+
+
+class SplitOptions(_Strict):
+    """Options of a benchmark (its `options:`) or a split's overrides. Adapter-specific keys are free-form unless
+    the adapter declares `option_schema`; these are typed for every adapter."""
+
+    model_config = ConfigDict(extra="allow")
+    limit: Optional[int] = Field(default=None, ge=0)
+    slice_by: Optional[list[str]] = None
+    shuffle: Optional[bool] = None
+    seed: Optional[int] = None
+    tools: Optional[ToolsSpec] = None
+    prompt_wrapper: Any = None
+    max_turns: Optional[int] = Field(default=None, ge=1)
+    max_tool_calls: Optional[int] = Field(default=None, ge=0)
+
+
+MetricSpec = Union[str, dict[str, Any]]
+
+
+class SplitEntry(SplitOptions):
+    """One entry under a benchmark's `splits:` mapping: options for that split, plus its own metrics/template."""
+
+    metrics: Optional[list[MetricSpec]] = None
+    prompt_template: Optional[str] = None
+    description: Optional[str] = None
+
+
+class Benchmark(_Strict):
+    adapter: str
+    splits: Union[list[str], dict[str, Optional[SplitEntry]], None] = None
+    options: Optional[SplitOptions] = None
+    metrics: Optional[list[MetricSpec]] = None
+    prompt_template: Optional[str] = None
+    description: Optional[str] = None
+    tools: Optional[ToolsSpec] = None
+    prompt_wrapper: Any = None
+
+
+class ModelEntry(_Strict):
+    """A model (or a judge). Keys not listed here are runner options (`reply: target` for echo)."""
+
+    model_config = ConfigDict(extra="allow")
+    runner: str = "echo"
+    model: Optional[str] = None
+    api_base: Optional[str] = None
+    api_key_env: Optional[str] = None
+    params: Optional[dict[str, Any]] = None
+    options: Optional[dict[str, Any]] = None
+    description: Optional[str] = None
+    experiment: Optional[str] = None
+    prompt_wrapper: Any = None
+
+
+class RunOptions(BaseModel):
+    """Run settings a model's options may carry (evalpipe/runners/driver.py `SETTING_KEYS`)."""
+
+    model_config = ConfigDict(extra="allow")
+    concurrency: Optional[int] = Field(default=None, ge=1)
+    timeout_s: Optional[float] = Field(default=None, gt=0)
+    max_retries: Optional[int] = Field(default=None, ge=0)
+    backoff_base_s: Optional[float] = Field(default=None, ge=0)
+    backoff_max_s: Optional[float] = Field(default=None, ge=0)
+    fail_fast: Optional[bool] = None
+    rpm: Optional[float] = Field(default=None, gt=0)
+    tpm: Optional[float] = Field(default=None, gt=0)
+
+
+class Checks(_Strict):
+    max_error_rate: Optional[float] = Field(default=None, ge=0, le=1)
+    max_parse_error_rate: Optional[float] = Field(default=None, ge=0, le=1)
+    severity: Optional[Literal["error", "warn", "ERROR", "WARN"]] = None
+
+
+class Checkpoints(_Strict):
+    dir: Optional[str] = None
+    registry_file: Optional[str] = None
+    runner: Optional[str] = None
+    params: Optional[dict[str, Any]] = None
+    options: Optional[dict[str, Any]] = None
+    benchmarks: Union[list[str], str, None] = None
+    key_prefix: Optional[str] = None
+    api_base: Optional[str] = None
+    api_key_env: Optional[str] = None
+
+
+class Artifacts(_Strict):
+    dir: Optional[str] = None
+    enabled: Optional[bool] = None
+
+
+class Tracing(_Strict):
+    exporter: Optional[Literal["jsonl", "otlp", "none"]] = None
+    path: Optional[str] = None
+    endpoint: Optional[str] = None
+
+
+class TopLevel(_Strict):
+    benchmarks: Optional[dict[str, Benchmark]] = None
+    models: Optional[dict[str, ModelEntry]] = None
+    default_models: Union[list[str], str, None] = None
+    default_benchmarks: Union[list[str], str, None] = None
+    judges: Optional[dict[str, ModelEntry]] = None
+    settings: Optional[dict[str, Any]] = None
+    checks: Optional[Checks] = None
+    checkpoints: Optional[Checkpoints] = None
+    artifacts: Optional[Artifacts] = None
+    tracing: Optional[Tracing] = None
+    redact_patterns: Union[list[str], str, None] = None
+    # added this round (docs/interfaces.md)
+    sandbox: Optional[Literal["auto", "bwrap", "docker", "process"]] = None
+    plugins: Optional[list[str]] = None
+    max_concurrent_partitions: Optional[int] = Field(default=None, ge=1)
+    warehouse: Optional[dict[str, Any]] = None
+    rate_limits: Optional[dict[str, Any]] = None
+
+
+# ---- reporting ------------------------------------------------------------------------------------------------------
+def _where(loc: Loc) -> str:
+    return ".".join(str(p) for p in loc) or "(top level)"
+
+
+class _Report:
+    def __init__(self, path: Path, lines: dict[Loc, int]):
+        self.path, self.lines, self.issues = path, lines, []
+
+    def line(self, loc: Loc) -> int | None:
+        loc = tuple(loc)
+        while loc:
+            if loc in self.lines:
+                return self.lines[loc]
+            loc = loc[:-1]
+        return self.lines.get(())
+
+    def add(self, loc: Loc, message: str) -> None:
+        line = self.line(loc)
+        self.issues.append((line or 0, f"{self.path}{f':{line}' if line else ''}: {_where(loc)}: {message}"))
+
+    def add_pydantic(self, exc: ValidationError, root: Any = None, prefix: Loc = (), remap: Any = None) -> None:
+        errors = exc.errors(include_url=False)
+        # A union (`splits`: a list or a mapping) reports a failure per alternative: keep the errors of the
+        # alternative that fits the value's shape, i.e. drop "should be a valid list" when another one went deeper.
+        def union_prefix(e: dict) -> Loc | None:
+            for i, p in enumerate(e["loc"]):
+                if _is_union_tag(p):
+                    return tuple(e["loc"][:i])
+            return None
+
+        deep = {union_prefix(e) for e in errors if e["type"] not in _SHAPE_ERRORS and union_prefix(e) is not None}
+        shown: set[Loc] = set()
+        kept = []
+        for e in errors:
+            up = union_prefix(e)
+            if up is not None and e["type"] in _SHAPE_ERRORS:
+                if up in deep or up in shown:
+                    continue
+                shown.add(up)
+                e = {**e, "msg": "expected " + _SHAPE_HINT.get(e["type"], "another type") + " (see docs/config.md)"}
+            kept.append(e)
+        for err in kept:
+            loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key" + did_you_mean(loc[-1], _known_at(root, loc[:-1]))
+            elif err["type"] == "missing":
+                msg = ("needs an 'adapter' (see `evalpipe adapters`)" if loc[-1] == "adapter" else f"needs {loc[-1]!r}")
+                loc = loc[:-1]
+            elif err["type"] in _TYPE_WORDS:
+                msg = f"must be {_TYPE_WORDS[err['type']]}"
+            value = err.get("input")
+            if err["type"] not in ("extra_forbidden", "missing") and isinstance(value, (str, int, float)) \
+                    and not isinstance(value, bool) and len(str(value)) <= 40 and not _secretish(loc):
+                msg += f" (got {value!r})"
+            loc = prefix + loc
+            if remap is not None:
+                loc = remap(loc)
+            self.add(loc, msg[0].lower() + msg[1:] if msg else msg)
+
+    def raise_if_any(self) -> None:
+        if not self.issues:
+            return
+        self.issues.sort(key=lambda t: t[0])
+        first = self.issues[0][1]
+        more = len(self.issues) - 1
+        raise ConfigError(first + (f" (and {more} more problem{'s' if more > 1 else ''}; run `evalpipe validate` "
+                                   "to see all)" if more else ""), problems=[m for _, m in self.issues])
+
+
+_SHAPE_ERRORS = {"list_type", "dict_type", "string_type", "model_type", "model_attributes_type", "int_type",
+                 "bool_type", "float_type", "none_required"}
+_TYPE_WORDS = {"dict_type": "a mapping", "list_type": "a list", "string_type": "a string", "bool_type": "true or false",
+               "bool_parsing": "true or false", "int_type": "an integer", "int_parsing": "an integer",
+               "int_from_float": "a whole number", "float_type": "a number", "float_parsing": "a number",
+               "model_type": "a mapping", "model_attributes_type": "a mapping"}
+_SHAPE_HINT = {"list_type": "a list or a mapping", "dict_type": "a mapping or a list", "string_type": "a name or a list",
+               "none_required": "a value of another type"}
+
+
+def _secretish(loc: Loc) -> bool:
+    from evalpipe.redact import is_secret_name
+
+    return any(isinstance(p, str) and is_secret_name(p) for p in loc)
+
+
+def _is_union_tag(part: Any) -> bool:
+    # pydantic puts the union member tried into the loc ("list[str]", "dict[str,...]", "str"): not a config key
+    return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool", "none", "function-after"))
+
+
+def _option_schema(factory: Any) -> Any:
+    return getattr(factory, "option_schema", None)
+
+
+def _check_declared(report: _Report, schema: Any, options: dict[str, Any], loc_of: Any, what: str,
+                    extra_known: Iterable[str] = ()) -> None:
+    """Options against a declared `option_schema` (a pydantic model class or a set of names)."""
+    if schema is None:
+        return
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        known = {f.alias or n for n, f in schema.model_fields.items()} | set(schema.model_fields) | set(extra_known)
+        for k in options:
+            if k not in known:
+                report.add(loc_of(k), f"unknown option for {what}{did_you_mean(k, known)}")
+        try:
+            schema.model_validate({k: v for k, v in options.items() if k in schema.model_fields or
+                                   any(f.alias == k for f in schema.model_fields.values())})
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False):
+                parts = [p for p in err["loc"] if not _is_union_tag(p)]
+                loc = loc_of(parts[0]) + tuple(parts[1:]) if parts else loc_of(None)
+                report.add(loc, err["msg"][0].lower() + err["msg"][1:])
+        return
+    known = {str(n) for n in schema} | set(extra_known)
+    for k in options:
+        if k not in known:
+            report.add(loc_of(k), f"unknown option for {what}{did_you_mean(k, known)}")
+
+
+# ---- the whole config -------------------------------------------------------------------------------------------------
+MODEL_KEYS = set(ModelEntry.model_fields)
+# Options every runner understands (the driver's run settings) and those of the shared API layer.
+COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"fast_path", "pricing", "max_connections"}
+COMMON_SPLIT_OPTIONS = set(SplitOptions.model_fields) | {"protocol", "fail_on_fingerprint_mismatch"}
+
+
+def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
+    for i, name in enumerate(data.get("plugins") or []):
+        try:
+            importlib.import_module(str(name))
+        except Exception as exc:  # a plugin that can't be imported is a config mistake
+            report.add(("plugins", i), f"cannot import plugin module {name!r}: {type(exc).__name__}: "
+                                       f"{str(exc).splitlines()[0] if str(exc) else ''}")
+
+
+def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], runners: dict[str, Any]) -> None:
+    runner = str(raw.get("runner", "echo"))
+    if runner not in runners:
+        report.add((section, name, "runner"), f"unknown runner {runner!r}{did_you_mean(runner, runners)} "
+                                              "(`evalpipe runners` lists them)")
+        factory = None
+    else:
+        factory = runners[runner]
+    inline = {k: v for k, v in raw.items() if k not in MODEL_KEYS}
+    nested = dict(raw.get("options") or {})
+
+    def loc_of(k: Any) -> Loc:
+        if k is None:
+            return (section, name)
+        return (section, name, "options", k) if k in nested else (section, name, k)
+
+    merged = {**inline, **nested}
+    schema = _option_schema(factory) if factory is not None else None
+    declared = set(schema.model_fields) if isinstance(schema, type) and issubclass(schema, BaseModel) else set(schema or ())
+    for k in inline:  # `rnner:` is not an option but a typo: say so even when the runner declares nothing
+        close = difflib.get_close_matches(str(k), sorted(MODEL_KEYS), n=1, cutoff=0.8)
+        if close and k not in declared and k not in COMMON_MODEL_OPTIONS:
+            report.add((section, name, k), f"unknown key; did you mean {close[0]!r}?")
+    try:
+        RunOptions.model_validate(merged)
+    except ValidationError as exc:
+        report.add_pydantic(exc, RunOptions, remap=lambda loc: loc_of(loc[0]) + tuple(loc[1:]) if loc else loc_of(None))
+    if factory is not None:
+        _check_declared(report, schema, merged, loc_of, f"runner {runner!r}", COMMON_MODEL_OPTIONS)
+
+
+def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str]) -> None:
+    for i, spec in enumerate(specs or []):
+        name = spec if isinstance(spec, str) else (spec.get("name") if isinstance(spec, dict) else None)
+        if name is None:
+            report.add(loc + (i,), "a metric is a name or a mapping with 'name' (e.g. {name: exact_match})")
+        elif str(name) not in metrics:
+            at = loc + (i,) if isinstance(spec, str) else loc + (i, "name")
+            report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)")
+
+
+def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> None:
+    """Check the whole config; raise ConfigError (`file:line: message`, every problem in `.problems`)."""
+    report = _Report(Path(path), lines or {})
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        report.add((), "the config must be a mapping with 'benchmarks' and 'models'")
+        report.raise_if_any()
+    try:
+        TopLevel.model_validate(data)
+    except ValidationError as exc:
+        report.add_pydantic(exc, TopLevel)
+    _load_plugins(report, data)
+
+    from evalpipe.benchmarks import get_adapter, list_adapters
+    from evalpipe.metrics import list_metrics
+    from evalpipe.runners import get_runner, list_runners
+
+    runners = {n: get_runner(n) for n in list_runners()}
+    adapters = {n: get_adapter(n) for n in list_adapters()}
+    metrics = list_metrics()
+
+    benchmarks = data.get("benchmarks") if isinstance(data.get("benchmarks"), dict) else {}
+    for bname, b in benchmarks.items():
+        if not isinstance(b, dict):
+            continue
+        adapter = b.get("adapter")
+        if isinstance(adapter, str) and adapter not in adapters:
+            report.add(("benchmarks", bname, "adapter"),
+                       f"unknown adapter {adapter!r}{did_you_mean(adapter, adapters)} (`evalpipe adapters` lists them)")
+        if isinstance(b.get("metrics"), list):
+            _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics)
+        schema = _option_schema(adapters.get(adapter)) if isinstance(adapter, str) else None
+        opts = b.get("options") if isinstance(b.get("options"), dict) else {}
+        _check_declared(report, schema, opts, lambda k, bn=bname: ("benchmarks", bn, "options") + ((k,) if k else ()),
+                        f"adapter {adapter!r}", COMMON_SPLIT_OPTIONS)
+        splits = b.get("splits")
+        if isinstance(splits, dict):
+            for sname, s in splits.items():
+                if not isinstance(s, dict):
+                    continue
+                if isinstance(s.get("metrics"), list):
+                    _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics)
+                own = {k: v for k, v in s.items() if k not in ("metrics", "prompt_template", "description")}
+                _check_declared(report, schema, own,
+                                lambda k, bn=bname, sn=sname: ("benchmarks", bn, "splits", sn) + ((k,) if k else ()),
+                                f"adapter {adapter!r}", COMMON_SPLIT_OPTIONS)
+    for section in ("models", "judges"):
+        entries = data.get(section) if isinstance(data.get(section), dict) else {}
+        for name, raw in entries.items():
+            if isinstance(raw, dict):
+                _check_model(report, section, str(name), raw, runners)
+            elif raw is not None:
+                report.add((section, name), f"expected a mapping with at least 'runner', got {type(raw).__name__}")
+    models = data.get("models") if isinstance(data.get("models"), dict) else {}
+    for key, pool, what in (("default_models", models, "model"), ("default_benchmarks", benchmarks, "benchmark")):
+        wanted = data.get(key)
+        for i, w in enumerate([wanted] if isinstance(wanted, str) else (wanted or [])):
+            if str(w) not in {str(p) for p in pool}:
+                loc = (key,) if isinstance(wanted, str) else (key, i)
+                report.add(loc, f"default {what} {w!r} is not under '{what}s'{did_you_mean(w, pool)}")
+    cp = data.get("checkpoints")
+    if isinstance(cp, dict) and cp.get("runner") and str(cp["runner"]) not in runners:
+        report.add(("checkpoints", "runner"), f"unknown runner {cp['runner']!r}{did_you_mean(cp['runner'], runners)}")
+    report.raise_if_any()
+
+
+def validate_file(path: str | Path) -> dict[str, Any]:
+    """Load and validate a config file; returns its data (ConfigError on any problem)."""
+    p = Path(path)
+    if not p.exists():
+        raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
+    data, lines = load_yaml(p.read_text(encoding="utf-8"), p)
+    validate_config(data, p, lines)
+    return data or {}
