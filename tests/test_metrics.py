@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipe.errors import ConfigError
+from evalpipe.errors import ConfigError, DataError
 from evalpipe.metrics import JudgeInput, aggregate, build_metric
 from evalpipe.metrics.aggregate import USAGE_SLICE, bootstrap_ci
 from evalpipe.metrics.code_execution import pass_at_k
@@ -68,7 +68,8 @@ def test_list_match_daeval_format():
     assert s.correct is False and s.details["components"]["proportional"] == 0.5
     assert s.details["ratios"]["by_subquestion"] == [1, 2]
     assert lm("@mean[3]", json.dumps([["mean", "3"], ["sd", "1.5"]])).details["ratios"]["by_subquestion"] == [1, 2]
-    assert lm("@a[1]", "no reference").status == "unscored"
+    with pytest.raises(DataError, match="sample 's'.*cannot read its reference"):  # never a silent "unscored"
+        lm("@a[1]", "no reference")
 
 
 def test_list_match_aggregate_reports_three_accuracies():

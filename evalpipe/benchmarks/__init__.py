@@ -1,5 +1,6 @@
 """Benchmark adapters behind a registry: `register_adapter`, `get_adapter`, `list_adapters`."""
 from evalpipe.benchmarks.base import Adapter, adapter_for, get_adapter, list_adapters, register_adapter
 from evalpipe.benchmarks import file, gaia, humaneval  # noqa: F401  (register the built-in adapters and the `gaia` metric)
+from evalpipe.benchmarks import daeval, discoverybench, qrdata  # noqa: F401  (data-science benchmarks, issue 11)
 
 __all__ = ["Adapter", "adapter_for", "get_adapter", "list_adapters", "register_adapter"]

@@ -181,7 +181,8 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
             keyed: dict[str, list[int]] = {}
             for idx, sl in slices[g.index].items():
                 for k, v in sl.items():
-                    keyed.setdefault(f"{k}={v}", []).append(idx)
+                    for one in (dict.fromkeys(v) if isinstance(v, list) else [v]):  # a list: one slice per value
+                        keyed.setdefault(f"{k}={one}", []).append(idx)
             for name in sorted(keyed):
                 rows += _rows_for(metric, name, g.loc[keyed[name]], details, seed)
     if rollouts is not None:

@@ -10,7 +10,7 @@ from evalpipe.metrics.numbers import numbers_close, parse_number
 from evalpipe.types import Score
 
 _WS = re.compile(r"\s+")
-_SETTINGS = {"case_sensitive", "numeric", "rel_tol", "abs_tol", "list", "separators", "ordered"}
+_SETTINGS = {"case_sensitive", "numeric", "rel_tol", "abs_tol", "numeric_tolerance", "list", "separators", "ordered"}
 
 
 def normalize_text(s: str, *, case: bool = False, punctuation: bool = False) -> str:
@@ -22,12 +22,20 @@ def normalize_text(s: str, *, case: bool = False, punctuation: bool = False) -> 
     return s
 
 
+def within_relative_error(pred: float, gold: float, tolerance: float) -> bool:
+    """DSGym's rule: relative error below the tolerance (strictly); against a reference of 0, |pred| below it."""
+    error = abs(pred) if gold == 0 else abs(pred - gold) / abs(gold)
+    return error < tolerance
+
+
 @register_metric("exact_match")
 class ExactMatch(Metric):
     """Settings:
     - case_sensitive (false)
     - numeric (true): when both sides read as numbers, compare them as numbers ("1.0" == "1", "$1,000" == "1000")
     - rel_tol (0), abs_tol (0): tolerance of that comparison, relative to the reference answer / absolute
+    - numeric_tolerance (DSGym's name; none): also right when the relative error |pred - ref| / |ref| is below it
+      (strictly), or, for a reference of 0, when |pred| is below it, as DSGym's exact_match decides
     - list (false): answers are lists split on `separators` (",;"), compared as sets (`ordered: true`: as sequences)
     """
 
@@ -42,6 +50,11 @@ class ExactMatch(Metric):
         self.numeric = bool(settings.get("numeric", True))
         self.rel_tol = float(settings.get("rel_tol", 0.0))
         self.abs_tol = float(settings.get("abs_tol", 0.0))
+        tol = settings.get("numeric_tolerance")
+        try:
+            self.numeric_tolerance = None if tol is None else float(tol)
+        except (TypeError, ValueError):
+            raise ConfigError(f"exact_match: numeric_tolerance must be a number, got {tol!r}") from None
         self.as_list = bool(settings.get("list", False))
         self.separators = str(settings.get("separators", ",;"))
         self.ordered = bool(settings.get("ordered", False))
@@ -50,6 +63,8 @@ class ExactMatch(Metric):
         if self.numeric:
             p, g = parse_number(pred), parse_number(gold)
             if p is not None and g is not None:
+                if self.numeric_tolerance is not None and within_relative_error(p, g, self.numeric_tolerance):
+                    return True
                 return numbers_close(p, g, self.rel_tol, self.abs_tol)
         return pred == gold
 

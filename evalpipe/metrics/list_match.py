@@ -1,62 +1,101 @@
-"""DAEval-style answers: `@answer_name[value]`, several per response.
+"""DAEval (InfiAgent-DABench) answers: `@answer_name[value]`, several per response.
 
-Per question the score is 1 when every sub-answer is right (accuracy by question); the details carry the
-fraction right (proportional accuracy, row `list_match_proportional`) and the counts behind accuracy by
-sub-question (row `list_match_by_subquestion` = right sub-answers / all sub-answers over the partition).
+The semantics are those of the benchmark's official closed-form evaluation (InfiAgent, `eval_closed_form.py`):
+
+- answers are read from the response with the pattern `@(\\w+)\\[(.*?)\\]`: the name is word characters, the value
+  is everything up to the first `]` on the same line, **kept as it is** (no stripping: `@x[ male]` is the value
+  `" male"`); a name given twice keeps its last value;
+- a sub-answer is right when the value equals the reference value as a string, or when both convert with
+  Python's `float()` and differ by less than 1e-6 (`float()` itself ignores surrounding whitespace, so
+  `@x[ 0.5]` is right for `0.5`, while `@x[ yes]` is wrong for `yes`); a missing name is wrong;
+- a question is right when all its sub-answers are.
+
+Per question the score is 1 when every sub-answer is right (the reference's "accuracy by question"); the details
+carry the fraction right (row `list_match_proportional`, "proportional accuracy by sub-question") and the counts
+behind `list_match_by_subquestion` (right sub-answers / all sub-answers over the partition).
+
+The reference answers may be given as `@name[value]` text, as JSON `[["name", "value"], ...]` (the
+`common_answers` of `da-dev-labels.jsonl`) or `{"name": "value"}`, or as the Python literal
+`[['name', 'value'], ...]` that DSGym's task files use: all three read the same. A reference that is none of
+these is an error naming the sample (never a silent "unscored").
 """
 from __future__ import annotations
 
+import ast
 import json
 import re
 from typing import Any
 
+from evalpipe.errors import DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.metrics.numbers import numbers_close
 from evalpipe.types import Score
 
-_ANSWER = re.compile(r"@(\w+)\[([^\]]*)\]")  # the value ends at the first ']'
-NUMERIC_TOL = 1e-6
+# The reference's own pattern: `.` stops at a newline, `.*?` at the first `]`.
+_ANSWER = re.compile(r"@(\w+)\[(.*?)\]")
+NUMERIC_TOL = 1e-6  # |float(a) - float(b)| < 1e-6, strictly, as the reference
 
 
 def parse_answers(text: str | None) -> dict[str, str]:
-    """name -> value; a name given twice keeps its last value."""
-    out: dict[str, str] = {}
-    for name, value in _ANSWER.findall(text or ""):
-        out[name] = value.strip()
-    return out
+    """name -> value, values exactly as written; a name given twice keeps its last value."""
+    return {name: value for name, value in _ANSWER.findall(text or "")}
 
 
-def parse_gold(target: Any) -> dict[str, str]:
-    """The reference answers: `@name[value]` text, a JSON object {name: value}, or JSON [[name, value], ...]."""
-    if isinstance(target, str):
-        found = parse_answers(target)
-        if found:
-            return found
-        try:
-            target = json.loads(target)
-        except ValueError:
-            return {}
-    if isinstance(target, dict):
-        return {str(k): str(v).strip() for k, v in target.items()}
-    if isinstance(target, list):
-        return {str(p[0]): str(p[1]).strip() for p in target if isinstance(p, (list, tuple)) and len(p) == 2}
-    return {}
+class BadReference(ValueError):
+    """A reference answer in none of the accepted spellings."""
 
 
-def _to_float(s: str) -> float | None:
-    try:
-        return float(s)
-    except ValueError:
-        return None
+def _pairs_to_dict(obj: Any) -> dict[str, Any] | None:
+    if isinstance(obj, dict):
+        return {str(k): v for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        if all(isinstance(p, (list, tuple)) and len(p) == 2 for p in obj):
+            return {str(p[0]): p[1] for p in obj}
+    return None
 
 
-def sub_answer_right(pred: str | None, gold: str) -> bool:
-    if pred is None:
-        return False
-    if pred == gold:
+def parse_gold(target: Any) -> dict[str, Any]:
+    """The reference answers as name -> value (values kept as given: text stays text, a JSON number stays a number).
+
+    Accepts `@name[value]` text, JSON `[[name, value], ...]` / `{name: value}`, the Python literal
+    `[['name', 'value'], ...]`, or those objects themselves. Raises BadReference for anything else."""
+    if target is None:
+        return {}
+    if not isinstance(target, str):
+        found = _pairs_to_dict(target)
+        if found is None:
+            raise BadReference(f"a {type(target).__name__} that is not a list of [name, value] pairs")
+        return found
+    text = target.strip()
+    if not text:
+        return {}
+    if text[0] in "[{":
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                obj = parse(text)
+            except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                continue
+            found = _pairs_to_dict(obj)
+            if found is not None:
+                return found
+    found = parse_answers(text)
+    if found:
+        return found
+    raise BadReference("not @name[value] text, JSON [[\"name\", \"value\"], ...] or a Python literal "
+                          "[['name', 'value'], ...]")
+
+
+def is_equal(response: Any, label: Any) -> bool:
+    """The reference's comparison: equal as given, else both through float() within 1e-6 (strictly)."""
+    if response == label:
         return True
-    p, g = _to_float(pred), _to_float(gold)
-    return p is not None and g is not None and numbers_close(p, g, abs_tol=NUMERIC_TOL)
+    try:
+        return abs(float(response) - float(label)) < NUMERIC_TOL
+    except (TypeError, ValueError, OverflowError):
+        return False
+
+
+def sub_answer_right(pred: Any, gold: Any) -> bool:
+    return pred is not None and is_equal(pred, gold)
 
 
 @register_metric("list_match")
@@ -64,16 +103,21 @@ class ListMatch(Metric):
     name = "list_match"
 
     def score(self, item: JudgeInput) -> Score:
-        gold = parse_gold(item.target)
+        try:
+            gold = parse_gold(item.target)
+        except BadReference as exc:
+            raise DataError(f"sample {item.sample_id!r}: list_match cannot read its reference answer "
+                            f"{str(item.target)[:200]!r}: {exc}; fix the sample's ground truth") from None
         if not gold:
-            return Score.unscored("no @name[value] reference answers")
+            return Score.unscored("no reference sub-answers")
         pred = parse_answers(item.raw_output if item.raw_output is not None else item.prediction)
         right = {name: sub_answer_right(pred.get(name), value) for name, value in gold.items()}
         n_right = sum(right.values())
         ok = n_right == len(gold)
         return Score(
             value=float(ok), correct=ok, reason=f"{n_right}/{len(gold)} sub-answers right",
-            normalized_prediction=json.dumps(pred, ensure_ascii=False), normalized_target=json.dumps(gold, ensure_ascii=False),
+            normalized_prediction=json.dumps(pred, ensure_ascii=False),
+            normalized_target=json.dumps(gold, ensure_ascii=False),
             details={"sub_answers": right, "components": {"proportional": n_right / len(gold)},
                      "ratios": {"by_subquestion": [n_right, len(gold)]}},
         )
@@ -81,5 +125,8 @@ class ListMatch(Metric):
     @classmethod
     def failure_details(cls, target: str | None) -> dict[str, Any]:
         """Details for a sample whose rollout failed: every sub-answer counts as wrong."""
-        n = len(parse_gold(target))
+        try:
+            n = len(parse_gold(target))
+        except BadReference:
+            return {}
         return {"components": {"proportional": 0.0}, "ratios": {"by_subquestion": [0, n]}} if n else {}

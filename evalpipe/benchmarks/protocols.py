@@ -1,0 +1,102 @@
+"""Protocols of the data-science benchmarks (daeval, discoverybench, qrdata): how a model works on a sample.
+
+`options.protocol` (benchmark, split, or `--benchmark-option protocol=...`):
+
+- `multi_turn` (the default): the sample offers the stateful `python` tool (docs/interfaces.md; the conversation
+  loop runs it in the sandbox, one interpreter per sample, with the sample's data files copied read-only into its
+  working folder). The system prompt says so and gives the benchmark's answer format; the model's last reply is
+  its answer. `max_turns` (15 in evals.yaml for these benchmarks) and `max_tool_calls` bound the conversation.
+- `single_turn`: no tools, one reply. The data files are still named in the prompt. When `execute_code` is true
+  (default) and the reply holds a fenced Python block, that code is run once in the sandbox (data files copied in)
+  by the tool layer and its output recorded in the trajectory / `tool_calls`; the answer is the reply itself.
+
+Both are adapter behaviour, so the same model can be compared across protocols as separate partitions: evals.yaml
+declares one split per protocol (e.g. `daeval/validation` and `daeval/validation_single`).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evalpipe.errors import ConfigError
+from evalpipe.types import Sample
+
+PROTOCOLS = ("multi_turn", "single_turn")
+DEFAULT_PROTOCOL = "multi_turn"
+DEFAULT_MAX_TURNS = 15
+
+PYTHON_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "python",
+        "description": ("Run Python code in a persistent interpreter (variables, imports and loaded data are kept "
+                        "between calls). The working folder holds the task's data files (read-only). Returns what the "
+                        "code prints, and the value of its last expression."),
+        "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python code to run"}},
+                       "required": ["code"]},
+    },
+}
+
+MULTI_TURN_NOTE = (
+    "You can run Python code with the `python` tool: it keeps its state between calls, and its working folder "
+    "holds the data files named below (open them by file name, e.g. pandas.read_csv(\"{example}\")). pandas, "
+    "numpy and scipy are available. Explore the data, compute what the question asks, and when you are done, "
+    "reply without calling a tool: that last reply is your answer."
+)
+SINGLE_TURN_NOTE = (
+    "Answer in a single reply. You may include one fenced ```python block showing the code that computes the "
+    "answer (the data files named below are in its working folder), but the answer must be stated in the reply itself."
+)
+
+_FENCE = re.compile(r"```(?:python|py)?[ \t]*\n(.*?)```", re.DOTALL)
+
+
+def protocol_of(options: dict[str, Any], split_key: str) -> str:
+    value = str(options.get("protocol") or DEFAULT_PROTOCOL).strip().lower().replace("-", "_")
+    if value not in PROTOCOLS:
+        raise ConfigError(f"{split_key}: protocol must be one of {', '.join(PROTOCOLS)}, not {options.get('protocol')!r}")
+    return value
+
+
+def python_tool_schema() -> dict[str, Any]:
+    """The schema of the `python` tool: the tool layer's own when it provides one, else the shape above."""
+    try:
+        from evalpipe.tools.base import get_tool  # type: ignore[attr-defined]
+
+        schema = get_tool("python")().schema()  # pragma: no cover - depends on the tools layer's API
+        if isinstance(schema, dict) and schema.get("function", {}).get("name") == "python":
+            return schema
+    except Exception:
+        pass
+    return PYTHON_TOOL
+
+
+def apply_protocol(sample: Sample, options: dict[str, Any], split_key: str, answer_rules: str) -> Sample:
+    """Set the sample's tools, system prompt and protocol metadata for the split's protocol."""
+    protocol = protocol_of(options, split_key)
+    names = [p.rsplit("/", 1)[-1] for p in sample.files]
+    example = names[0] if names else "data.csv"
+    note = MULTI_TURN_NOTE.format(example=example) if protocol == "multi_turn" else SINGLE_TURN_NOTE
+    custom = options.get("system_prompt", None)
+    if custom is not None:  # the user's own instructions replace ours entirely (null: no system prompt)
+        sample.system = str(custom) if custom else None
+    else:
+        sample.system = f"{answer_rules}\n\n{note}"
+    sample.tools = [python_tool_schema()] if protocol == "multi_turn" else None
+    sample.metadata["protocol"] = protocol
+    sample.metadata["data_files"] = names
+    if protocol == "single_turn":
+        sample.metadata["execute_code"] = bool(options.get("execute_code", True))
+    return sample
+
+
+def reply_code(text: str | None) -> str | None:
+    """The code of the first fenced Python block of a reply (single_turn), or None."""
+    m = _FENCE.search(text or "")
+    return m.group(1) if m and m.group(1).strip() else None
+
+
+def files_block(names: list[str], where: str) -> str:
+    if not names:
+        return ""
+    return f"Data files ({where}):\n" + "\n".join(f"- {n}" for n in names)
