@@ -1,9 +1,16 @@
-"""`code_execution`: run the generated code against the sample's tests in the sandbox (evalpipe/sandbox.py).
+"""`code_execution`: run the generated code against the sample's tests in the sandbox (docs/sandbox.md).
 
 The program is: the sample's `prompt` metadata (the function signature and docstring, HumanEval style; skip it
-with `prepend_prompt: false`), the code (the first fenced code block of the answer, else the whole answer),
-the sample's `test` metadata, then `check(<entry_point>)` when the sample names an `entry_point`. It passes when
-it exits normally within the time limit. Samples without `test` metadata are unscored.
+with `prepend_prompt: false`) and the code (the first fenced code block of the answer, else the whole answer).
+The sandbox's harness runs it, then the sample's `test` metadata, then `check(<entry_point>)` when the sample
+names an `entry_point`. It passes only when the harness reports (with a per-run nonce the code never sees)
+that all of that returned: any exception (SystemExit included), an early exit (`sys.exit`, `os._exit`, an
+exit in a hook), a signal, a limit or the timeout is a failure, with the cause in `reason`.
+
+`mode`: `tests` (default): samples without `test` metadata are unscored. `runs_without_error` (as DSGym scores
+data-science code): a sample without tests passes when its code runs to its end without an error; samples
+with tests are still run against them. Files listed in the sample's `files` metadata (host paths) are copied
+read-only into the work folder. `sandbox`: the backend (default: the config's top-level `sandbox:` key).
 
 pass@k: draw several samples per task (the HumanEval adapter's `n_samples` option gives them ids
 `<task>#<i>`); the metrics stage then adds rows `code_execution_pass@k` with the unbiased estimator of
@@ -21,11 +28,12 @@ import numpy as np
 
 from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.sandbox import run_python
+from evalpipe.sandbox import resolve_backend, run_tests
 from evalpipe.types import Score
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
-_SETTINGS = {"timeout_s", "memory_mb", "concurrency", "pass_at_k", "prepend_prompt"}
+_SETTINGS = {"timeout_s", "memory_mb", "concurrency", "pass_at_k", "prepend_prompt", "mode", "sandbox"}
+MODES = ("tests", "runs_without_error")
 
 
 def extract_code(text: str | None) -> str:
@@ -53,7 +61,7 @@ def task_of(sample_id: str) -> str:
 @register_metric("code_execution")
 class CodeExecution(Metric):
     """Settings: timeout_s (10), memory_mb (1024), concurrency (CPU count), pass_at_k ([1, 10, 100]),
-    prepend_prompt (true)."""
+    prepend_prompt (true), mode (tests | runs_without_error), sandbox (auto | bwrap | docker | process)."""
 
     name = "code_execution"
     requires_target = False  # the tests are the ground truth
@@ -66,32 +74,48 @@ class CodeExecution(Metric):
         self.timeout_s = float(settings.get("timeout_s", 10.0))
         self.memory_mb = int(settings.get("memory_mb", 1024))
         self.ks = [int(k) for k in settings.get("pass_at_k", [1, 10, 100])]
+        self.mode = str(settings.get("mode", "tests"))
+        if self.mode not in MODES:
+            raise ConfigError(f"code_execution: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        self.backend = resolve_backend(settings.get("sandbox"))  # fails now, before any rollout, if unusable
 
     def identity(self) -> dict[str, Any]:
-        return {"metric": self.name, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
-                "prepend_prompt": self.settings.get("prepend_prompt", True)}
+        ident = {"metric": self.name, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,
+                 "prepend_prompt": self.settings.get("prepend_prompt", True), "sandbox": self.backend}
+        if self.mode != "tests":
+            ident["mode"] = self.mode
+        return ident
 
-    def program(self, item: JudgeInput) -> str | None:
+    def parts(self, item: JudgeInput) -> tuple[str, str, str | None] | None:
+        """(program, tests, entry_point), or None when the sample can't be scored in this mode."""
         test = item.metadata.get("test")
-        if not test:
+        if not test and self.mode != "runs_without_error":
             return None
         code = extract_code(item.prediction if item.prediction is not None else item.raw_output)
         prompt = item.metadata.get("prompt") if self.settings.get("prepend_prompt", True) else None
-        entry = item.metadata.get("entry_point")
-        parts = [prompt or "", code, "", str(test)]
-        if entry:
-            parts.append(f"\ncheck({entry})\n")
-        return "\n".join(parts)
+        program = "\n".join([prompt or "", code, ""]) if prompt else code
+        return program, str(test or ""), (item.metadata.get("entry_point") or None) if test else None
+
+    def program(self, item: JudgeInput) -> str | None:
+        """The whole program as one text (for reading; the harness runs the parts separately)."""
+        p = self.parts(item)
+        if p is None:
+            return None
+        program, tests, entry = p
+        return "\n".join([program, tests] + ([f"check({entry})"] if entry else []))
 
     def score(self, item: JudgeInput) -> Score:
-        program = self.program(item)
-        if program is None:
+        p = self.parts(item)
+        if p is None:
             return Score.unscored("no tests for this sample")
-        r = run_python(program, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        program, tests, entry = p
+        files = item.metadata.get("files") or None
+        r = run_tests(program, tests, entry_point=entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
+                      files=files, backend=self.backend)
         return Score(value=float(r.passed), correct=r.passed, reason=r.error or r.status,
                      details={"status": r.status, "error": r.error, "duration_s": round(r.duration_s, 3),
                               "isolation": r.isolation, "stderr_tail": r.stderr[-1000:] if not r.passed else "",
-                              "pass_at_k": self.ks})
+                              "mode": self.mode, "pass_at_k": self.ks})
 
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
         workers = int(self.settings.get("concurrency") or os.cpu_count() or 2)

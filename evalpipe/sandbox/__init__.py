@@ -1,0 +1,152 @@
+"""Run untrusted code (generated programs, tests, the `python`/`bash` tools) inside a sandbox (docs/sandbox.md).
+
+Entry points: `run_python` (one program, pass = exit status 0), `run_tests` (a solution and its tests through
+a harness: pass = `check()` returned), `open_session` (a stateful interpreter for one sample).
+Backends (`evalpipe sandbox check` shows which one is in effect): `bwrap` (bubblewrap, an OS-level boundary),
+`docker` (a throwaway container), `process` (an audit hook: NOT a boundary, warns). Chosen by the `backend`
+argument, else the environment variable `EVALS_SANDBOX`, else the config's top-level `sandbox:` key, else
+`auto` (the strongest backend that works here).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+from typing import Iterable
+
+from evalpipe.errors import ConfigError
+from evalpipe.sandbox.base import (ExecResult, Limits, Sandbox, SandboxResult, SandboxUnavailable, get_sandbox,
+                                   list_sandboxes, new_nonce, register_sandbox)
+from evalpipe.sandbox import bwrap as _bwrap  # noqa: F401  (registers)
+from evalpipe.sandbox import docker as _docker  # noqa: F401
+from evalpipe.sandbox import process as _process  # noqa: F401
+from evalpipe.sandbox._inner import MARK
+from evalpipe.sandbox.process import namespaces_available
+from evalpipe.sandbox.session import PythonSession, open_session
+
+__all__ = ["run_python", "run_tests", "open_session", "PythonSession", "SandboxResult", "ExecResult", "Sandbox",
+           "Limits", "namespaces_available", "resolve_backend", "make_sandbox", "backend_status",
+           "register_sandbox", "get_sandbox", "list_sandboxes", "SandboxUnavailable", "CHOICES"]
+
+log = logging.getLogger("evalpipe.sandbox")
+CHOICES = ("auto", "bwrap", "docker", "process")
+
+
+def _configured() -> str | None:
+    """The config file's top-level `sandbox:` key, if a config file is there."""
+    try:
+        from evalpipe.config import load_config
+
+        value = load_config().raw.get("sandbox")
+    except Exception:  # no config file (library use, tests): not our error to raise here
+        return None
+    return str(value) if value else None
+
+
+def backend_status() -> dict[str, str | None]:
+    """Each backend: None when usable here, else why not."""
+    return {name: get_sandbox(name).probe() for name in list_sandboxes()}
+
+
+def resolve_backend(name: str | None = None) -> str:
+    """The backend that will run: `name`, else $EVALS_SANDBOX, else the config's `sandbox:`, else auto."""
+    choice = (name or os.environ.get("EVALS_SANDBOX") or _configured() or "auto").strip().lower()
+    if choice not in CHOICES and choice not in list_sandboxes():
+        raise ConfigError(f"unknown sandbox backend {choice!r}; use one of: {', '.join(CHOICES)}")
+    if choice == "auto":
+        for cls in sorted((get_sandbox(n) for n in list_sandboxes()), key=lambda c: -c.strength):
+            if cls.probe() is None:
+                return cls.name
+        return "process"
+    why = get_sandbox(choice).probe()
+    if why:
+        raise SandboxUnavailable(f"sandbox backend {choice!r} cannot run here: {why}; or set `sandbox: auto`")
+    return choice
+
+
+def make_sandbox(backend: str | None = None, *, files: Iterable[str | os.PathLike] | None = None,
+                 limits: Limits | None = None) -> Sandbox:
+    return get_sandbox(resolve_backend(backend))(files=files, limits=limits)
+
+
+def _failure(r: ExecResult, stderr: str) -> str:
+    rc = r.returncode
+    if rc is not None and rc < 0:
+        if -rc == signal.SIGXCPU:
+            return "CPU time limit exceeded"
+        if -rc == signal.SIGXFSZ:
+            return "file size limit exceeded"
+        try:
+            return f"killed by signal {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    lines = [ln for ln in stderr.strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:500] if lines else f"exit status {rc}"
+
+
+def _result(r: ExecResult, isolation: str, timeout_s: float, stderr: str | None = None) -> SandboxResult:
+    stderr = r.stderr if stderr is None else stderr
+    if r.timed_out:
+        return SandboxResult(False, "timeout", f"timed out after {timeout_s:g}s", None, r.stdout, stderr,
+                             r.duration_s, isolation)
+    if r.returncode == 0:
+        return SandboxResult(True, "passed", "", 0, r.stdout, stderr, r.duration_s, isolation)
+    return SandboxResult(False, "failed", _failure(r, stderr), r.returncode, r.stdout, stderr, r.duration_s, isolation)
+
+
+def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
+               files: Iterable[str | os.PathLike] | None = None, backend: str | None = None,
+               max_output: int = 20_000) -> SandboxResult:
+    """Run `code` as a program (`main.py` in a fresh work folder). Passed = exit status 0 in time."""
+    with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
+        sb.write_file("main.py", code)
+        r = sb.exec(sb.python_argv("run", timeout_s=timeout_s), timeout_s=timeout_s, max_output=max_output)
+        return _result(r, sb.isolation, timeout_s)
+
+
+def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, timeout_s: float = 10.0,
+              memory_mb: int = 1024, files: Iterable[str | os.PathLike] | None = None, backend: str | None = None,
+              max_output: int = 20_000) -> SandboxResult:
+    """Run `program`, then `tests`, then `check(entry_point)` (when given) through the harness.
+
+    Passed only when the harness reports, with this run's nonce, that everything returned (check included).
+    Any exception (SystemExit too), a process that ends early (os._exit, sys.exit, a hook), a signal or the
+    time limit is a failure with its reason. Without `entry_point` (and with empty `tests`) this is "the
+    program runs to its end without an error".
+    """
+    nonce = new_nonce()
+    with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
+        sb.write_file("main.py", program)
+        if tests:
+            sb.write_file("tests.py", tests)
+        argv = sb.python_argv("harness", timeout_s=timeout_s, entry_point=entry_point)
+        r = sb.exec(argv, input=(nonce + "\n").encode(), timeout_s=timeout_s, max_output=max_output)
+    stderr = "\n".join(ln for ln in r.stderr.split("\n") if not ln.startswith(MARK)).rstrip("\n")
+    verdicts = []
+    for m in r.markers:
+        parts = m[len(MARK):].strip().split(" ", 2)
+        if len(parts) == 3 and parts[0] == nonce:
+            try:
+                verdicts.append((parts[1], str(json.loads(parts[2]))))
+            except ValueError:
+                continue
+    if r.timed_out:
+        return _result(r, sb.isolation, timeout_s, stderr)
+    what = f"check({entry_point})" if entry_point else "the program"
+    if verdicts:
+        verdict, reason = verdicts[-1]
+        if verdict == "passed" and r.returncode == 0:
+            return SandboxResult(True, "passed", "", 0, r.stdout, stderr, r.duration_s, sb.isolation)
+        if verdict == "passed":
+            reason = f"the process ended with {_failure(r, '')} after {what} returned"
+        return SandboxResult(False, "failed", reason or "failed", r.returncode, r.stdout, stderr, r.duration_s,
+                             sb.isolation)
+    if r.returncode == 0:
+        reason = (f"the process exited with status 0 before {what} returned (no verdict from the harness: "
+                  "sys.exit/os._exit or a hook ended it early)")
+    elif r.returncode is not None and r.returncode > 0:
+        reason = f"the process exited with status {r.returncode} before {what} returned: {_failure(r, stderr)}"
+    else:
+        reason = f"the process died before {what} returned: {_failure(r, stderr)}"
+    return SandboxResult(False, "failed", reason, r.returncode, r.stdout, stderr, r.duration_s, sb.isolation)
