@@ -134,14 +134,20 @@ def test_run_wide_judge_override_reaches_only_model_graded_metrics(judges):
     assert build_metric("exact_match", overrides).settings == {}
 
 
-def test_llm_score_numbers_within_one_percent_without_a_call(judges):
-    SCRIPTS["tf"] = lambda p: "False" if "Predicted answer:\nnorth" in p else "True"
+def test_llm_score_is_discoverybench_discrete_scoring(judges):
+    """The judge ends with `## The final answer is: True|False`; the text after the marker must be exactly True or
+    False (the reference scores anything else 0: here a parse_error, which also counts 0)."""
+    SCRIPTS["tf"] = lambda p: ("Thoughts: compared.\n\n## The final answer is: "
+                               + ("False" if "Predicted answer:\nnorth" in p else "True.") if "north" in p or "east" in p
+                               else "Thoughts: same.\n\n## The final answer is: True")
     m = build_metric({"name": "llm_score", "judge": {"runner": "scripted", "model": "tf"}})
-    out = run(m, items(("100.9", "100"), ("101.5", "100"), ("0.0", "0"), ("south", "south"), ("north", "south")))
-    assert [s.value for s in out] == [1.0, 0.0, 1.0, 1.0, 0.0]
-    assert out[0].details == {"method": "numeric"}
-    assert len(judges) == 2  # only the two non-numeric answers went to the judge
-    assert "within 1% relative error" in judges[0][1]
+    out = run(m, items(("100.9", "100"), ("south", "south"), ("north", "south"), ("east", "south")))
+    assert [s.value for s in out] == [1.0, 1.0, 0.0, None] and out[3].status == "parse_error"
+    assert out[0].reason.endswith("same.") and len(judges) == 4  # numbers go to the judge too, as in the reference
+    assert "within 1% relative error" in judges[0][1] and "Query: question 0" in judges[0][1]
+    shortcut = build_metric({"name": "llm_score", "judge": {"runner": "scripted", "model": "tf"}, "numeric_shortcut": True})
+    out = run(shortcut, items(("100.9", "100"), ("101.5", "100"), ("0.0", "0")))
+    assert [s.value for s in out] == [1.0, 0.0, 1.0] and out[0].details == {"method": "numeric"} and len(judges) == 4
 
 
 HMS_REPLIES = {

@@ -1,21 +1,28 @@
 """`hms_score`: DiscoveryBench's hypothesis matching score, with a judge model.
 
-The procedure (as DiscoveryBench's evaluation defines it; the wording of the prompts here is our own):
+The procedure of DiscoveryBench's evaluation (`eval/new_eval.py`, also DSGym's `hms_score`); the wording of
+the prompts here is our own, their content (what the judge sees and must answer) the same:
 1. The judge splits the gold and the predicted hypothesis each into sub-hypotheses (text, context, variables,
-   relations). An empty split stands for one sub-hypothesis: the whole text, context "None".
+   relations), seeing the dataset descriptions and the hypothesis' workflow. An empty split stands for one
+   sub-hypothesis: the whole text, context "None". A sub-hypothesis without a context has context "".
 2. Predicted sub-hypotheses are matched greedily, in order, to the first not yet matched gold one with the
    same context: identical context strings match, a "None" context matches nothing else, otherwise the judge
    decides. (All candidate pairs are asked in one batch; the greedy pass then reads the answers, which gives
    the same matching as asking one pair at a time.)
-3. Each matched pair: the judge counts the variables of each side and their (fuzzy) intersection, giving a
-   variable F1; and rates the relation: very similar 1.0, similar but more general 0.5, different 0.0.
-   Pair score = F1 x relation score.
-4. Final = (matched gold contexts / gold sub-hypotheses) x (sum of pair scores / predicted sub-hypotheses).
+3. Each matched pair: the judge compares the two hypotheses (with the query, the dataset descriptions and both
+   workflows) on variables, giving counts sizeA, sizeB and their (fuzzy) intersection -> variable F1, and on the
+   relation: "A) very similar" 1.0, "B) similar but general than HypoA" 0.5, "C) different" 0.0 (read as the
+   reference reads it: the answer starts with the letter, or holds the option's words). Pair score = F1 x
+   relation score. As in the reference, these are asked about the FULL gold and predicted hypotheses
+   (`pair_text: full`, the default), so every matched pair gets the same score; `pair_text: sub` asks about the
+   matched sub-hypotheses instead.
+4. Final = (matched gold sub-hypotheses / gold sub-hypotheses) x (sum of pair scores / predicted sub-hypotheses).
 
-Differences from the reference script, on purpose: a judge reply that can't be read makes the sample a
-`parse_error` (the script scores an unreadable variable reply as -1 and an unreadable context reply as no
-match); and step 3 compares the matched sub-hypotheses (the script passes the full hypotheses there; set
-`pair_text: full` for that behaviour).
+Differences from the reference, on purpose: a judge reply that can't be read makes the sample a `parse_error`
+(counted 0, and in n_errors), where the reference scores an unreadable variable reply as F1 = -1 (which can make
+the final score negative), an unreadable context reply as no match, and an unreadable split as no sub-hypotheses.
+Sample metadata read when present: `query`, `workflow` (the gold workflow), `datasets` (dataset descriptions, as
+the discoverybench adapter builds them). The predicted workflow is the answer's `WORKFLOW:` section, if any.
 """
 from __future__ import annotations
 
@@ -30,23 +37,24 @@ from evalpipe.types import Score
 
 SYSTEM = "You evaluate data-driven scientific hypotheses. Answer only in the JSON format asked for, without extra text."
 
-SPLIT_PROMPT = """Split the hypothesis below into its sub-hypotheses. For each one give:
-- "text": the sub-hypothesis in plain language;
-- "context": the boundary conditions under which it holds (a population, a period, a place, a subgroup); \
-when it holds for the whole dataset, describe that from the dataset description;
-- "variables": the list of variables (dataset columns or concepts) it involves;
-- "relations": how those variables relate (e.g. "positive linear", "inversely proportional").
-Use only what the hypothesis and the workflow say; add nothing.
+SPLIT_PROMPT = """Split the hypothesis below into its sub-hypotheses, along three dimensions:
+- context: the boundary conditions that limit where it holds (e.g. "for women over 40", "in Europe"); when it \
+holds for the whole dataset, take the context from the dataset description;
+- variables: the concepts (dataset columns) that interact under that context, or "None";
+- relations: how those variables interact (e.g. "quadratic", "inversely proportional", a piecewise condition), or "None".
+Use only what the hypothesis and its workflow say; add nothing, and leave out no important detail.
 
-Research question: {query}
 Datasets: {datasets}
 Hypothesis: {hypothesis}
 Workflow: {workflow}
 
-Reply with one JSON object: {{"sub_hypo": [{{"text": ..., "context": ..., "variables": [...], "relations": ...}}, ...]}}"""
+Reply with one JSON object: {{"sub_hypo": [{{"text": <the sub-hypothesis in plain language>, "context": <short \
+description of its context>, "variables": [<columns involved>], "relations": <short description of the \
+relationship>}}, ...]}}"""
 
 CONTEXT_PROMPT = """Do these two sub-hypotheses hold under the same context (the same boundary conditions, such \
-as population, period or place)? When both hold for the full dataset, that is the same context.
+as population, period or place; when the context covers the full dataset, it comes from the dataset description)? \
+When both hold for the full dataset, that is the same context.
 
 Gold sub-hypothesis: {gold_text}
 Gold context: {gold_context}
@@ -55,31 +63,40 @@ Predicted context: {pred_context}
 
 Reply with one JSON object: {{"match": true or false}}"""
 
-VAR_PROMPT = """Compare the variables of hypothesis A (the gold one) and hypothesis B (the predicted one), both \
-answering the research question "{query}".
+_PAIR_HEAD = """Compare two hypotheses in natural language, HypoA (gold) and HypoB (predicted), each with an optional \
+workflow. Both answer the query below over the dataset(s) described. A hypothesis has contexts (the stratification \
+under which it holds, e.g. "from 1995 to 2009"), variables (the dependent and independent quantities it mentions) \
+and relations (the form of the relation between them, e.g. "grew about tenfold").
 
-Hypothesis A: {gold_text}
-Hypothesis B: {pred_text}
+Datasets: {datasets}
+Query: {query}
+HypoA: {gold_text}
+WorkflowA: {gold_workflow}
+HypoB: {pred_text}
+WorkflowB: {pred_workflow}
 
-Count the variables A uses, the variables B uses, and how many of them are common to both (match loosely: \
-paraphrases and different surface forms of the same variable count as common).
+"""
+
+VAR_PROMPT = _PAIR_HEAD + """Count the variables HypoA uses, the variables HypoB uses, and how many are common to both \
+(match loosely: paraphrases and different surface forms of the same variable count as common).
 Reply with one JSON object: {{"sizeA": <int>, "sizeB": <int>, "intersection": <int>, "explanation": "<short>"}}"""
 
-REL_PROMPT = """Does hypothesis B (predicted) state the same relation between its variables as hypothesis A \
-(gold), both answering the research question "{query}"? Relations go from general to specific, e.g. \
+REL_PROMPT = _PAIR_HEAD + """Does HypoB state the same relation as HypoA? Relations go from general to specific, e.g. \
 "some relationship" > "positive relationship" > "positive and (linear or quadratic)" > "positive and linear".
-
-Hypothesis A: {gold_text}
-Hypothesis B: {pred_text}
-
-Options: A) very similar  B) similar but more general than hypothesis A  C) different
-Reply with one JSON object: {{"answer": "A", "B" or "C", "explanation": "<short>"}}"""
+Options: A) very similar B) similar but general than HypoA C) different
+Reply with one JSON object: {{"answer": <one of the options, e.g. "A) very similar">, "explanation": "<short>"}}"""
 
 RELATION_SCORES = {"A": 1.0, "B": 0.5, "C": 0.0}
 
 
 class Unreadable(Exception):
     """A judge reply that holds no usable answer: the sample becomes a parse_error."""
+
+
+def _workflow_of(raw: str | None) -> str:
+    from evalpipe.benchmarks.discoverybench import extract_workflow
+
+    return extract_workflow(raw)
 
 
 def _ask(template: str, **fields: Any) -> list[dict[str, Any]]:
@@ -93,7 +110,7 @@ def read_sub_hypotheses(reply: str | None, whole: str) -> list[dict[str, Any]]:
             subs = [s for s in subs if isinstance(s, dict) and s.get("text")]
             if not subs:  # the judge found nothing to split: the whole hypothesis, in no particular context
                 return [{"text": whole, "context": "None", "variables": [], "relations": ""}]
-            return [{"text": str(s["text"]), "context": str(s.get("context") or "None"),
+            return [{"text": str(s["text"]), "context": str(s.get("context", "")) if s.get("context") is not None else "",
                      "variables": s.get("variables") or [], "relations": str(s.get("relations") or "")} for s in subs]
     raise Unreadable(f"no sub_hypo list in the split reply: {(reply or '')[:200]!r}")
 
@@ -122,16 +139,17 @@ def variable_f1(reply: str | None) -> tuple[float, dict[str, Any]]:
 
 
 def relation_score(reply: str | None) -> tuple[float, dict[str, Any]]:
+    """The reference's reading: the answer starts with A / B / C, or holds "very similar" / "similar but general than
+    HypoA" / "different" (checked in that order)."""
     for obj in json_objects(reply or ""):
-        ans = str(obj.get("answer", "")).strip()
-        low = ans.lower()
-        if ans[:1].upper() in RELATION_SCORES and (len(ans) == 1 or not ans[1].isalpha()):
-            letter = ans[:1].upper()
-        elif "very similar" in low:
+        if not isinstance(obj.get("answer"), str):
+            continue
+        ans = obj["answer"].strip()
+        if ans.startswith("A") or "very similar" in ans:
             letter = "A"
-        elif "general" in low:
+        elif ans.startswith("B") or "similar but general than HypoA" in ans:
             letter = "B"
-        elif "different" in low:
+        elif ans.startswith("C") or "different" in ans:
             letter = "C"
         else:
             continue
@@ -168,14 +186,19 @@ class HMSScore(ModelGraded):
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
-        self.pair_text = settings.get("pair_text", "sub")
+        self.pair_text = settings.get("pair_text", "full")
         if self.pair_text not in ("sub", "full"):
             raise ConfigError(f"hms_score: pair_text must be 'sub' or 'full', not {self.pair_text!r}")
         self.client = self.clients[0]
 
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "pair_text": self.pair_text, "procedure": 2}
+
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
         n = len(items)
-        state: list[dict[str, Any]] = [{"query": i.input, "gold": i.target or "", "pred": i.prediction or ""} for i in items]
+        state: list[dict[str, Any]] = [{"query": i.metadata.get("query") or i.input, "gold": i.target or "",
+                                        "pred": i.prediction or "", "gold_workflow": str(i.metadata.get("workflow") or ""),
+                                        "pred_workflow": _workflow_of(i.raw_output)} for i in items]
         failed: dict[int, str] = {}
 
         def datasets(i: JudgeInput) -> str:
@@ -185,9 +208,9 @@ class HMSScore(ModelGraded):
         # 1. split gold and predicted hypotheses (the gold split is shared by every model: the cache keeps it)
         batch = []
         for i, s in zip(items, state):
-            batch.append(_ask(SPLIT_PROMPT, query=s["query"], datasets=datasets(i), hypothesis=s["gold"],
-                              workflow=i.metadata.get("workflow", "")))
-            batch.append(_ask(SPLIT_PROMPT, query=s["query"], datasets=datasets(i), hypothesis=s["pred"], workflow=""))
+            s["datasets"] = datasets(i)
+            batch.append(_ask(SPLIT_PROMPT, datasets=datasets(i), hypothesis=s["gold"], workflow=s["gold_workflow"]))
+            batch.append(_ask(SPLIT_PROMPT, datasets=datasets(i), hypothesis=s["pred"], workflow=s["pred_workflow"]))
         replies = await self.client.ask_many(batch)
         for k, s in enumerate(state):
             try:
@@ -232,8 +255,10 @@ class HMSScore(ModelGraded):
             s = state[k]
             gold_text, pred_text = ((s["gold"], s["pred"]) if self.pair_text == "full"
                                     else (s["gold_subs"][g]["text"], s["pred_subs"][p]["text"]))
-            batch.append(_ask(VAR_PROMPT, query=s["query"], gold_text=gold_text, pred_text=pred_text))
-            batch.append(_ask(REL_PROMPT, query=s["query"], gold_text=gold_text, pred_text=pred_text))
+            pair = dict(query=s["query"], datasets=s["datasets"], gold_text=gold_text, pred_text=pred_text,
+                        gold_workflow=s["gold_workflow"], pred_workflow=s["pred_workflow"])
+            batch.append(_ask(VAR_PROMPT, **pair))
+            batch.append(_ask(REL_PROMPT, **pair))
         replies = await self.client.ask_many(batch) if batch else []
         for j, (k, p, g) in enumerate(asks):
             if k in failed:

@@ -99,6 +99,10 @@ class LLMJudge(ModelGraded):
         """A verdict reached without a judge call (None: ask the judges)."""
         return None
 
+    def read_verdict(self, text: str) -> tuple[float | None, str]:
+        """(score, rationale) read from one judge reply; score None when the reply holds no readable verdict."""
+        return parse_verdict(text, self.positive, self.negative)
+
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
         out: list[Score | None] = [self.pre_verdict(i) for i in items]
         todo = [k for k, s in enumerate(out) if s is None]
@@ -115,7 +119,7 @@ class LLMJudge(ModelGraded):
             if reply.text is None:
                 verdicts[name] = {"status": "error", "error": reply.error}
                 continue
-            value, rationale = parse_verdict(reply.text, self.positive, self.negative)
+            value, rationale = self.read_verdict(reply.text)
             if value is None:
                 verdicts[name] = {"status": "parse_error", "reply": reply.text[:2000]}
                 continue
@@ -141,36 +145,64 @@ class LLMJudge(ModelGraded):
         return Score(value=value, correct=value >= 0.5, reason=reason[:4000], details=details)
 
 
-DEFAULT_SCORE_PROMPT = """You check the answer of a data analysis against the gold answer.
-
-Question:
-{input}
-
-Gold answer:
-{target}
+# DiscoveryBench's discrete LLM scoring (as DSGym runs it, `llm_score`): one call per answer, the judge reasons
+# and ends with a fixed marker followed by True or False. The rules are theirs, the wording ours.
+FINAL_MARKER = "## The final answer is:"
+DEFAULT_SCORE_PROMPT = """Decide whether the predicted answer to the query below is right or wrong.
+Query: {query}
 
 Predicted answer:
 {prediction}
 
-The predicted answer is True when it gives the same result as the gold answer. A number counts as the same \
-when it is within 1% relative error of the gold number (rounding differences are fine); names, categories and \
-directions must match. Otherwise it is False.
-Reply with a single JSON object and nothing else:
-{"rationale": "<one or two sentences>", "verdict": "True" or "False"}"""
+Gold answer:
+{target}
+
+How to decide:
+- A numerical answer is right when it is within 1% relative error of the gold value.
+- Anything else is judged against the gold answer.
+- The answer must be clear and complete; showing a calculation without stating the result is not right.
+
+Reply in this format:
+
+Thoughts: <your reasoning>
+
+## The final answer is: <True or False only>
+"""
 
 
 @register_metric("llm_score")
 class LLMScore(LLMJudge):
-    """The data-analysis judge. When both answers are plain numbers it decides without a call
-    (`numeric_shortcut: true`, the default): correct iff within `rel_tol` (0.01) of the gold number."""
+    """DiscoveryBench's discrete LLM score: the judge ends its reply with `## The final answer is: True|False`.
+
+    Read as the reference reads it: the text after the first marker (up to a second one), stripped, must be exactly
+    `True` (1) or `False` (0). A reply without the marker or with anything else there scores 0 in the reference; here
+    it is a `parse_error`, which also counts 0 (and shows in n_errors). The prompt's `{query}` is the sample's
+    `query` / `question` metadata (DiscoveryBench, DAEval, QRData adapters set it), else its input.
+    `numeric_shortcut` (false): when both answers are plain numbers, decide without a call, right iff within
+    `rel_tol` (0.01) of the gold number (not in the reference; off by default)."""
 
     name = "llm_score"
     known_settings = LLMJudge.known_settings | {"numeric_shortcut", "rel_tol"}
     default_prompt = DEFAULT_SCORE_PROMPT
-    positive, negative = {"true", "1", "1.0"}, {"false", "0", "0.0"}
+    positive, negative = {"true"}, {"false"}
+
+    def messages(self, item: JudgeInput) -> list[dict[str, Any]]:
+        query = item.metadata.get("query") or item.metadata.get("question") or item.input
+        text = render_template(self.prompt.replace("{query}", "" if query is None else str(query)), item)
+        return ([{"role": "system", "content": str(self.system)}] if self.system else []) + [{"role": "user", "content": text}]
+
+    def read_verdict(self, text: str) -> tuple[float | None, str]:
+        if FINAL_MARKER not in text:
+            return None, ""
+        head, tail = text.split(FINAL_MARKER, 2)[:2]
+        answer = tail.strip()
+        rationale = head.strip()
+        if rationale.lower().startswith("thoughts:"):
+            rationale = rationale[len("thoughts:"):].strip()
+        return {"True": 1.0, "False": 0.0}.get(answer), rationale
 
     def pre_verdict(self, item: JudgeInput) -> Score | None:
-        if not self.settings.get("numeric_shortcut", True):
+        if not self.settings.get("numeric_shortcut", False):
             return None
         p, g = parse_number(item.prediction), parse_number(item.target)
         if p is None or g is None:
