@@ -8,6 +8,13 @@ Fixed latency, deterministic answers, and scripted failures, so clients can be t
   request's headers (when `keep_bodies`).
 The prompt is the last user message of the request.
 
+Tool calls (docs/tools.md): `tool_script[prompt]` is a list of assistant turns, turn k (k = assistant messages
+already in the request) answered with `{"content": ..., "tool_calls": [{"name", "arguments"}]}` (names as the
+provider sees them; arguments as a dict or JSON text); past the end, the normal reply. `tool_turns=N` answers any
+request that offers tools with a call to its first tool for N-1 turns, then the normal reply (the benchmark).
+Like OpenAI, a request whose tool names are not `^[a-zA-Z0-9_-]{1,64}$` is refused with HTTP 400.
+`log` keeps (prompt, turn) per request.
+
 In a test: `with serve_in_thread(MockLLM(latency=0)) as (mock, base_url): ...`.
 As a process (the benchmark, so its CPU isn't counted as the client's):
 `python -m benchmarks.mock_server --latency 0.1` prints `port <n>` and serves until killed; `GET /stats` returns
@@ -19,10 +26,12 @@ import argparse
 import asyncio
 import contextlib
 import json
+import re
 import threading
 from collections import Counter
 from typing import Any, Iterator
 
+_TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 429: "Too Many Requests",
             500: "Internal Server Error", 502: "Bad Gateway", 503: "Service Unavailable"}
 
@@ -37,6 +46,9 @@ class MockLLM:
         self.keep_bodies = keep_bodies
         self.requests = 0
         self.last_headers: dict[str, str] = {}
+        self.tool_script: dict[str, list[dict[str, Any]]] = {}
+        self.tool_turns = 0
+        self.log: list[tuple[str, int]] = []
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], str] | None:
         """(status, headers, body) for one request, or None to never answer it ("hang")."""
@@ -63,12 +75,38 @@ class MockLLM:
                 return None
             return step
         answer = self.answers.get(prompt, f"answer: {prompt}")
+        message: dict[str, Any] = {"role": "assistant", "content": answer}
+        finish = "stop"
+        tools = req.get("tools")
+        if tools is not None:
+            bad = [t.get("function", {}).get("name") for t in tools
+                   if not _TOOL_NAME.match(str(t.get("function", {}).get("name")))]
+            if bad:
+                return 400, {}, json.dumps({"error": {"message": f"Invalid 'tools[].function.name': {bad[0]!r} does "
+                                                                 "not match '^[a-zA-Z0-9_-]{1,64}$'"}})
+            turn = sum(1 for m in messages if m.get("role") == "assistant")
+            self.log.append((prompt, turn))
+            script = self.tool_script.get(prompt)
+            step = None
+            if script is not None and turn < len(script):
+                step = script[turn]
+            elif script is None and self.tool_turns and turn < self.tool_turns - 1 and tools:
+                step = {"content": None, "tool_calls": [{"name": tools[0]["function"]["name"], "arguments": {"q": prompt}}]}
+            if step is not None:
+                calls = [{"id": f"call_{turn}_{i}", "type": "function", "function": {
+                    "name": c["name"], "arguments": c["arguments"] if isinstance(c.get("arguments"), str)
+                    else json.dumps(c.get("arguments", {}))}} for i, c in enumerate(step.get("tool_calls") or [])]
+                message = {"role": "assistant", "content": step.get("content")}
+                if calls:
+                    message["tool_calls"] = calls
+                    finish = "tool_calls"
+                answer = step.get("content") or ""
         n_in = sum(len(str(m.get("content", "")).split()) for m in messages)
         n_out = len(answer.split())
         reply = {
             "id": f"chatcmpl-{self.requests}", "object": "chat.completion", "created": 0,
             "model": req.get("model", "mock"),
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish}],
             "usage": {"prompt_tokens": n_in, "completion_tokens": n_out, "total_tokens": n_in + n_out},
         }
         return 200, {"Content-Type": "application/json"}, json.dumps(reply)
@@ -164,8 +202,11 @@ def main() -> None:
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--latency", type=float, default=0.1)
+    ap.add_argument("--tool-turns", type=int, default=0, help="answer requests offering tools with a tool call "
+                    "for N-1 turns, then the final answer")
     args = ap.parse_args()
     mock = MockLLM(latency=args.latency, keep_bodies=False)
+    mock.tool_turns = args.tool_turns
 
     async def serve() -> None:
         server = await _start(mock, args.host, args.port)

@@ -19,6 +19,7 @@ from evalpipe.journal import Journal
 from evalpipe.redact import get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
+from evalpipe.tools.loop import run_conversation, trace_fields
 from evalpipe.types import Generation, RolloutRequest
 
 
@@ -78,12 +79,14 @@ def _ok(req: RolloutRequest, gen: Generation, start: float, attempts: int) -> di
             "latency_s": time.perf_counter() - start, "input_tokens": gen.input_tokens,
             "output_tokens": gen.output_tokens, "cost": gen.cost if gen.cost is not None else 0.0,
             "attempts": attempts,
-            "trajectory": json.dumps(gen.trajectory, ensure_ascii=False, default=str) if gen.trajectory else None}
+            "trajectory": json.dumps(gen.trajectory, ensure_ascii=False, default=str) if gen.trajectory else None,
+            **(trace_fields(gen) if gen.stop_reason is not None or gen.tool_calls else {})}
 
 
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
-                  max_tokens: int | None = None) -> dict[str, Any]:
-    """One sample, retried as the settings say; always returns a row (status ok or error), never raises."""
+                  max_tokens: int | None = None, tools: Any = None) -> dict[str, Any]:
+    """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
+    A request with `tools` is one whole conversation (evalpipe/tools/loop.py) within `timeout_s`."""
     start = time.perf_counter()
     attempts = 0
     while True:
@@ -94,10 +97,20 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             estimate = estimate_tokens(req.messages, max_tokens)
             await limiter.acquire(estimate)
         try:
-            async with asyncio.timeout(s.timeout_s):
-                gen = await runner.generate(req)
+            if req.tools is not None and tools is not None:
+                # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
+                async with asyncio.timeout(s.timeout_s + 30):
+                    gen = await run_conversation(runner, req, tools, s.timeout_s)
+            else:
+                async with asyncio.timeout(s.timeout_s):
+                    gen = await runner.generate(req)
             if limiter is not None:
                 limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
+            if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
+                row = _ok(req, gen, start, attempts)
+                row.update(status="error", error=f"conversation timed out after {s.timeout_s:g}s "
+                                                 f"({gen.turns} model turns)")
+                return row
             return _ok(req, gen, start, attempts)
         except TimeoutError:
             last_error = f"timeout after {s.timeout_s:g}s"
@@ -125,11 +138,12 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
 
 async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journal: Journal | None,
                        settings: RunSettings, progress: Callable[[int, int], None] | None = None,
-                       close: bool = True) -> list[dict[str, Any]]:
+                       close: bool = True, tools: Any = None) -> list[dict[str, Any]]:
     """Rows for every request, in request order (fields: `ROW_FIELDS` + `cached`). Samples already in the
     journal are not sent again; each newly finished ok sample is committed to it as soon as it finishes.
     Failed samples are returned (status `error`) but not journaled, so the next run retries them.
-    `close=False` keeps the runner open (a caller issuing several batches, e.g. a judge)."""
+    `close=False` keeps the runner open (a caller issuing several batches, e.g. a judge).
+    `tools` (a `ToolEnv`): requests with `tools` set run as whole conversations through it."""
     requests = requests if isinstance(requests, list) else list(requests)
     done = journal.lookup([r.fingerprint for r in requests]) if journal is not None else {}
     results: list[dict[str, Any] | None] = [None] * len(requests)
@@ -156,7 +170,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools)
             row = redactor.redact_obj(row)  # [operations/redaction] secrets in outputs never reach the journal (or anything after)
             if row["status"] == "ok" and journal is not None:
                 journal.record(req.fingerprint, req.sample_id, row)

@@ -9,6 +9,7 @@ from evalpipe.config import ModelConfig
 from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, wants_fast_path
 from evalpipe.runners.base import ModelError, RetryableError, Runner, http_error, register_runner
 from evalpipe.runners.pricing import import_litellm
+from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.types import Generation, RolloutRequest
 
 
@@ -49,6 +50,23 @@ class LiteLLMRunner(ApiRunner):
         return Generation(text=choice.message.content, finish_reason=choice.finish_reason, input_tokens=tin,
                           output_tokens=tout, cost=self.cost(tin, tout), raw=resp.model_dump_json(),
                           trajectory=trajectory)
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   request: RolloutRequest | None = None) -> ChatTurn:
+        """One turn of a tool-using conversation (evalpipe/tools/loop.py) through `litellm.acompletion`."""
+        try:
+            resp = await self._litellm.acompletion(model=self.model.model, messages=messages,
+                                                   **({"tools": tools} if tools else {}), **self._kwargs)
+        except Exception as exc:
+            raise self._translate(exc) from None
+        choice = resp.choices[0]
+        usage = getattr(resp, "usage", None)
+        tin = getattr(usage, "prompt_tokens", None)
+        tout = getattr(usage, "completion_tokens", None)
+        calls = [ToolCall(str(t.function.name or ""), t.function.arguments, t.id)
+                 for t in getattr(choice.message, "tool_calls", None) or []]
+        return ChatTurn(content=choice.message.content, tool_calls=calls, finish_reason=choice.finish_reason,
+                        input_tokens=tin, output_tokens=tout, cost=self.cost(tin, tout), raw=resp.model_dump_json())
 
     def _translate(self, exc: Exception) -> ModelError:
         """litellm's exceptions -> the same errors the fast path raises (`HTTP <status>: <message>`)."""

@@ -184,6 +184,22 @@ class LocalRunner(Runner):
     async def generate(self, request: RolloutRequest) -> Generation:
         return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages)
 
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   request: RolloutRequest | None = None) -> Any:
+        """[tools] One conversation turn: the tools go into a system prompt (evalpipe/tools/textcalls.py), the
+        model answers with `<tool_call>{...}</tool_call>` JSON blocks, parsed here; a block that does not parse
+        comes back as an invalid call (recorded as invalid arguments), never an exception."""
+        from evalpipe.tools.base import ChatTurn
+        from evalpipe.tools.textcalls import parse_tool_blocks, render_for_text_model
+
+        prompt = render_for_text_model(messages, tools)
+        gen = await self.generate(RolloutRequest(sample_id=request.sample_id if request else "", messages=prompt,
+                                                 fingerprint=""))
+        content, calls, invalid = parse_tool_blocks(gen.text)
+        return ChatTurn(content=content if calls or invalid else gen.text, tool_calls=calls, invalid_blocks=invalid,
+                        finish_reason=gen.finish_reason, input_tokens=gen.input_tokens,
+                        output_tokens=gen.output_tokens, cost=0.0)
+
     def _generate(self, messages: list[dict[str, Any]]) -> Generation:
         import torch
 

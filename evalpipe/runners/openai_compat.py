@@ -17,6 +17,7 @@ import aiohttp
 from evalpipe.config import ModelConfig
 from evalpipe.runners.api import ApiRunner
 from evalpipe.runners.base import ModelError, RetryableError, http_error, parse_retry_after
+from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.types import Generation, RolloutRequest
 
 
@@ -45,6 +46,7 @@ class OpenAICompatRunner(ApiRunner):
         self.max_connections = int(model.options.get("max_connections", 256))
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tools_json: dict[int, tuple[list, bytes]] = {}  # [tools] encoded schema lists, by list object
 
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -74,6 +76,30 @@ class OpenAICompatRunner(ApiRunner):
         text = payload.decode("utf-8", "replace")
         return parse_chat_completion(text, self)
 
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   request: RolloutRequest | None = None) -> ChatTurn:
+        """One turn of a tool-using conversation (evalpipe/tools/loop.py): messages plus tool schemas in, the
+        assistant's content and tool calls out. The schemas' JSON is encoded once per distinct list."""
+        session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
+            else self._open()
+        tools_json = self._tools_json.get(id(tools))
+        if tools_json is None or tools_json[0] is not tools:
+            if len(self._tools_json) > 1024:
+                self._tools_json.clear()
+            tools_json = self._tools_json[id(tools)] = (tools, b',"tools":' + json.dumps(
+                tools, ensure_ascii=False, separators=(",", ":")).encode())
+        body = (self._body_head + json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+                + (tools_json[1] if tools else b"") + b"}")
+        try:
+            async with session.post(self.url, data=body) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise http_error(resp.status, payload.decode("utf-8", "replace"),
+                                     parse_retry_after(resp.headers))
+        except aiohttp.ClientError as exc:
+            raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
+        return parse_chat_turn(payload.decode("utf-8", "replace"), self)
+
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
@@ -101,3 +127,30 @@ def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
     tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
     return Generation(text=content, finish_reason=choice.get("finish_reason"), input_tokens=tin,
                       output_tokens=tout, cost=runner.cost(tin, tout), raw=text, trajectory=trajectory)
+
+
+def parse_chat_turn(text: str, runner: ApiRunner) -> ChatTurn:
+    """A chat-completions reply as one assistant turn: content and tool calls (arguments kept as sent)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise ModelError(f"reply is not JSON: {text[:200]!r}") from None
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not choices:
+        err = data.get("error") if isinstance(data, dict) else None
+        raise ModelError(f"reply has no choices: {str(err or text)[:200]}")
+    choice = choices[0]
+    message = choice.get("message") or {}
+    content = message.get("content")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    calls = []
+    for c in message.get("tool_calls") or []:
+        if not isinstance(c, dict):
+            continue
+        fn = c.get("function") or {}
+        calls.append(ToolCall(str(fn.get("name") or ""), fn.get("arguments"), c.get("id")))
+    usage = data.get("usage") or {}
+    tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    return ChatTurn(content=content, tool_calls=calls, finish_reason=choice.get("finish_reason"), input_tokens=tin,
+                    output_tokens=tout, cost=runner.cost(tin, tout), raw=text)

@@ -1,0 +1,129 @@
+"""`runner: replay`: score outputs produced elsewhere (another harness, a previous system), with no model.
+
+    models:
+      their-system:
+        runner: replay
+        path: preds/their_system.jsonl    # relative to the working folder, else to the config file's folder
+
+One line per sample: `{"sample_id": "...", "output": "final text or null", "tool_calls": [{"name": "...",
+"arguments": {...}}]}` (`tool_calls` optional). `sample_id` is the dataset's own id. A sample with no line is an
+error row ("no prediction for sample <id> in <file>"), never skipped; duplicate ids are an error naming both
+lines; a line that is not valid JSON names its line number (both stop the run before anything is written).
+
+Without tools the recorded tool calls are stored as given (turn 0, not executed). On a split with `tools:`,
+the replayed calls go through the same conversation loop as a live model: turn 0 issues them all (as parallel
+calls), the tool layer answers them (fixtures, allowlist, live tools), turn 1 is the final output, so the
+`tool_calls` table gets results and fixture hits exactly as for a model.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from evalpipe.config import ModelConfig
+from evalpipe.errors import ConfigError, DataError
+from evalpipe.runners.base import ModelError, Runner, register_runner
+from evalpipe.tools.base import ChatTurn, ToolCall
+from evalpipe.tools.execute import arguments_text, parse_arguments
+from evalpipe.tools.replay import normalized_key
+from evalpipe.types import Generation, RolloutRequest
+
+
+def resolve_path(spec: str) -> Path:
+    p = Path(spec).expanduser()
+    if p.is_absolute() or p.exists():
+        return p.resolve()
+    from evalpipe.config import config_path
+
+    beside = config_path().parent / p
+    return beside.resolve() if beside.exists() else p.resolve()
+
+
+def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
+    """sample_id -> {"output", "tool_calls", "line"}; every problem names the file and the line."""
+    if not path.is_file():
+        raise ConfigError(f"replay file {path} not found; `path:` must name a JSONL file of "
+                          '{"sample_id": ..., "output": ..., "tool_calls": [...]} lines')
+    out: dict[str, dict[str, Any]] = {}
+    with open(path, encoding="utf-8-sig") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:
+                raise DataError(f"{path} line {n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(obj, dict) or "sample_id" not in obj:
+                raise DataError(f"{path} line {n}: expected an object with \"sample_id\" and \"output\"")
+            sid = str(obj["sample_id"])
+            if sid in out:
+                raise DataError(f"{path}: sample_id {sid!r} appears twice, on line {out[sid]['line']} and line {n}; "
+                                "keep one prediction per sample")
+            output = obj.get("output")
+            if output is not None and not isinstance(output, str):
+                output = json.dumps(output, ensure_ascii=False)
+            calls = obj.get("tool_calls") or []
+            if not isinstance(calls, list) or not all(isinstance(c, dict) and isinstance(c.get("name"), str)
+                                                      for c in calls):
+                raise DataError(f"{path} line {n}: \"tool_calls\" must be a list of "
+                                '{"name": "<tool>", "arguments": {...}}')
+            out[sid] = {"output": output, "tool_calls": calls, "line": n}
+    return out
+
+
+@register_runner("replay")
+class ReplayRunner(Runner):
+    name = "replay"
+    default_concurrency = 64
+
+    def __init__(self, model: ModelConfig):
+        super().__init__(model)
+        spec = model.options.get("path") or model.model
+        if not spec:
+            raise ConfigError(f"model {model.key!r}: runner 'replay' needs `path:` (a JSONL file of predictions)")
+        self.path = resolve_path(str(spec))
+        self.predictions = read_predictions(self.path)
+        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+
+    def identity(self) -> dict[str, Any]:
+        return {"runner": self.name, "file_sha256": self.sha256}
+
+    def _line(self, sample_id: str) -> dict[str, Any]:
+        line = self.predictions.get(sample_id)
+        if line is None:
+            raise ModelError(f"no prediction for sample {sample_id} in {self.path}")
+        return line
+
+    async def generate(self, request: RolloutRequest) -> Generation:
+        line = self._line(request.sample_id)
+        records = []
+        for i, c in enumerate(line["tool_calls"]):
+            raw = c.get("arguments")
+            args, _ = parse_arguments(raw)
+            records.append({"turn": 0, "call_index": i, "name": c["name"],
+                            "arguments": arguments_text(raw) if raw is not None else "{}",
+                            "arguments_valid": args is not None,
+                            "normalized_key": normalized_key(c["name"], args) if args is not None else None,
+                            "result": None, "fixture_hit": None, "error": None if args is not None else
+                            "invalid_arguments", "latency_s": 0.0})
+        trajectory = list(request.messages)
+        if records:
+            trajectory.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"call_{r['call_index']}", "type": "function",
+                 "function": {"name": r["name"], "arguments": r["arguments"]}} for r in records]})
+        trajectory.append({"role": "assistant", "content": line["output"]})
+        return Generation(text=line["output"], finish_reason="stop", input_tokens=0, output_tokens=0, cost=0.0,
+                          trajectory=trajectory if records else [], tool_calls=records,
+                          turns=1 if records else None, stop_reason="final" if records else None)
+
+    async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   request: RolloutRequest) -> ChatTurn:
+        line = self._line(request.sample_id)
+        first = not any(m.get("role") == "assistant" for m in messages[len(request.messages):])
+        if first and line["tool_calls"]:
+            return ChatTurn(content=None, finish_reason="tool_calls", input_tokens=0, output_tokens=0, cost=0.0,
+                            tool_calls=[ToolCall(c["name"], c.get("arguments"), f"call_{i}")
+                                        for i, c in enumerate(line["tool_calls"])])
+        return ChatTurn(content=line["output"], finish_reason="stop", input_tokens=0, output_tokens=0, cost=0.0)

@@ -1,0 +1,125 @@
+"""Running one tool call: the one place where a call's arguments are parsed, the tool is chosen (replayed or
+live), exceptions become tool errors, and the output cap applies. Every call yields one tool-call record
+(docs/interfaces.md) and the text the model is shown.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import TYPE_CHECKING, Any
+
+from evalpipe.tools.base import Tool, ToolContext, ToolError
+from evalpipe.tools.replay import NOT_ALLOWED, normalized_key
+
+if TYPE_CHECKING:
+    from evalpipe.tools.env import ToolEnv
+
+DEFAULT_OUTPUT_CAP = 16 * 1024  # characters of a tool result shown to the model
+
+
+def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
+    """(arguments, None) when `raw` is a JSON object (text or dict), else (None, why). One narrow repair: an empty
+    string means no arguments (servers send it for tools without parameters)."""
+    if isinstance(raw, dict):
+        return raw, None
+    if raw is None or (isinstance(raw, str) and not raw.strip()):
+        return {}, None
+    if not isinstance(raw, str):
+        return None, f"arguments must be a JSON object, got {type(raw).__name__}"
+    try:
+        obj = json.loads(raw)
+    except ValueError as exc:
+        return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
+    if not isinstance(obj, dict):
+        return None, f"arguments must be a JSON object, got {type(obj).__name__}"
+    return obj, None
+
+
+def arguments_text(raw: Any) -> str:
+    """The arguments as sent: text kept as is, objects as compact JSON."""
+    if isinstance(raw, str):
+        return raw
+    return json.dumps(raw, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+def cap(text: str, limit: int) -> str:
+    if limit and len(text) > limit:
+        return text[:limit] + f"\n[output truncated: {len(text) - limit} more characters]"
+    return text
+
+
+class ToolSession:
+    """The tool layer for one sample: runs its calls in order, keeps its records, owns its sandbox session."""
+
+    def __init__(self, env: "ToolEnv", sample_id: str, offered: list[str], files: list[str] | None = None):
+        self.env = env
+        self.offered = list(offered)
+        self.records: list[dict[str, Any]] = []
+        self.ctx = ToolContext(sample_id=sample_id, files=list(files or []), options=env.options,
+                               _session_factory=env.sandbox_factory(files or []))
+
+    async def call(self, name: str, raw_arguments: Any, turn: int, timeout_s: float | None = None,
+                   parse_error: str | None = None) -> tuple[dict[str, Any], str]:
+        """Run one call; returns (record, content for the model's `tool` message). Never raises (but
+        cancellation)."""
+        env = self.env
+        start = time.perf_counter()
+        text = arguments_text(raw_arguments) if raw_arguments is not None else ""
+        args, why = (None, parse_error) if parse_error else parse_arguments(raw_arguments)
+        record: dict[str, Any] = {"turn": turn, "call_index": len(self.records), "name": name, "arguments": text,
+                                  "arguments_valid": args is not None, "normalized_key": None, "result": None,
+                                  "fixture_hit": None, "error": None, "latency_s": 0.0}
+        result: Any
+        tool = env.live_tools.get(name)
+        if not env.allowed(name, self.offered):
+            env.counts["disallowed"] += 1
+            result, record["error"] = dict(NOT_ALLOWED), "tool_not_allowed"
+        elif args is None:
+            result, record["error"] = {"ok": False, "error": "invalid_arguments", "detail": why}, "invalid_arguments"
+        elif tool is not None and (env.mode == "live" or tool.name in env.always_live):
+            result, record["error"] = await self._live(tool, args, timeout_s)
+        else:
+            key = normalized_key(name, args)
+            record["normalized_key"] = key
+            hit, result = env.broker.lookup(name, key)
+            record["fixture_hit"] = hit
+            if not hit:
+                env.counts["misses"] += 1
+                record["error"] = "fixture_miss"
+            elif isinstance(result, dict) and result.get("ok") is False and result.get("error"):
+                record["error"] = str(result["error"])  # a recorded tool error (the model should recover)
+        content = cap(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str),
+                      env.output_cap)
+        record["result"] = content
+        record["latency_s"] = time.perf_counter() - start
+        self.records.append(record)
+        return record, content
+
+    async def _live(self, tool: Tool, args: dict[str, Any], timeout_s: float | None) -> tuple[Any, str | None]:
+        if tool.validate and tool.parameters:
+            import jsonschema
+
+            try:
+                jsonschema.validate(args, tool.parameters)
+            except jsonschema.ValidationError as exc:
+                return {"ok": False, "error": "invalid_arguments", "detail": exc.message}, "invalid_arguments"
+        limit = min(t for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s) if t is not None) \
+            if any(t is not None for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s)) else None
+        try:
+            async with asyncio.timeout(limit):
+                value = await tool.call(args, self.ctx)
+        except TimeoutError:
+            return {"ok": False, "error": "timeout", "detail": f"tool took over {limit:g}s"}, "timeout"
+        except ToolError as exc:
+            return {"ok": False, "error": str(exc)}, str(exc)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # the tool's bug or bad input: the model sees it, the conversation goes on
+            msg = f"{type(exc).__name__}: {exc}"
+            return {"ok": False, "error": msg}, msg
+        return value, None
+
+    async def aclose(self) -> None:
+        if self.ctx._session is not None:
+            await asyncio.to_thread(self.ctx.close)

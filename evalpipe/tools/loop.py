@@ -1,0 +1,149 @@
+"""The conversation loop every runner uses when a sample offers tools.
+
+send messages + tool schemas -> the runner's one-turn `chat` step -> when the reply has tool calls, run each
+(in the order the model gave them, parallel calls included) through the sample's `ToolSession`, append the
+results as `tool` messages, call the model again; stop on a final answer (`final`), `max_turns`,
+`max_tool_calls`, or the sample's time budget (`timeout`).
+
+Tool names a provider would reject (dots, as in `math.factorial`) are renamed for the request
+(`schema.wire_names`) and mapped back at once: the trajectory, the records and the scores only ever see the
+dataset's names. One conversation is one driver attempt, so retries, the journal and resume work per
+conversation.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from evalpipe.tools.base import ChatTurn
+from evalpipe.tools.env import ToolEnv
+from evalpipe.tools.schema import schema_name, wire_names
+from evalpipe.types import Generation, RolloutRequest
+
+
+def _renamed(schema: dict[str, Any], name: str) -> dict[str, Any]:
+    fn = dict(schema.get("function") or {})
+    fn["name"] = name
+    return {**schema, "function": fn}
+
+
+class WireTools:
+    """A sample's schemas in provider-safe names, and the mapping back."""
+
+    __slots__ = ("schemas", "to_wire", "from_wire")
+
+    def __init__(self, tools: list[dict[str, Any]]):
+        names = [schema_name(t) for t in tools]
+        self.to_wire = wire_names(names)
+        self.from_wire = {w: n for n, w in self.to_wire.items()}
+        self.schemas = [t if self.to_wire[n] == n else _renamed(t, self.to_wire[n]) for t, n in zip(tools, names)]
+
+
+_WIRE_CACHE: dict[int, tuple[list, WireTools]] = {}
+
+
+def wire_tools(tools: list[dict[str, Any]]) -> WireTools:
+    """Cached per schema list object (prompts share one list per distinct JSON): no per-turn renaming work."""
+    hit = _WIRE_CACHE.get(id(tools))
+    if hit is not None and hit[0] is tools:
+        return hit[1]
+    w = WireTools(tools)
+    if len(_WIRE_CACHE) > 4096:
+        _WIRE_CACHE.clear()
+    _WIRE_CACHE[id(tools)] = (tools, w)
+    return w
+
+
+def _assistant(turn: ChatTurn, calls: list[tuple[str, str, Any]], names: dict[str, str] | None) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": "assistant", "content": turn.content}
+    if calls:
+        msg["tool_calls"] = [{"id": cid, "type": "function", "function": {
+            "name": names.get(n, n) if names else n, "arguments": a}} for cid, n, a in calls]
+    return msg
+
+
+async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:
+    """One whole conversation for one sample; never raises for tool problems (model errors propagate to the
+    driver, which retries or records them)."""
+    from evalpipe.tools.execute import arguments_text
+
+    chat = getattr(runner, "chat", None)
+    if chat is None:
+        from evalpipe.runners.base import ModelError
+
+        raise ModelError(f"runner {runner.name!r} has no chat step, so it cannot run samples that offer tools; "
+                         "use litellm, local, echo (reply: script), replay or agent")
+    deadline = time.monotonic() + budget_s
+    tools = request.tools or []
+    wire = wire_tools(tools)
+    offered = list(wire.to_wire)
+    session = env.session(request.sample_id, offered, request.files)
+    messages = list(request.messages)  # what the provider sees (wire names)
+    trajectory = [dict(m) for m in request.messages]  # what is recorded (dataset names)
+    turns, tin, tout, cost = 0, None, None, 0.0
+    stop, text, finish, raw = None, None, None, None
+    try:
+        while stop is None:
+            if turns >= env.max_turns:
+                stop = "max_turns"
+                break
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                stop = "timeout"
+                break
+            try:
+                async with asyncio.timeout(remaining):
+                    reply: ChatTurn = await chat(messages, wire.schemas, request)
+            except TimeoutError:
+                stop = "timeout"
+                break
+            turn = turns
+            turns += 1
+            if reply.input_tokens is not None:
+                tin = (tin or 0) + reply.input_tokens
+            if reply.output_tokens is not None:
+                tout = (tout or 0) + reply.output_tokens
+            cost += reply.cost or 0.0
+            finish, raw = reply.finish_reason, reply.raw
+            calls = [(c.id or f"call_{len(session.records) + i}", wire.from_wire.get(c.name, c.name),
+                      arguments_text(c.arguments) if c.arguments is not None else "", c)
+                     for i, c in enumerate([*reply.tool_calls, *reply.invalid_blocks])]
+            invalid_ids = {id(c) for c in reply.invalid_blocks}
+            messages.append(_assistant(reply, [(cid, n, a) for cid, n, a, _ in calls], wire.to_wire))
+            trajectory.append(_assistant(reply, [(cid, n, a) for cid, n, a, _ in calls], None))
+            if not calls:
+                stop, text = "final", reply.content
+                break
+            for cid, name, args, call in calls:
+                if len(session.records) >= env.max_tool_calls:
+                    stop = "max_tool_calls"
+                    break
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    stop = "timeout"
+                    break
+                _, content = await session.call(
+                    name, call.arguments, turn, timeout_s=left,
+                    parse_error="the tool-call block is not valid JSON" if id(call) in invalid_ids else None)
+                tool_msg = {"role": "tool", "tool_call_id": cid, "content": content}
+                messages.append(tool_msg)
+                trajectory.append({**tool_msg, "name": name})
+    finally:
+        await session.aclose()
+    return Generation(text=text, finish_reason=finish, input_tokens=tin, output_tokens=tout, cost=cost, raw=raw,
+                      trajectory=trajectory, tool_calls=session.records, turns=turns, stop_reason=stop)
+
+
+def trace_fields(gen: Generation) -> dict[str, Any]:
+    """The rollouts columns of a conversation (docs/interfaces.md); empty for a one-shot generation."""
+    if gen.stop_reason is None and not gen.tool_calls:
+        return {}
+    import json
+
+    recs = gen.tool_calls
+    return {"turns": gen.turns, "tool_calls": len(recs),
+            "invalid_args": sum(1 for r in recs if r.get("arguments_valid") is False),
+            "fixture_misses": sum(1 for r in recs if r.get("fixture_hit") is False),
+            "stop_reason": gen.stop_reason,
+            "tool_trace": json.dumps(recs, ensure_ascii=False, default=str)}
