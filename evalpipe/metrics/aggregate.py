@@ -88,6 +88,22 @@ def _failure_details(metric: str) -> Callable[[Any], dict] | None:
         return None
 
 
+def _summary_rows(metric: str, g: pd.DataFrame, details: pd.Series, seed: int) -> list[dict]:
+    """Rows a metric computes over a whole partition: its static `summary_rows(metric, counted, details, seed)`
+    when it has one (e.g. bfcl_ast's unweighted mean over categories), given the counted samples' judgement rows
+    (score filled with 0 for errors) and their parsed details."""
+    from evalpipe.metrics.base import get_metric
+
+    try:
+        hook = getattr(get_metric(metric), "summary_rows", None)
+    except Exception:  # a metric registered in another process, or renamed: no hook
+        return []
+    if hook is None:
+        return []
+    counted = g[g["status"].isin(COUNTED)]
+    return hook(metric, counted.assign(score=counted["score"].fillna(0.0)), [details[i] for i in counted.index], seed)
+
+
 def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series, seed: int) -> list[dict]:
     counted = g[g["status"].isin(COUNTED)]
     n_unscored = int((g["status"] == "unscored").sum())
@@ -178,6 +194,7 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
             judgements = judgements.assign(target=None)
         for metric, g in judgements.groupby("metric", sort=True):
             rows += _rows_for(metric, "all", g, details, seed)
+            rows += _summary_rows(metric, g, details, seed)
             keyed: dict[str, list[int]] = {}
             for idx, sl in slices[g.index].items():
                 for k, v in sl.items():
