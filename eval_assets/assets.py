@@ -107,7 +107,8 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
 def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
             judgements: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
-    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements, rollouts=rollouts)
+    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements, rollouts=rollouts,
+                                  split=eval_config.get().split(dims["benchmark_split"]))
     overall = df[df["slice"] == "all"] if len(df) else df
     meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
     for r in overall.itertuples(index=False):

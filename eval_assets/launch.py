@@ -8,7 +8,7 @@ from typing import Any, Callable
 from dagster import DagsterInstance, materialize
 
 from evalpipe.config import EvalConfig, dagster_home
-from evalpipe.errors import EvalError
+from evalpipe.errors import RunFailed
 from evalpipe.redact import install_log_redaction
 from eval_assets.assets import EVAL_ASSETS
 from partitions import MODEL, eval_key
@@ -111,13 +111,32 @@ class EvaluateResult:
 
 
 def _first_error(result: Any) -> str:
+    """One line for the first failed step: the step, the root cause (the exception chain's messages, below
+    Dagster's wrappers) and where the full traceback was saved (docs/operations.md#when-a-run-fails)."""
+    from evalpipe.errors import describe_error_info
+
     for ev in result.all_events:
         if ev.is_step_failure and ev.step_failure_data and ev.step_failure_data.error:
             err = ev.step_failure_data.error
-            while err.cause is not None and err.cls_name in ("DagsterExecutionStepExecutionError",):
-                err = err.cause
-            return err.message.strip().splitlines()[-1] if err.message else err.cls_name
+            saved = save_traceback(result.run_id, ev.step_key, err.to_string())
+            return f"{ev.step_key}: {describe_error_info(err)}" + (f" (full traceback: {saved})" if saved else "")
     return "failed"
+
+
+def save_traceback(run_id: str, step: str | None, text: str) -> str | None:
+    """Keep a failed step's full traceback (redacted) in `$DAGSTER_HOME/logs/<run_id>.txt`; the run's event log
+    in the UI has it too. Returns the path, or None if it can't be written (a full or read-only disk)."""
+    from evalpipe.redact import redact
+
+    try:
+        folder = dagster_home() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{run_id}.txt"
+        with open(path, "a", encoding="utf-8") as fh:
+            fh.write(redact(f"run {run_id} step {step or '-'} failed:\n{text}\n"))
+        return str(path)
+    except OSError:
+        return None
 
 
 def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
@@ -165,5 +184,5 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         on_progress(done, total, "done")
     out.leaderboard_ok = r.success
     if not r.success:
-        raise EvalError(f"leaderboard failed: {_first_error(r)}")
+        raise RunFailed(f"leaderboard failed: {_first_error(r)}")
     return out

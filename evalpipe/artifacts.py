@@ -162,7 +162,8 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
     judgements = _read_or_empty(wh, "judgements", part)
     if metrics is None:
         metrics = _read_or_empty(wh, "metrics", part)
-    if prompts.empty and rollouts.empty:
+    if prompts.empty and rollouts.empty and not any(  # a 0-sample partition (limit: 0) has empty files: fine
+            wh.partition_file(t, part).exists() for t in ("prompts", "rollouts")):
         raise WarehouseError(f"no prompts or rollouts for {split_key} x {model_key} in {wh.root}; "
                              "materialize the partition first (evalpipe run)")
 

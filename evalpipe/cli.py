@@ -35,11 +35,19 @@ class _Group(click.Group):
                 raise
             from evalpipe.redact import redact
 
-            msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            from evalpipe.errors import describe_exception
+
+            msg = describe_exception(exc)  # the whole chain on one line: what failed, and its root cause
             if not isinstance(exc, EvalError):  # not a known user mistake: say what broke, and how to see more
-                msg = f"{type(exc).__name__}: {msg} (run with --debug for the traceback)"
+                msg = f"{msg} (run with --debug for the traceback)"
             click.echo(f"error: {redact(msg)}", err=True)
-            sys.exit(EXIT_USAGE if isinstance(exc, EvalError) else EXIT_FAILED)
+            sys.exit(getattr(exc, "exit_code", EXIT_USAGE) if isinstance(exc, EvalError) else EXIT_FAILED)
+
+
+def _redact_line(text: str) -> str:
+    from evalpipe.redact import redact
+
+    return redact(text)
 
 
 def _out(text: str) -> None:
@@ -195,7 +203,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
             result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress)
     else:
         result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance,
-                          on_event=lambda m: click.echo(f"... {m}", err=True))
+                          on_event=lambda m: click.echo(_redact_line(f"... {m}"), err=True))
 
     wh = _warehouse()
     rows = []

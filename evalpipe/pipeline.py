@@ -96,7 +96,9 @@ def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, 
     requests = rollout_requests(runner, prompts)
     with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
         rows = asyncio.run(run_requests(runner, requests, journal, settings, progress))
-    df = pd.DataFrame(rows)
+    from evalpipe.runners.driver import ROW_FIELDS
+
+    df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
     df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
                         for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
     df["benchmark_split"], df["model"] = split.key, model.key
@@ -142,9 +144,15 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
 
 # ---- metrics and leaderboard ------------------------------------------------------------------------------------
 def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, seed: int = 0,
-                    rollouts: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Metric rows per slice; with `rollouts`, also the partition's latency/token/cost rows (slice `usage`)."""
+                    rollouts: pd.DataFrame | None = None, split: SplitConfig | None = None) -> pd.DataFrame:
+    """Metric rows per slice; with `rollouts`, also the partition's latency/token/cost rows (slice `usage`).
+    With `split`, a split with 0 samples (`limit: 0`, a filter matching nothing) gets n=0 rows for its metrics."""
     df = aggregate(judgements, seed=seed, rollouts=rollouts)
+    if split is not None and not len(judgements):
+        names = [m if isinstance(m, str) else m.get("name") for m in adapter_for(split).metrics()]
+        empty = pd.DataFrame([{"metric": str(n), "slice": "all", "value": float("nan"), "n": 0, "n_unscored": 0,
+                               "n_errors": 0} for n in names if n and n not in set(df.get("metric", []))])
+        df = pd.concat([df, empty], ignore_index=True) if len(df) else empty
     df["benchmark_split"], df["model"] = split_key, model_key
     return df
 
