@@ -53,10 +53,29 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, dat
     return df
 
 
+def _write_tool_calls(wh, dims: dict, df: pd.DataFrame) -> dict:
+    """[tools] Write the partition's `tool_calls` rows beside `rollouts`; counts for the UI (docs/tools.md)."""
+    calls = pipeline.tool_calls_frame(df)
+    if not len(calls) and not df["stop_reason"].notna().any():
+        if wh.partition_file("tool_calls", dims).exists():  # a previous run's calls must not linger
+            wh.write("tool_calls", calls, dims)
+        return {}
+    wh.write("tool_calls", calls, dims)
+    err = calls["error"] if len(calls) else pd.Series(dtype=object)
+    stops = df["stop_reason"].dropna().value_counts()
+    meta = {"tool_calls": len(calls), "fixture_misses": int((err == "fixture_miss").sum()),
+            "tools_not_allowed": int((err == "tool_not_allowed").sum()),
+            "invalid_tool_args": int((calls["arguments_valid"] == False).sum()) if len(calls) else 0,  # noqa: E712
+            "stop_reasons": MetadataValue.json({str(k): int(v) for k, v in stops.items()})}
+    if df.attrs.get("tool_registry_sha256"):
+        meta["tool_registry_sha256"] = MetadataValue.text(df.attrs["tool_registry_sha256"])
+    return meta
+
+
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        description="Each sample run through the model: prediction, raw output, usage, cost, latency, errors.")
 def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-             prompts: pd.DataFrame) -> pd.DataFrame:
+             warehouse: WarehouseResource, prompts: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
@@ -70,8 +89,10 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
                                    model_runner.settings(model), progress)
+    tool_meta = _write_tool_calls(warehouse.get(), dims, df)  # [tools] the tool_calls table, same partition
     ok = df["status"] == "ok"
     context.add_output_metadata({
+        **tool_meta,
         "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
         "input_tokens": int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
         "output_tokens": int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),

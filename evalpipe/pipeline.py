@@ -43,15 +43,16 @@ def build_dataset(split: SplitConfig) -> pd.DataFrame:
     return pd.DataFrame([{
         "benchmark_split": split.key, "sample_id": s.id, "sample_index": i, "input": s.input, "target": s.target,
         "choices": _json(s.choices), "system": s.system, "files": _json(s.files), "metadata": _json(s.metadata),
-        "slices": _json(adapter.slices(s)),
+        "slices": _json(adapter.slices(s)), "tools": _json(s.tools),
     } for i, s in enumerate(samples)], columns=["benchmark_split", "sample_id", "sample_index", "input", "target",
-                                                "choices", "system", "files", "metadata", "slices"])
+                                                "choices", "system", "files", "metadata", "slices", "tools"])
 
 
 def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
     return [Sample(id=r.sample_id, input=r.input, target=r.target if isinstance(r.target, str) else None,
                    metadata=_loads(r.metadata, {}), choices=_loads(r.choices, None),
-                   system=r.system if isinstance(r.system, str) else None, files=_loads(r.files, []))
+                   system=r.system if isinstance(r.system, str) else None, files=_loads(r.files, []),
+                   tools=_loads(getattr(r, "tools", None), None))
             for r in df.itertuples(index=False)]
 
 
@@ -62,14 +63,18 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
 
 def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame) -> pd.DataFrame:
     adapter = adapter_for(split)
+    config_tools = split_tool_schemas(split)  # [tools] schemas the benchmark config offers every sample
     rows = []
     for s, (_, d) in zip(samples_from_frame(dataset), dataset.iterrows()):
+        tools = merge_tools(s.tools, config_tools)
         messages = adapter.build_messages(s)
         rows.append({
             "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d["sample_index"],
             "messages": _json(messages), "prompt_text": render_messages(messages), "target": s.target,
             "files": d["files"], "metadata": d["metadata"], "slices": d["slices"],
-            "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}),
+            "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}
+                                              | ({"tools": tools} if tools is not None else {})),
+            "tools": _json(tools),
         })
     return pd.DataFrame(rows)
 
@@ -79,26 +84,95 @@ def journal_path(table: str, split_key: str, model_key: str) -> Path:
     return dagster_home() / "journal" / table / quote(split_key, safe="") / f"{quote(model_key, safe='')}.sqlite"
 
 
-def rollout_requests(runner: Runner, prompts: pd.DataFrame) -> list[RolloutRequest]:
+def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = None) -> list[RolloutRequest]:
     ident = runner.identity()
-    return [RolloutRequest(
-        sample_id=r.sample_id, messages=json.loads(r.messages),
-        fingerprint=fingerprint({"runner": ident, "prompt": r.prompt_fingerprint, "sample": r.sample_id}),
-        files=_loads(r.files, []), metadata=_loads(r.metadata, {}),
-        target=r.target if isinstance(r.target, str) else None,
-    ) for r in prompts.itertuples(index=False)]
+    # [tools] a sample with tools is a conversation: its fingerprint also covers the fixtures' SHA-256, the tool
+    # mode, live tools and the loop limits (one-shot samples keep their fingerprints)
+    tools_id = fingerprint(tools_env.identity()) if tools_env is not None else None
+    parsed: dict[str, Any] = {}  # one list object per distinct schema JSON (the loop caches per object)
+    out = []
+    for r in prompts.itertuples(index=False):
+        raw_tools = getattr(r, "tools", None)
+        tools = None
+        if isinstance(raw_tools, str) and raw_tools:
+            tools = parsed.get(raw_tools)
+            if tools is None:
+                tools = parsed[raw_tools] = json.loads(raw_tools)
+        fp = {"runner": ident, "prompt": r.prompt_fingerprint, "sample": r.sample_id}
+        if tools is not None:
+            fp["tools"] = tools_id
+        out.append(RolloutRequest(
+            sample_id=r.sample_id, messages=json.loads(r.messages), fingerprint=fingerprint(fp),
+            files=_loads(r.files, []), metadata=_loads(r.metadata, {}),
+            target=r.target if isinstance(r.target, str) else None, tools=tools))
+    return out
+
+
+# ---- tools (docs/tools.md) ------------------------------------------------------------------------------------------
+TRACE_COLUMNS = ("turns", "tool_calls", "invalid_args", "fixture_misses", "stop_reason", "tool_trace")
+TOOL_CALL_COLUMNS = ("turn", "call_index", "name", "arguments", "arguments_valid", "normalized_key", "result",
+                     "fixture_hit", "error", "latency_s")
+
+
+def split_tool_schemas(split: SplitConfig) -> list[dict[str, Any]] | None:
+    """The tool schemas a split's `tools:` config offers every sample (None without a `tools:` config)."""
+    from evalpipe.tools import ToolEnv
+
+    env = ToolEnv.for_split(split)
+    return env.schemas() if env is not None else None
+
+
+def merge_tools(sample_tools: list[dict[str, Any]] | None,
+                config_tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
+    """The sample's own schemas, then the config's (a name the sample defines wins); None when neither has any."""
+    if sample_tools is None and config_tools is None:
+        return None
+    from evalpipe.tools.schema import schema_name
+
+    out = {schema_name(t): t for t in (config_tools or [])}
+    out.update({schema_name(t): t for t in (sample_tools or [])})
+    return list(out.values())
+
+
+def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = None) -> Any:
+    """The split's `ToolEnv`; a default one (no fixtures) when only the dataset offers tools; else None."""
+    from evalpipe.tools import ToolEnv
+
+    env = ToolEnv.for_split(split, mode=mode)
+    if env is None and "tools" in prompts.columns and prompts["tools"].notna().any():
+        env = ToolEnv({}, split.options, resolve=split.resolve, mode=mode, where=split.key)
+    return env
+
+
+def tool_calls_frame(rollouts: pd.DataFrame) -> pd.DataFrame:
+    """The `tool_calls` table rows of a rollouts frame (from each sample's `tool_trace`)."""
+    cols = ["benchmark_split", "model", "sample_id", *TOOL_CALL_COLUMNS]
+    rows = []
+    if "tool_trace" in rollouts.columns:
+        for r in rollouts[["benchmark_split", "model", "sample_id", "tool_trace"]].itertuples(index=False):
+            for rec in _loads(r.tool_trace, []):
+                rows.append({"benchmark_split": r.benchmark_split, "model": r.model, "sample_id": r.sample_id,
+                             **{c: rec.get(c) for c in TOOL_CALL_COLUMNS}})
+    return pd.DataFrame(rows, columns=cols)
 
 
 def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, runner: Runner,
                  settings: RunSettings, progress: Callable[[int, int], None] | None = None,
-                 journal_file: Path | None = None) -> pd.DataFrame:
+                 journal_file: Path | None = None, tools_mode: str | None = None) -> pd.DataFrame:
+    """`tools_mode` overrides the split's `tools.mode` (replay | live) for this run."""
     adapter = adapter_for(split)
-    requests = rollout_requests(runner, prompts)
+    tools_env = tools_env_for(split, prompts, tools_mode)
+    requests = rollout_requests(runner, prompts, tools_env)
     with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
-        rows = asyncio.run(run_requests(runner, requests, journal, settings, progress))
+        rows = asyncio.run(run_requests(runner, requests, journal, settings, progress, tools=tools_env))
     from evalpipe.runners.driver import ROW_FIELDS
 
     df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
+    for c in TRACE_COLUMNS:  # [tools] conversation columns (null for one-shot samples)
+        if c not in df.columns:
+            df[c] = None
+    if tools_env is not None:
+        df.attrs["tool_registry_sha256"] = tools_env.tool_registry_sha256()
     df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
                         for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
     df["benchmark_split"], df["model"] = split.key, model.key
@@ -110,7 +184,8 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
           metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None) -> pd.DataFrame:
     adapter = adapter_for(split)
     specs = metrics if metrics is not None else adapter.metrics()
-    merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output"]],
+    trace_cols = [c for c in ("trajectory", "tool_trace", "stop_reason") if c in rollouts.columns]  # [tools]
+    merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output", *trace_cols]],
                            on="sample_id", how="left", validate="one_to_one")
     rows = []
     for spec in specs:
@@ -120,7 +195,7 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
         items = [JudgeInput(sample_id=r.sample_id, input=r.prompt_text, target=r.target if isinstance(r.target, str) else None,
                             prediction=r.prediction if isinstance(r.prediction, str) else None,
                             raw_output=r.raw_output if isinstance(r.raw_output, str) else None,
-                            metadata=_loads(r.metadata, {})) for r in ok.itertuples(index=False)]
+                            metadata=_loads(r.metadata, {}), **_trace_inputs(r)) for r in ok.itertuples(index=False)]
         scorable = [i for i in items if i.target is not None or not metric.requires_target]
         scored = dict(zip((i.sample_id for i in scorable), asyncio.run(metric.ascore_many(scorable))))
         for r in merged.itertuples(index=False):
@@ -140,6 +215,15 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
                 "judge_fingerprint": judge_fp,
             })
     return pd.DataFrame(rows)
+
+
+def _trace_inputs(r: Any) -> dict[str, Any]:
+    """[tools] JudgeInput's trace fields from a merged prompts+rollouts row (docs/interfaces.md)."""
+    trajectory = _loads(getattr(r, "trajectory", None), [])
+    stop = getattr(r, "stop_reason", None)
+    return {"tool_calls": _loads(getattr(r, "tool_trace", None), []),
+            "trajectory": trajectory if isinstance(trajectory, list) else [],
+            "tools": _loads(getattr(r, "tools", None), None), "stop_reason": stop if isinstance(stop, str) else None}
 
 
 # ---- metrics and leaderboard ------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ TABLES: dict[str, pa.Schema] = {
     "datasets": pa.schema([
         ("benchmark_split", S), ("sample_id", S), ("sample_index", I), ("input", S), ("target", S),
         ("choices", S), ("system", S), ("files", S), ("metadata", S), ("slices", S),
+        ("tools", S),  # JSON list of the sample's own tool schemas (columns: {tools: ...}); null when none
     ]),
     "prompts": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("sample_index", I), ("messages", S),
