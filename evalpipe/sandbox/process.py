@@ -73,7 +73,8 @@ class ProcessSandbox(Sandbox):
     def inner_config(self, timeout_s):
         cfg = super().inner_config(timeout_s)
         cfg["limits"].pop("RLIMIT_NPROC", None)  # same uid as the caller: would count the caller's processes
-        cfg["guard"] = {"root": str(self.workdir), "read_ok": _read_ok() + [str(INNER)],
+        cfg["capture_dir"] = str(self._outer)  # session output files: beside the work folder, not in it
+        cfg["guard"] = {"root": str(self.workdir), "read_ok": _read_ok() + [str(INNER)], "write_ok": [str(self._outer)],
                         "read_only": [str(self.workdir / n) for n in self.read_only], "block_network": True}
         return cfg
 

@@ -102,7 +102,6 @@ class PythonSession:
         threading.Thread(target=self._discard, args=(self._proc,), daemon=True).start()
         first = self._next_line(60.0)
         if not first or not first.get("ready"):
-            err = self._proc.stderr
             self._stop()
             raise RuntimeError(f"the sandboxed Python session did not start ({self.sandbox.isolation}); "
                                f"run `evalpipe sandbox check` to see why")
@@ -175,7 +174,7 @@ class PythonSession:
                 self._note = RESTART_NOTE.format(why=f"timed out after {limit:g}s")
                 return {"stdout": "", "stderr": note, "value": None, "timed_out": True,
                         "error": f"timed out after {limit:g}s; the session's processes were killed and the next "
-                                 "call starts a fresh interpreter", "restarted": bool(note)}
+                                 "call starts a fresh interpreter"}
             except (BrokenPipeError, OSError):
                 reply = None
             if reply is None:  # the interpreter died (os._exit, a signal, a limit)
@@ -183,7 +182,7 @@ class PythonSession:
                 self._stop()
                 self._note = RESTART_NOTE.format(why="ended the interpreter")
                 why = f"exit status {rc}" if rc is not None and rc >= 0 else f"signal {-rc}" if rc else "unknown cause"
-                return {"stdout": "", "stderr": note, "value": None, "timed_out": False, "restarted": bool(note),
+                return {"stdout": "", "stderr": note, "value": None, "timed_out": False,
                         "error": f"the Python interpreter ended ({why}); the next call starts a fresh one"}
             out = {"stdout": reply.get("stdout", ""), "stderr": note + reply.get("stderr", ""),
                    "value": reply.get("value"), "error": reply.get("error"), "timed_out": False}
