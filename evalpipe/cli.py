@@ -146,6 +146,12 @@ def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, t
         raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
 
 
+def _repro_run_options(f):
+    from evalpipe.cli_repro import run_options
+
+    return run_options(f)
+
+
 @main.command()
 @click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable; default: default_benchmarks).")
 @click.option("--split", "splits", multiple=True, help="Split name, or a full key like smoke/test (repeatable).")
@@ -158,10 +164,11 @@ def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, t
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@_repro_run_options  # --num-shards/--shard-index, --prompt-wrapper, --experiment, --run-id, ... (evalpipe/cli_repro.py)
 @click.pass_context
 def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str, ...],
         limit: int | None, concurrency: int | None, timeout_s: float | None, benchmark_options: tuple[str, ...],
-        runner_options: tuple[str, ...], no_progress: bool) -> None:
+        runner_options: tuple[str, ...], no_progress: bool, **repro: Any) -> None:
     """Materialize dataset -> ... -> metrics for the chosen partitions, then the leaderboard."""
     from evalpipe.config import load_config
     from evalpipe.errors import ConfigError
@@ -179,11 +186,15 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     if not chosen:
         raise ConfigError(f"no benchmark split matches --benchmark {list(benchmarks)} --split {list(splits)}; "
                           f"configured: {', '.join(cfg.splits)}")
-    model_keys = list(models) or cfg.default_models
-    split_options = _kv(benchmark_options, "--benchmark-option")
+    from evalpipe.cli_repro import RunOptions
+
+    rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
+    model_keys = rp.model_keys(list(models) or cfg.default_models, cfg)
+    split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
     if limit is not None:
         split_options["limit"] = limit
-    resources = {"model_runner": _runner_overrides(_kv(runner_options, "--runner-option"), concurrency, timeout_s)}
+    resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
+                                                   concurrency, timeout_s), **rp.resources()}
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     instance = get_instance()
@@ -200,10 +211,14 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
             bar.update(task, completed=done, total=total, description=label[:40])
 
         with bar:
-            result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress)
+            result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress,
+                              tags=rp.tags() or None)
     else:
         result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance,
-                          on_event=lambda m: click.echo(_redact_line(f"... {m}"), err=True))
+                          on_event=lambda m: click.echo(_redact_line(f"... {m}"), err=True), tags=rp.tags() or None)
+    if result.success:
+        for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
+            click.echo(_redact_line(line), err=True)
 
     wh = _warehouse()
     rows = []
@@ -267,9 +282,16 @@ def _filters(column_values: dict[str, tuple[str, ...]]) -> tuple[str, list[Any]]
 @click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable).")
 @click.option("--slices", "all_slices", is_flag=True, help="Every slice, not only `all`.")
 @click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
-def summarize(splits, benchmarks, models, metric_names, all_slices, as_json) -> None:
+@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False), default=None,
+              help="Read one kept run folder (<artifacts>/<benchmark>/<split>/<model>/<run_id>) instead of the warehouse.")
+def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run_dir=None) -> None:
     """Metrics of one or more partitions (default: all) as a table."""
     from evalpipe.errors import DataError
+
+    if run_dir:  # [reproducibility] a past run's own summary (evalpipe/cli_repro.py)
+        from evalpipe.cli_repro import summarize_run_dir
+
+        return summarize_run_dir(run_dir, as_json, all_slices)
 
     where, params = _filters({"benchmark_split": splits, "model": models, "metric": metric_names})
     if benchmarks:
@@ -298,9 +320,21 @@ def summarize(splits, benchmarks, models, metric_names, all_slices, as_json) -> 
 @click.option("--incorrect-only", is_flag=True, help="Only samples the metric marks incorrect (or failed).")
 @click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N samples.")
 @click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
-def view(split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json) -> None:
-    """Per-sample results of one partition."""
+@click.option("--web", is_flag=True, help="Serve the web viewer (runs, samples, comparisons, charts); docs/viewer.md.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --web: address to bind.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8585, show_default=True, help="With --web: port.")
+def view(split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json, web=False,
+         host="127.0.0.1", port=8585) -> None:
+    """Per-sample results of one partition (`--web`: the web viewer over the whole warehouse)."""
     from evalpipe.errors import ConfigError, DataError
+
+    if web:
+        from evalpipe.viewer.app import serve
+
+        click.echo(f"evalpipe viewer on http://{'[' + host + ']' if ':' in host else host}:{port}/ (Ctrl-C stops it)",
+                   err=True)
+        serve(_warehouse(), host=host, port=port)
+        return
 
     if correct_only and incorrect_only:
         raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
@@ -443,6 +477,10 @@ def metrics_cmd() -> None:
 from evalpipe.cli_validate import validate as _validate_cmd  # noqa: E402
 
 main.add_command(_validate_cmd)
+
+from evalpipe.cli_repro import register as _register_repro  # noqa: E402
+
+_register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli_repro.py)
 
 if __name__ == "__main__":
     main()

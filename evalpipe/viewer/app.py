@@ -1,0 +1,245 @@
+"""The web viewer: server-rendered pages over the warehouse (Starlette + Jinja2), each with a JSON twin
+(`/samples` and `/samples.json`). Read-only: it opens an in-memory DuckDB connection over the Parquet
+files per request (`Warehouse.connect()`), never the warehouse's DuckDB file.
+
+Safety: bound to 127.0.0.1 by default; requests whose Host header is not one of the allowed hosts are refused
+(DNS rebinding); every value is autoescaped by Jinja (model outputs are untrusted text); charts are separate SVG
+images; a Content-Security-Policy forbids scripts and anything not from this server.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable
+from urllib.parse import urlencode
+
+from evalpipe.viewer import charts, queries
+
+HERE = Path(__file__).parent
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+MISSING = "-"  # how every page (and the CLI) prints a missing value
+CSP = "default-src 'self'; script-src 'none'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'; form-action 'self'"
+
+
+def fmt(v: Any, spec: str = ".3f") -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return MISSING
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)) and spec:
+        return format(v, spec) if isinstance(v, float) else str(v)
+    return str(v)
+
+
+def ci(lo: Any, hi: Any) -> str:
+    if fmt(lo) == MISSING or fmt(hi) == MISSING:
+        return MISSING
+    return f"{lo:.3f}-{hi:.3f}"
+
+
+def _json_default(o: Any) -> Any:
+    if hasattr(o, "isoformat"):
+        return o.isoformat()
+    if hasattr(o, "item"):
+        return o.item()
+    return str(o)
+
+
+def _safe_json(obj: Any) -> Any:
+    """NaN -> null, numpy scalars -> Python, dataclasses -> dicts."""
+    return json.loads(json.dumps(obj, default=_json_default, allow_nan=True).replace("NaN", "null"))
+
+
+def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "evalpipe"):
+    """The Starlette app. `warehouse`: an evalpipe Warehouse. `allowed_hosts`: Host header values accepted
+    (default: loopback names only)."""
+    from jinja2 import Environment, FileSystemLoader, select_autoescape
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.middleware.trustedhost import TrustedHostMiddleware
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, JSONResponse, Response
+    from starlette.routing import Mount, Route
+    from starlette.staticfiles import StaticFiles
+
+    env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(default=True),
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["fmt"] = fmt
+    env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str) \
+        if not isinstance(v, str) else v
+    env.globals.update(ci=ci, MISSING=MISSING, title=title, qs=lambda **kw: urlencode({k: v for k, v in kw.items()
+                                                                                         if v not in (None, "")}))
+
+    def page(name: str, build: Callable[[Request, Any], dict[str, Any]]):
+        async def endpoint(request: Request) -> Response:
+            from starlette.concurrency import run_in_threadpool
+
+            as_json = request.url.path.endswith(".json")
+            try:
+                ctx = await run_in_threadpool(_build, request, build)
+            except ValueError as exc:
+                msg = str(exc).splitlines()[0]
+                if as_json:
+                    return JSONResponse({"error": msg}, status_code=400)
+                return HTMLResponse(env.get_template("error.html").render(error=msg), status_code=400)
+            if ctx is None:
+                if as_json:
+                    return JSONResponse({"error": "not found"}, status_code=404)
+                return HTMLResponse(env.get_template("error.html").render(error="not found"), status_code=404)
+            if as_json:
+                return JSONResponse(_safe_json(ctx))
+            return HTMLResponse(env.get_template(name).render(**ctx, request=request))
+
+        return endpoint
+
+    def _build(request, build):
+        con = warehouse.connect()
+        try:
+            return build(request, con)
+        finally:
+            con.close()
+
+    def svg(build: Callable[[Request, Any], bytes]):
+        async def endpoint(request: Request) -> Response:
+            from starlette.concurrency import run_in_threadpool
+
+            try:
+                body = await run_in_threadpool(_build, request, build)
+            except ValueError as exc:
+                return Response(str(exc).splitlines()[0], status_code=400, media_type="text/plain")
+            return Response(body, media_type="image/svg+xml", headers={"Cache-Control": "no-store"})
+
+        return endpoint
+
+    routes = []
+    for path, template, build in (("/", "index.html", _index), ("/samples", "samples.html", _samples),
+                                  ("/sample", "sample.html", _sample), ("/compare", "compare.html", _compare),
+                                  ("/charts", "charts.html", _charts)):
+        routes.append(Route(path, page(template, build)))
+        routes.append(Route(("/index" if path == "/" else path) + ".json", page(template, build)))
+    routes += [Route("/chart/heatmap.svg", svg(lambda r, con: charts.heatmap_svg(
+                   queries.heatmap(con, include_limited=r.query_params.get("limited") == "1")))),
+               Route("/chart/slices.svg", svg(_slices_svg)), Route("/chart/cost.svg", svg(_cost_svg)),
+               Route("/favicon.ico", lambda request: Response(status_code=204)),
+               Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
+    hosts = list(allowed_hosts or LOCAL_HOSTS)
+    return Starlette(routes=routes, middleware=[Middleware(TrustedHostMiddleware, allowed_hosts=hosts),
+                                                Middleware(_SecurityHeaders)])
+
+
+class _SecurityHeaders:
+    """ASGI middleware: a strict Content-Security-Policy and no MIME sniffing on every response."""
+
+    HEADERS = [(b"content-security-policy", CSP.encode()), (b"x-content-type-options", b"nosniff"),
+               (b"referrer-policy", b"no-referrer")]
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def send_with_headers(message):
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": list(message.get("headers", [])) + self.HEADERS}
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)
+
+
+# ---- pages: each returns the context of its template, which is also its JSON twin --------------------------------
+def _arg(request, name: str, required: bool = False) -> str | None:
+    v = request.query_params.get(name)
+    v = v.strip() if isinstance(v, str) else None
+    if required and not v:
+        raise ValueError(f"missing query parameter {name!r}")
+    return v or None
+
+
+def _int(request, name: str, default: int) -> int:
+    v = request.query_params.get(name)
+    try:
+        return int(v) if v not in (None, "") else default
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {v!r}") from None
+
+
+def _index(request, con) -> dict[str, Any]:
+    limited = request.query_params.get("limited") == "1"
+    rows = queries.partitions(con, include_limited=limited)
+    hidden = 0 if limited else len({r["model"] for r in queries.partitions(con) if queries.is_limited(r["model"])})
+    return {"partitions": rows, "splits": queries.splits(con), "models": queries.models(con),
+            "show_limited": limited, "hidden_limited_models": hidden}
+
+
+def _samples(request, con) -> dict[str, Any]:
+    split = _arg(request, "split") or next(iter(queries.splits(con)), None)
+    if split is None:
+        return {"page": None, "split": None, "splits": [], "models": [], "metrics": [], "slices": [],
+                "outcomes": queries.OUTCOMES, "sorts": list(queries.SORTS)}
+    f = queries.SampleFilter(split=split, metric=_arg(request, "metric"), model=_arg(request, "model"),
+                             outcome=_arg(request, "outcome"), slice=_arg(request, "slice"), q=_arg(request, "q"),
+                             sort=_arg(request, "sort") or "index", page=_int(request, "page", 1),
+                             page_size=_int(request, "page_size", queries.DEFAULT_PAGE_SIZE))
+    page = queries.samples(con, f)
+    return {"page": {"rows": page.rows, "total": page.total, "page": page.page, "pages": page.pages,
+                     "page_size": page.page_size, "metric": page.metric}, "filters": page.filters, "split": split,
+            "splits": queries.splits(con), "models": queries.models(con, split),
+            "metrics": queries.metric_names(con, split), "slices": queries.slice_values(con, split),
+            "outcomes": queries.OUTCOMES, "sorts": list(queries.SORTS)}
+
+
+def _sample(request, con) -> dict[str, Any] | None:
+    return queries.sample(con, _arg(request, "split", True), _arg(request, "model", True),
+                          _arg(request, "id", True), full=request.query_params.get("full") == "1")
+
+
+def _compare(request, con) -> dict[str, Any]:
+    split = _arg(request, "split") or next(iter(queries.splits(con)), None)
+    models = queries.models(con, split) if split else []
+    a, b = _arg(request, "a"), _arg(request, "b")
+    if split and not a and len(models) >= 2:
+        a, b = models[0], models[1]
+    result = None
+    if split and a and b:
+        if a not in models or b not in models:
+            raise ValueError(f"both models need results on {split}; available: {', '.join(models) or 'none'}")
+        result = queries.compare(con, split, a, b, _arg(request, "metric"))
+    return {"split": split, "splits": queries.splits(con), "models": models, "a": a, "b": b,
+            "metrics": queries.metric_names(con, split) if split else [], "result": result}
+
+
+def _charts(request, con) -> dict[str, Any]:
+    split = _arg(request, "split") or next(iter(queries.splits(con)), None)
+    metric = _arg(request, "metric") or (queries.primary_metric(con, split) if split else None)
+    return {"split": split, "metric": metric, "splits": queries.splits(con),
+            "metrics": queries.metric_names(con, split) if split else [],
+            "heatmap": queries.heatmap(con), "slices": queries.slice_bars(con, split, metric) if split else [],
+            "cost": queries.cost_accuracy(con, split, metric) if split else []}
+
+
+def _split_metric(request, con) -> tuple[str, str]:
+    split = _arg(request, "split", True)
+    return split, _arg(request, "metric") or queries.primary_metric(con, split) or ""
+
+
+def _slices_svg(request, con) -> bytes:
+    split, metric = _split_metric(request, con)
+    return charts.slice_bars_svg(queries.slice_bars(con, split, metric), metric)
+
+
+def _cost_svg(request, con) -> bytes:
+    split, metric = _split_metric(request, con)
+    return charts.cost_accuracy_svg(queries.cost_accuracy(con, split, metric), metric)
+
+
+def serve(warehouse, host: str = "127.0.0.1", port: int = 8585, allowed_hosts: list[str] | None = None) -> None:
+    """Run the viewer with uvicorn until Ctrl-C."""
+    import uvicorn
+
+    hosts = list(allowed_hosts or LOCAL_HOSTS)
+    if host not in hosts and host not in ("0.0.0.0", "::"):
+        hosts.append(host)
+    uvicorn.run(create_app(warehouse, allowed_hosts=hosts), host=host, port=port, log_level="warning")

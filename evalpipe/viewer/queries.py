@@ -1,0 +1,344 @@
+"""What the viewer shows, as pure functions over a DuckDB connection to the warehouse views
+(`Warehouse.connect()`). Parameterized SQL only; sort keys, outcomes and slice keys come from whitelists;
+lists carry narrow columns (never prompts, raw outputs or trajectories) and are paged with a hard row cap.
+The web app (app.py) and `evalpipe compare` both read through here, so browser and terminal agree.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+MAX_PAGE_SIZE = 200
+DEFAULT_PAGE_SIZE = 50
+DETAIL_CHARS = 20_000  # longer texts are cut on the detail page unless `full` is asked for
+OUTCOMES = ("correct", "incorrect", "unscored", "error")
+SORTS = {"index": "j.sample_index, j.model", "id": "j.sample_id, j.model", "score": "j.score DESC NULLS LAST, j.sample_index",
+         "latency": "r.latency_s DESC NULLS LAST, j.sample_index", "tokens": "r.output_tokens DESC NULLS LAST, j.sample_index",
+         "cost": "r.cost DESC NULLS LAST, j.sample_index", "model": "j.model, j.sample_index"}
+USAGE_SLICE = "usage"
+
+
+def _records(cur) -> list[dict[str, Any]]:
+    cols = [d[0] for d in cur.description]
+    return [{c: _clean(v) for c, v in zip(cols, row)} for row in cur.fetchall()]
+
+
+def _clean(v: Any) -> Any:
+    if isinstance(v, float) and math.isnan(v):
+        return None
+    return v
+
+
+def _loads(s: Any, default: Any = None) -> Any:
+    if not isinstance(s, str) or not s:
+        return default
+    try:
+        return json.loads(s)
+    except ValueError:
+        return default
+
+
+# ---- runs and partitions --------------------------------------------------------------------------------------
+def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
+    """One row per (benchmark_split, model, metric) with slice `all`: value, n, unscored, errors, 95% CI."""
+    rows = _records(con.execute(
+        "SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high "
+        "FROM metrics WHERE slice = 'all' ORDER BY benchmark_split, model, metric"))
+    return [r for r in rows if include_limited or not is_limited(r["model"])]
+
+
+def is_limited(model_key: str) -> bool:
+    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (docs/viewer.md)."""
+    return "@limit" in str(model_key)
+
+
+def splits(con) -> list[str]:
+    return [r[0] for r in con.execute("SELECT DISTINCT benchmark_split FROM judgements ORDER BY 1").fetchall()]
+
+
+def models(con, split: str | None = None) -> list[str]:
+    if split:
+        cur = con.execute("SELECT DISTINCT model FROM judgements WHERE benchmark_split = ? ORDER BY 1", [split])
+    else:
+        cur = con.execute("SELECT DISTINCT model FROM judgements ORDER BY 1")
+    return [r[0] for r in cur.fetchall()]
+
+
+def metric_names(con, split: str, model: str | None = None) -> list[str]:
+    sql, params = "SELECT DISTINCT metric FROM judgements WHERE benchmark_split = ?", [split]
+    if model:
+        sql += " AND model = ?"
+        params.append(model)
+    names = [r[0] for r in con.execute(sql + " ORDER BY 1", params).fetchall()]
+    # the official metric first: lenient ones (includes, choice, ...) after it
+    from evalpipe.metrics.lenient import is_lenient
+
+    return sorted(names, key=lambda m: (is_lenient(m), m))
+
+
+def slice_values(con, split: str) -> list[str]:
+    """`key=value` for every slice attribute of the split's samples (e.g. level=1), for the filter menu."""
+    rows = con.execute("SELECT DISTINCT slices FROM datasets WHERE benchmark_split = ? AND slices IS NOT NULL "
+                       "LIMIT 1000", [split]).fetchall()
+    out = set()
+    for (s,) in rows:
+        for k, v in (_loads(s, {}) or {}).items():
+            out.add(f"{k}={v}")
+    return sorted(out)
+
+
+# ---- the sample list --------------------------------------------------------------------------------------------
+@dataclass
+class SampleFilter:
+    split: str
+    metric: str | None = None
+    model: str | None = None
+    outcome: str | None = None  # correct | incorrect | unscored | error
+    slice: str | None = None  # key=value
+    q: str | None = None  # free text: sample id, prediction, target, reason
+    sort: str = "index"
+    page: int = 1
+    page_size: int = DEFAULT_PAGE_SIZE
+
+
+@dataclass
+class SamplePage:
+    rows: list[dict[str, Any]]
+    total: int
+    page: int
+    page_size: int
+    metric: str | None
+    filters: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def pages(self) -> int:
+        return max(1, math.ceil(self.total / self.page_size))
+
+
+def _like(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def samples(con, f: SampleFilter) -> SamplePage:
+    """A page of samples with the chosen metric's verdict, filtered. Raises ValueError on a bad filter."""
+    metric = f.metric
+    if not metric:
+        names = metric_names(con, f.split, f.model)
+        metric = names[0] if names else None
+    if f.outcome and f.outcome not in OUTCOMES:
+        raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
+    if f.sort not in SORTS:
+        raise ValueError(f"sort must be one of {', '.join(SORTS)}")
+    size = max(1, min(int(f.page_size or DEFAULT_PAGE_SIZE), MAX_PAGE_SIZE))
+    page = max(1, int(f.page or 1))
+    where = ["j.benchmark_split = ?", "j.metric = ?"]
+    params: list[Any] = [f.split, metric]
+    if f.model:
+        where.append("j.model = ?")
+        params.append(f.model)
+    if f.outcome == "correct":
+        where.append("j.correct AND j.status = 'scored'")
+    elif f.outcome == "incorrect":
+        where.append("j.status = 'scored' AND NOT coalesce(j.correct, FALSE)")
+    elif f.outcome == "unscored":
+        where.append("j.status = 'unscored'")
+    elif f.outcome == "error":
+        where.append("(j.status IN ('error', 'parse_error') OR (coalesce(r.status, 'ok') <> 'ok' AND j.status <> 'unscored'))")
+    if f.slice:
+        key, sep, value = f.slice.partition("=")
+        if not sep or f.slice not in slice_values(con, f.split):
+            raise ValueError(f"unknown slice {f.slice!r}; known: {', '.join(slice_values(con, f.split)) or 'none'}")
+        where.append("json_extract_string(j.slices, ?) = ?")
+        params += ["$." + json.dumps(key), value]
+    if f.q:
+        like = _like(f.q)
+        where.append("(j.sample_id ILIKE ? ESCAPE '\\' OR j.prediction ILIKE ? ESCAPE '\\' "
+                     "OR j.target ILIKE ? ESCAPE '\\' OR j.reason ILIKE ? ESCAPE '\\')")
+        params += [like] * 4
+    # Two steps, so a page stays fast at 100k+ samples: the page's keys from judgements (joined to rollouts only
+    # when a filter or the sort needs them), then the narrow rollout columns for those keys only.
+    need_rollouts = f.outcome == "error" or f.sort in ("latency", "tokens", "cost")
+    join_r = ("LEFT JOIN rollouts r ON r.benchmark_split = j.benchmark_split AND r.model = j.model "
+              "AND r.sample_id = j.sample_id") if need_rollouts else ""
+    base = f"""
+        FROM (SELECT jj.*, d.sample_index FROM judgements jj
+              LEFT JOIN datasets d ON d.benchmark_split = jj.benchmark_split AND d.sample_id = jj.sample_id
+              WHERE jj.benchmark_split = ? AND jj.metric = ?) j
+        {join_r}
+        WHERE {' AND '.join(where)}"""
+    params = [f.split, metric] + params
+    total = con.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+    rows = _records(con.execute(
+        f"""SELECT j.sample_index, j.sample_id, j.model, j.score, j.correct, j.status AS verdict, j.reason,
+                   left(j.prediction, 200) AS prediction, left(j.target, 200) AS target, j.slices
+            {base} ORDER BY {SORTS[f.sort]} LIMIT ? OFFSET ?""", params + [size, (page - 1) * size]))
+    extra: dict[tuple[str, str], dict[str, Any]] = {}
+    if rows:
+        keys = sorted({r["sample_id"] for r in rows})
+        for e in _records(con.execute(
+                "SELECT model, sample_id, status AS rollout_status, finish_reason, latency_s, output_tokens, cost "
+                f"FROM rollouts WHERE benchmark_split = ? AND sample_id IN ({', '.join('?' for _ in keys)})",
+                [f.split, *keys])):
+            extra[(e["model"], e["sample_id"])] = e
+    for r in rows:
+        e = extra.get((r["model"], r["sample_id"]), {})
+        for k in ("rollout_status", "finish_reason", "latency_s", "output_tokens", "cost"):
+            r[k] = e.get(k)
+    for r in rows:
+        r["slices"] = _loads(r["slices"], {})
+        r["outcome"] = outcome_of(r["verdict"], r["correct"], r["rollout_status"])
+    return SamplePage(rows=rows, total=int(total), page=page, page_size=size, metric=metric,
+                      filters={"split": f.split, "metric": metric, "model": f.model, "outcome": f.outcome,
+                               "slice": f.slice, "q": f.q, "sort": f.sort})
+
+
+def outcome_of(verdict: str | None, correct: Any, rollout_status: str | None) -> str:
+    """One word per sample: error (judge or rollout failed), unscored (no ground truth), correct, incorrect."""
+    if verdict in ("error", "parse_error"):
+        return "error"
+    if verdict == "unscored":
+        return "unscored"
+    if rollout_status not in (None, "ok"):
+        return "error"
+    return "correct" if correct else "incorrect"
+
+
+# ---- one sample ---------------------------------------------------------------------------------------------------
+def _cut(text: Any, full: bool) -> tuple[Any, bool]:
+    if isinstance(text, str) and not full and len(text) > DETAIL_CHARS:
+        return text[:DETAIL_CHARS], True
+    return text, False
+
+
+def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> dict[str, Any] | None:
+    """Everything about one sample of one model: prompt messages, output, trajectory and tool calls, every
+    metric's verdict and reason, finish reason, tokens, cost, latency. Long texts are cut unless `full`."""
+    p = _records(con.execute(
+        "SELECT sample_index, messages, prompt_text, target, metadata, slices, tools FROM prompts "
+        "WHERE benchmark_split = ? AND model = ? AND sample_id = ?", [split, model, sample_id]))
+    r = _records(con.execute(
+        "SELECT * EXCLUDE (benchmark_split, model, sample_id) FROM rollouts "
+        "WHERE benchmark_split = ? AND model = ? AND sample_id = ?", [split, model, sample_id]))
+    j = _records(con.execute(
+        "SELECT metric, score, correct, status, reason, prediction, normalized_prediction, target, normalized_target, "
+        "details FROM judgements WHERE benchmark_split = ? AND model = ? AND sample_id = ? ORDER BY metric",
+        [split, model, sample_id]))
+    if not (p or r or j):
+        return None
+    t = _records(con.execute(
+        "SELECT turn, call_index, name, arguments, arguments_valid, result, fixture_hit, error, latency_s "
+        "FROM tool_calls WHERE benchmark_split = ? AND model = ? AND sample_id = ? ORDER BY call_index",
+        [split, model, sample_id]))
+    prompt = p[0] if p else {}
+    roll = r[0] if r else {}
+    truncated = {}
+    for key in ("raw_output", "raw_response", "error"):
+        roll[key], truncated[key] = _cut(roll.get(key), full)
+    trajectory = _loads(roll.pop("trajectory", None), []) or []
+    traj_text = json.dumps(trajectory, ensure_ascii=False)
+    if not full and len(traj_text) > DETAIL_CHARS * 5:
+        trajectory, truncated["trajectory"] = trajectory[:50], True
+    roll.pop("tool_trace", None)  # the same records as the tool_calls table, shown from there
+    for v in j:
+        v["details"] = _loads(v["details"], None)
+    messages = _loads(prompt.get("messages"), []) or []
+    for m in messages:
+        if isinstance(m.get("content"), str):
+            m["content"], cut = _cut(m["content"], full)
+            truncated["messages"] = truncated.get("messages", False) or cut
+    return {
+        "benchmark_split": split, "model": model, "sample_id": sample_id,
+        "sample_index": prompt.get("sample_index"), "target": prompt.get("target"),
+        "messages": messages, "tools": _loads(prompt.get("tools"), None),
+        "metadata": _loads(prompt.get("metadata"), {}), "slices": _loads(prompt.get("slices"), {}),
+        "rollout": roll, "truncated_output": roll.get("finish_reason") == "length",
+        "trajectory": trajectory, "tool_calls": t, "verdicts": j,
+        "cut": sorted(k for k, v in truncated.items() if v),
+    }
+
+
+# ---- two models compared ------------------------------------------------------------------------------------------
+def compare(con, split: str, model_a: str, model_b: str, metric: str | None = None, limit: int = 200) -> dict[str, Any]:
+    """Paired comparison on the samples both models were scored on: counts of both right / only A / only B /
+    both wrong, the exact McNemar test (a two-sided binomial test on the discordant pairs, scipy), and the
+    samples where they disagree (A right and B wrong first)."""
+    if not metric:
+        common = [m for m in metric_names(con, split, model_a) if m in set(metric_names(con, split, model_b))]
+        if not common:
+            raise ValueError(f"{model_a} and {model_b} share no metric on {split}")
+        metric = common[0]
+    rows = _records(con.execute(
+        """SELECT a.sample_id, d.sample_index, a.correct AS a_correct, b.correct AS b_correct,
+                  left(a.prediction, 160) AS a_prediction, left(b.prediction, 160) AS b_prediction,
+                  left(a.target, 160) AS target
+           FROM judgements a
+           JOIN judgements b ON b.benchmark_split = a.benchmark_split AND b.sample_id = a.sample_id
+                AND b.metric = a.metric AND b.model = ?
+           LEFT JOIN datasets d ON d.benchmark_split = a.benchmark_split AND d.sample_id = a.sample_id
+           WHERE a.benchmark_split = ? AND a.metric = ? AND a.model = ?
+                 AND a.status <> 'unscored' AND b.status <> 'unscored'
+           ORDER BY d.sample_index, a.sample_id""", [model_b, split, metric, model_a]))
+    both = sum(1 for r in rows if r["a_correct"] and r["b_correct"])
+    only_a = [r for r in rows if r["a_correct"] and not r["b_correct"]]
+    only_b = [r for r in rows if r["b_correct"] and not r["a_correct"]]
+    neither = len(rows) - both - len(only_a) - len(only_b)
+    n = len(rows)
+    return {
+        "benchmark_split": split, "metric": metric, "model_a": model_a, "model_b": model_b, "n_paired": n,
+        "both_correct": both, "only_a": len(only_a), "only_b": len(only_b), "both_wrong": neither,
+        "accuracy_a": (both + len(only_a)) / n if n else None, "accuracy_b": (both + len(only_b)) / n if n else None,
+        "mcnemar_p": mcnemar_p(len(only_a), len(only_b)),
+        "only_a_samples": only_a[:limit], "only_b_samples": only_b[:limit],
+    }
+
+
+def mcnemar_p(only_a: int, only_b: int) -> float | None:
+    """Exact McNemar p-value: two-sided binomial test of the discordant pairs against 1/2 (scipy)."""
+    if only_a + only_b == 0:
+        return None
+    from scipy.stats import binomtest
+
+    return float(binomtest(only_a, only_a + only_b, 0.5, alternative="two-sided").pvalue)
+
+
+# ---- chart data ---------------------------------------------------------------------------------------------------
+def primary_metric(con, split: str) -> str | None:
+    names = metric_names(con, split)
+    return names[0] if names else None
+
+
+def heatmap(con, include_limited: bool = False) -> dict[str, Any]:
+    """models x benchmark splits: each split's official (first non-lenient) metric, slice `all`."""
+    cells = {}
+    for s in splits(con):
+        m = primary_metric(con, s)
+        for r in _records(con.execute("SELECT model, value FROM metrics WHERE benchmark_split = ? AND metric = ? "
+                                      "AND slice = 'all'", [s, m])):
+            if include_limited or not is_limited(r["model"]):
+                cells[(r["model"], f"{s} ({m})")] = r["value"]
+    models_ = sorted({k[0] for k in cells})
+    cols = sorted({k[1] for k in cells})
+    return {"models": models_, "columns": cols,
+            "values": [[cells.get((m, c)) for c in cols] for m in models_]}
+
+
+def slice_bars(con, split: str, metric: str) -> list[dict[str, Any]]:
+    """Per model and slice (all, level=1, ...): value and 95% CI."""
+    return _records(con.execute(
+        "SELECT model, slice, value, ci_low, ci_high, n FROM metrics WHERE benchmark_split = ? AND metric = ? "
+        "AND slice <> ? ORDER BY slice = 'all' DESC, slice, model", [split, metric, USAGE_SLICE]))
+
+
+def cost_accuracy(con, split: str, metric: str) -> list[dict[str, Any]]:
+    """Per model: the metric (slice all) and the partition's total cost and output tokens."""
+    return _records(con.execute(
+        """SELECT m.model, m.value, m.ci_low, m.ci_high, c.value AS cost_usd, t.value AS output_tokens
+           FROM metrics m
+           LEFT JOIN metrics c ON c.benchmark_split = m.benchmark_split AND c.model = m.model
+                AND c.metric = 'cost_usd_total' AND c.slice = ?
+           LEFT JOIN metrics t ON t.benchmark_split = m.benchmark_split AND t.model = m.model
+                AND t.metric = 'output_tokens_total' AND t.slice = ?
+           WHERE m.benchmark_split = ? AND m.metric = ? AND m.slice = 'all' ORDER BY m.model""",
+        [USAGE_SLICE, USAGE_SLICE, split, metric]))

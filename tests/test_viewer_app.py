@@ -1,0 +1,92 @@
+"""The viewer's web app through Starlette's TestClient: pages and JSON twins, filters, the Host check,
+escaping of what a model wrote."""
+import pytest
+from starlette.testclient import TestClient
+
+from evalpipe.viewer.app import create_app
+from evalpipe.viewer.demo import build
+
+SPLIT = "gaia/validation"
+EVIL = '<script>alert("pwned")</script><img src=x onerror=alert(1)>'
+
+
+@pytest.fixture(scope="module")
+def client(tmp_path_factory):
+    wh = build(tmp_path_factory.mktemp("wh") / "warehouse.duckdb", 60)
+    part = {"benchmark_split": SPLIT, "model": "smollm2-135m"}
+    roll = wh.read("rollouts", part)
+    roll.loc[roll["sample_id"] == "task-000001", "raw_output"] = EVIL
+    wh.write("rollouts", roll, part)
+    j = wh.read("judgements", part)
+    j.loc[j["sample_id"] == "task-000001", "prediction"] = EVIL
+    wh.write("judgements", j, part)
+    return TestClient(create_app(wh), base_url="http://127.0.0.1:8585")
+
+
+def test_every_page_and_its_json_twin(client):
+    for path in ("/", "/samples", "/compare", "/charts"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/html"), path
+        twin = "/index.json" if path == "/" else path + ".json"
+        assert client.get(twin).headers["content-type"] == "application/json"
+    assert client.get("/index.json").json()["partitions"][0]["benchmark_split"] == SPLIT
+
+
+def test_sample_list_filters(client):
+    data = client.get("/samples.json", params={"split": SPLIT, "model": "smollm2-135m", "outcome": "incorrect",
+                                               "slice": "level=1"}).json()
+    assert data["page"]["total"] > 0
+    assert all(r["outcome"] == "incorrect" and r["slices"] == {"level": "1"} and r["model"] == "smollm2-135m"
+               for r in data["page"]["rows"])
+    html = client.get("/samples", params={"split": SPLIT, "outcome": "unscored"}).text
+    assert 'class="badge unscored"' in html and 'class="badge correct"' not in html
+    assert client.get("/samples.json", params={"q": "chemical symbol"}).json()["page"]["total"] > 0
+
+
+def test_bad_filter_is_a_400_with_a_message(client):
+    r = client.get("/samples", params={"outcome": "perhaps"})
+    assert r.status_code == 400 and "outcome must be one of" in r.text
+    assert client.get("/samples.json", params={"page": "x"}).json() == {"error": "page must be a whole number, got 'x'"}
+    assert client.get("/sample", params={"split": SPLIT, "model": "m", "id": "nope"}).status_code == 404
+
+
+def test_sample_page_shows_everything(client):
+    html = client.get("/sample", params={"split": SPLIT, "model": "smollm2-135m", "id": "task-000005"}).text
+    for text in ("Verdicts", "gaia", "includes", "length: the output was cut at max_tokens", "tokens in / out",
+                 "cost (USD)", "latency (s)", "Prompt", "system", "Output"):
+        assert text in html, text
+    html = client.get("/sample", params={"split": SPLIT, "model": "smollm2-135m", "id": "task-000004"}).text
+    assert "Trajectory (4 message(s))" in html and "math.eval" in html and 'id="tool-calls"' in html
+
+
+def test_model_text_is_escaped(client):
+    for url, params in (("/sample", {"split": SPLIT, "model": "smollm2-135m", "id": "task-000001"}),
+                        ("/samples", {"split": SPLIT, "model": "smollm2-135m"})):
+        html = client.get(url, params=params).text
+        assert "<script>alert" not in html and "<img src=x" not in html
+        assert "&lt;script&gt;alert(" in html
+    r = client.get("/")
+    assert "script-src 'none'" in r.headers["content-security-policy"]
+    assert r.headers["x-content-type-options"] == "nosniff"
+
+
+def test_wrong_host_is_refused(client):
+    evil = TestClient(client.app, base_url="http://attacker.example:8585")
+    r = evil.get("/samples.json")
+    assert r.status_code == 400 and "samples" not in r.text
+    assert TestClient(client.app, base_url="http://localhost:8585").get("/").status_code == 200
+
+
+def test_compare_page(client):
+    r = client.get("/compare", params={"split": SPLIT, "a": "smollm2-135m", "b": "gpt-4o-mini"})
+    assert "McNemar (exact) p" in r.text and 'id="only-b-list"' in r.text
+    j = client.get("/compare.json", params={"split": SPLIT, "a": "smollm2-135m", "b": "gpt-4o-mini"}).json()
+    assert j["result"]["only_b"] > j["result"]["only_a"] and 0 <= j["result"]["mcnemar_p"] <= 1
+    assert client.get("/compare", params={"split": SPLIT, "a": "x", "b": "y"}).status_code == 400
+
+
+def test_charts_are_svg_images(client):
+    for path in ("/chart/heatmap.svg", f"/chart/slices.svg?split={SPLIT}", f"/chart/cost.svg?split={SPLIT}&metric=includes"):
+        r = client.get(path)
+        assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and b"<svg" in r.content
+    assert client.get("/chart/slices.svg").status_code == 400  # split is required

@@ -1,0 +1,149 @@
+"""The viewer in a real browser: headless Chromium (Debian package `chromium`, installed by .ci/run) driven by
+Playwright against `evalpipe view --web` started on a free port. Set EVALPIPE_SCREENSHOTS=docs/img to refresh
+the screenshots in docs/viewer.md."""
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).parents[1]
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+SPLIT = "gaia/validation"
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("no chromium here (apt-get install -y chromium; .ci/run installs it)")
+    pytest.importorskip("playwright.sync_api")
+    from evalpipe.viewer.demo import build
+
+    db = tmp_path_factory.mktemp("wh") / "warehouse.duckdb"
+    build(db, 60)
+    port = _free_port()
+    env = {**os.environ, "EVALS_WAREHOUSE": str(db)}
+    proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "view", "--web", "--port", str(port)], cwd=REPO,
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(url + "/index.json", timeout=2).read()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    out = proc.stdout.read().decode() if proc.poll() is not None else "(still running)"
+                    pytest.fail(f"viewer did not start: {out}")
+                time.sleep(0.3)
+        yield url
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+@pytest.fixture(scope="module")
+def page(server):
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        pg = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        pg.errors = errors
+        yield pg
+        browser.close()
+
+
+def _shot(page, name: str) -> None:
+    folder = os.environ.get("EVALPIPE_SCREENSHOTS")
+    if folder:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(Path(folder) / name), full_page=False)
+
+
+def test_runs_page_lists_partitions_and_the_heatmap(page, server):
+    page.goto(server + "/")
+    rows = page.locator("#partitions tbody tr")
+    assert rows.count() == 4
+    assert "smollm2-135m" in page.locator("#partitions").inner_text()
+    img = page.locator("img.chart")
+    assert img.evaluate("i => i.complete && i.naturalWidth > 0")
+
+
+def test_filter_the_sample_list(page, server):
+    page.goto(server + "/samples")
+    assert "120 sample(s)" in page.locator("#count").inner_text()
+    page.select_option("select[name=model]", "smollm2-135m")
+    page.select_option("select[name=outcome]", "incorrect")
+    page.select_option("select[name=slice]", "level=1")
+    page.click("#apply")
+    page.wait_for_load_state()
+    assert "outcome=incorrect" in page.url
+    badges = page.locator("#samples tbody .badge.incorrect")
+    n = badges.count()
+    assert n > 0 and n == page.locator("#samples tbody tr").count()
+    assert f"{n} sample(s)" in page.locator("#count").inner_text()
+    page.fill("input[name=q]", "chemical symbol")
+    page.select_option("select[name=outcome]", "")
+    page.select_option("select[name=slice]", "")
+    page.click("#apply")
+    page.wait_for_load_state()
+    assert all("gold is Au" in t or "Ag" in t or "Au" in t
+               for t in page.locator("#samples tbody td.text:nth-child(6)").all_inner_texts())
+    page.goto(server + "/samples?" + "model=smollm2-135m&split=" + SPLIT)
+    _shot(page, "viewer-samples.png")
+
+
+def test_open_a_sample(page, server):
+    page.goto(server + f"/samples?split={SPLIT}&model=smollm2-135m&q=task-000005")
+    page.click("a.sample-link")
+    page.wait_for_load_state()
+    assert page.locator("#sample-id").inner_text() == "task-000005"
+    assert "cut at max_tokens" in page.locator("#finish").inner_text()
+    assert page.locator("#verdicts tbody tr").count() == 2
+    assert page.locator(".msg.system").count() >= 1 and page.locator("#output").inner_text()
+    page.goto(server + f"/sample?split={SPLIT}&model=smollm2-135m&id=task-000004")
+    assert page.locator("#tool-calls tbody tr").count() == 1
+    assert "math.eval" in page.locator("#tool-calls").inner_text()
+    _shot(page, "viewer-sample.png")
+
+
+def test_compare_two_models(page, server):
+    page.goto(server + "/compare")
+    page.select_option("select[name=a]", "smollm2-135m")
+    page.select_option("select[name=b]", "gpt-4o-mini")
+    page.click("#compare-apply")
+    page.wait_for_load_state()
+    only_b = int(page.locator("#only-b").inner_text())
+    assert only_b > 0 and page.locator("#only-b-list tbody tr").count() == only_b
+    assert "McNemar" in page.locator("#summary").inner_text()
+    _shot(page, "viewer-compare.png")
+
+
+def test_charts_load(page, server):
+    page.goto(server + "/charts")
+    for sel in ("#heatmap", "#slices", "#cost"):
+        assert page.locator(sel).evaluate("i => i.complete && i.naturalWidth > 0"), sel
+    _shot(page, "viewer-charts.png")
+    assert not page.errors, page.errors  # no console errors (e.g. CSP violations) on any page
