@@ -124,14 +124,14 @@ def split_tool_schemas(split: SplitConfig) -> list[dict[str, Any]] | None:
 
 def merge_tools(sample_tools: list[dict[str, Any]] | None,
                 config_tools: list[dict[str, Any]] | None) -> list[dict[str, Any]] | None:
-    """The sample's own schemas, then the config's (a name the sample defines wins); None when neither has any."""
+    """The config's schemas, then the sample's own (a name the sample defines wins); None when none is offered."""
     if sample_tools is None and config_tools is None:
         return None
     from evalpipe.tools.schema import schema_name
 
     out = {schema_name(t): t for t in (config_tools or [])}
     out.update({schema_name(t): t for t in (sample_tools or [])})
-    return list(out.values())
+    return list(out.values()) or None  # nothing offered: a one-shot request
 
 
 def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = None) -> Any:

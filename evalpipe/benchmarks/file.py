@@ -30,7 +30,7 @@ from evalpipe.types import Sample
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
            ".parquet": "parquet", ".pq": "parquet"}
-MAPPABLE = ("prompt", "target", "id", "system", "choices")
+MAPPABLE = ("prompt", "target", "id", "system", "choices", "tools")
 
 
 @dataclass
@@ -276,6 +276,9 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
     system_col = cols.get("system")
     if system_col is not None and system_col not in present:
         raise _column_error(table, "system", system_col)
+    tools_col = cols.get("tools")  # [tools] a column of OpenAI function-tool schemas (docs/tools.md)
+    if tools_col is not None and tools_col not in present:
+        raise _column_error(table, "tools", tools_col)
     choice_cols = cols.get("choices")
     if isinstance(choice_cols, list):
         for c in choice_cols:
@@ -284,7 +287,7 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
     elif choice_cols is not None and choice_cols not in present:
         raise _column_error(table, "choices", choice_cols)
 
-    mapped = {cols["prompt"], target_col, id_col, system_col}
+    mapped = {cols["prompt"], target_col, id_col, system_col, tools_col}
     mapped |= set(choice_cols) if isinstance(choice_cols, list) else {choice_cols}
     samples: list[Sample] = []
     first_seen: dict[str, str] = {}
@@ -302,6 +305,7 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
         target = as_text(row.get(target_col), where, target_col) if target_col else None
         system = as_text(row.get(system_col), where, system_col) if system_col else None
         choices = _choices(row, choice_cols, where)
+        tools = _tool_schemas(row.get(tools_col), where, tools_col) if tools_col else None
         # the ground truth is never a template variable: it must not leak into the prompt
         metadata = {k: plain(v) for k, v in row.items() if k not in mapped}
         if template is not None:
@@ -312,8 +316,30 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
             except TemplateRenderError as exc:
                 raise DataError(f"{where}: {exc}") from None
         samples.append(Sample(id=sid, input=prompt, target=target if target != "" else None, metadata=metadata,
-                              choices=choices, system=system or None))
+                              choices=choices, system=system or None, tools=tools))
     return samples
+
+
+def _tool_schemas(v: Any, where: str, column: str) -> list[dict[str, Any]] | None:
+    """[tools] A cell of tool schemas (a list, or its JSON text in CSV): `{"type": "function", "function": {...}}`
+    or bare `{"name", "description", "parameters"}` entries; empty or null: the sample offers no tools."""
+    if isinstance(v, str) and v.strip():
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            raise DataError(f"{where}: column {column!r} (tools) is not a valid JSON array of tool schemas") from None
+    v = plain(v)
+    if v is None or v == "" or v == []:
+        return None
+    from evalpipe.tools.schema import as_function_tool
+
+    if not isinstance(v, list) or not all(isinstance(t, dict) for t in v):
+        raise DataError(f"{where}: column {column!r} (tools) must hold a list of function-tool schemas like "
+                        '[{"type": "function", "function": {"name": ..., "parameters": {...}}}]')
+    try:
+        return [as_function_tool(t) for t in v]
+    except ConfigError as exc:
+        raise DataError(f"{where}: column {column!r} (tools): {exc}") from None
 
 
 def _choices(row: dict[str, Any], spec: Any, where: str) -> list[str] | None:

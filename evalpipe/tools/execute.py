@@ -118,6 +118,9 @@ class ToolSession:
         except Exception as exc:  # the tool's bug or bad input: the model sees it, the conversation goes on
             msg = f"{type(exc).__name__}: {exc}"
             return {"ok": False, "error": msg}, msg
+        if isinstance(value, dict) and value.get("error"):  # a tool that reports its own failure
+            lines = str(value["error"]).strip().splitlines()
+            return value, (lines[-1][:300] if lines else "error")
         return value, None
 
     async def aclose(self) -> None:

@@ -89,12 +89,13 @@ BASH_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["co
 
 
 def _session_result(out: Any) -> dict[str, Any]:
+    """The session's reply as the model sees it: stdout, stderr, the last expression's value, an error (the
+    traceback's last line); empty parts left out. A timed-out call is the `timeout` tool error."""
     if not isinstance(out, dict):
         out = {"stdout": str(out)}
-    result = {k: out.get(k) for k in ("stdout", "stderr", "value", "error") if out.get(k) not in (None, "")}
     if out.get("timed_out"):
         raise ToolError("timeout")
-    return result
+    return {k: out.get(k) for k in ("stdout", "stderr", "value", "error") if out.get(k) not in (None, "")}
 
 
 @register_tool("python")
