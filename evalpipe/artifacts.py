@@ -191,7 +191,7 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                            "latency_s": r.get("latency_s")})
         trajectory = _loads(r.get("trajectory"), None)
         if isinstance(trajectory, list) and trajectory:
-            source, evs = "trajectory", trajectory
+            source, evs = "trajectory", _with_tool_calls(trajectory, _loads(r.get("tool_trace"), None))
         else:  # no agent trajectory: the conversation itself is the event list
             source = "conversation"
             evs = [{"type": "message", **m} for m in messages]
@@ -253,6 +253,25 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
     }
     return {"manifest.json": manifest, "samples.jsonl": samples, "events.jsonl": events, "errors.jsonl": errors,
             "summary.json": summary, "summary.md": summary_markdown(summary)}
+
+
+def _with_tool_calls(trajectory: list[Any], records: list[dict[str, Any]] | None) -> list[Any]:
+    """[tools] A conversation's events: every message (model turns included) as a `message` event, and each tool
+    call record (docs/tools.md) as a `tool_call` event just before the `tool` message that answered it."""
+    if not records:
+        return trajectory
+    out: list[Any] = []
+    pending = iter(records)
+    left = len(records)
+    for ev in trajectory:
+        if isinstance(ev, dict) and "role" in ev and "type" not in ev:
+            if ev["role"] == "tool" and left:
+                out.append({"type": "tool_call", **next(pending)})
+                left -= 1
+            ev = {"type": "message", **ev}
+        out.append(ev)
+    out += [{"type": "tool_call", **rec} for rec in pending]  # calls recorded without tool messages (replay)
+    return out
 
 
 def _iso(ts: float | None) -> str | None:

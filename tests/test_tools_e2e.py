@@ -94,6 +94,16 @@ models:
     metrics = wh.query("SELECT value FROM metrics WHERE benchmark_split = 'tooluse/test' AND metric = 'exact_match' "
                        "AND slice = 'all'")
     assert metrics["value"].item() == 1.0
+    # the run artifacts' events.jsonl carries every model turn and tool call
+    folder = instance.get_latest_materialization_event(AssetKey("metrics")).asset_materialization.metadata["artifacts"].value
+    events = [json.loads(l) for l in (Path(folder) / "events.jsonl").read_text().splitlines()]
+    t17 = [(e["type"], e.get("role"), e.get("name")) for e in events if e["sample_id"] == "t17"]
+    assert t17 == [("message", "user", None), ("message", "assistant", None),
+                   ("tool_call", None, "weather.current"), ("message", "tool", "weather.current"),
+                   ("tool_call", None, "weather.current"), ("message", "tool", "weather.current"),
+                   ("message", "assistant", None)]
+    call = [e for e in events if e["sample_id"] == "t17" and e["type"] == "tool_call"][1]
+    assert json.loads(call["arguments"]) == {"city": "Tokyo"} and call["fixture_hit"] is True and call["turn"] == 0
 
 
 CHILD = """
