@@ -196,3 +196,50 @@ def test_a_text_model_conversation_runs_through_the_loop(tmp_path, home):
     assert "<tool_call>" in seen[0][0]["content"] and '"name": "web_search"' in seen[0][0]["content"]  # tools in the prompt
     assert seen[1][-1]["role"] == "user" and seen[1][-1]["content"].startswith("Tool result (web_search):")
     assert "Canberra is the capital" in seen[1][-1]["content"]
+
+
+# ---- agents: the same tool layer ------------------------------------------------------------------------------------
+def tool_agent(task):
+    oslo = task.call_tool("weather.current", {"city": "Oslo"})
+    task.call_tool("web.search", {"q": "  Nothing RECORDED "})
+    task.call_tool("shell.exec", {"command": "ls"})
+    return {"prediction": str(oslo["temp_c"])}
+
+
+async def async_tool_agent(task):
+    r = await task.acall_tool("math.factorial", '{"n": 5}')
+    return str(r["value"])
+
+
+@pytest.mark.parametrize("agent", ["tool_agent", "async_tool_agent"])
+def test_user_agents_call_tools_through_the_same_layer(tmp_path, home, agent):
+    from tests.test_tools import TOOLUSE
+
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text(f"""
+benchmarks:
+  b:
+    adapter: file
+    splits: {{test: {{path: {TOOLUSE}/test.jsonl, limit: 2}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json}}
+models:
+  m: {{runner: agent, model: 'tests.test_tools_live:{agent}'}}
+""")
+    c = load_config(cfg)
+    split, model = c.split("b/test"), c.model("m")
+    prompts = pipeline.build_prompts(split, "m", pipeline.build_dataset(split))
+    df = pipeline.run_rollouts(split, model, prompts, build_runner(model), RunSettings(timeout_s=30),
+                               journal_file=tmp_path / "j.sqlite")
+    calls = pipeline.tool_calls_frame(df)
+    assert (df["status"] == "ok").all(), df["error"].tolist()
+    assert set(df["stop_reason"]) == {"final"}
+    if agent == "tool_agent":
+        assert set(df["prediction"]) == {"3"}
+        first = calls[calls["sample_id"] == "t01"]
+        assert first["name"].tolist() == ["weather.current", "web.search", "shell.exec"]
+        assert first["error"].tolist() == [None, "fixture_miss", "tool_not_allowed"]
+        assert first["call_index"].tolist() == [0, 1, 2]
+        assert df["fixture_misses"].tolist() == [1, 1]
+    else:
+        assert set(df["prediction"]) == {"120"} and calls["fixture_hit"].all()

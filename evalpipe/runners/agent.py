@@ -15,6 +15,11 @@ than the process-wide cwd; a thread that overruns its timeout is abandoned, not 
 it is killed at the timeout. A failing or timed-out agent is recorded as that sample's error (not retried,
 unless it raises `RetryableError`).
 
+Tools (docs/tools.md): when the sample offers tools, `task.tools` holds their schemas (the dataset's names) and
+`task.call_tool(name, arguments)` (sync, from the agent's thread) or `await task.acall_tool(...)` (async agents)
+runs a call through the same tool layer as every other runner (fixtures, allowlist, live and sandbox tools), so
+the `tool_calls` table gets the same records; it returns the tool's result (parsed JSON). Thread isolation only.
+
 Fingerprints hash the callable's name, `params` and `options.version`: bump `version` when the agent's code
 changes and its old answers should be re-run.
 """
@@ -49,6 +54,20 @@ class AgentTask:
     workdir: str  # this sample's own scratch directory
     params: dict[str, Any] = field(default_factory=dict)  # the model's `params` from the config
     events: list[dict[str, Any]] = field(default_factory=list)
+    tools: list[dict[str, Any]] | None = None  # tool schemas the sample offers (dataset names); None: no tools
+    _tools: Any = field(default=None, repr=False)  # the tool layer's handle (evalpipe/tools), when tools are offered
+
+    def call_tool(self, name: str, arguments: Any = None) -> Any:
+        """Run one tool call through the tool layer (from a sync agent's thread); returns the tool's result."""
+        if self._tools is None:
+            raise RuntimeError("this sample offers no tools (or the agent runs with isolation: process)")
+        return self._tools.call_sync(name, arguments)
+
+    async def acall_tool(self, name: str, arguments: Any = None) -> Any:
+        """`call_tool` for async agents."""
+        if self._tools is None:
+            raise RuntimeError("this sample offers no tools (or the agent runs with isolation: process)")
+        return await self._tools.call(name, arguments)
 
     def log(self, type: str, **data: Any) -> None:
         """Record an event (a step, a tool call, an observation); it is stored with the rollout."""
@@ -129,10 +148,12 @@ class AgentRunner(Runner):
                          messages=request.messages, files=files, metadata=request.metadata, workdir=str(workdir),
                          params=dict(self.model.params))
 
-    async def generate(self, request: RolloutRequest) -> Generation:
+    async def generate(self, request: RolloutRequest, tools: Any = None) -> Generation:
         workdir = Path(tempfile.mkdtemp(prefix=f"agent-{_safe(request.sample_id)}-"))
         try:
             task = self._task(request, workdir)
+            if tools is not None:
+                task.tools, task._tools = request.tools, tools
             # The run's per-attempt `timeout_s` bounds each sample (the driver cancels this coroutine; a
             # process is killed then, the workdir removed either way).
             if self.isolation == "process":
@@ -181,10 +202,38 @@ class AgentRunner(Runner):
         task.events = reply.get("task_events") or []
         return normalize(reply["result"], task)
 
+    async def generate_with_tools(self, request: RolloutRequest, session: Any) -> Generation:
+        """[tools] The loop hands agents the sample's tool session instead of driving a chat step."""
+        if self.isolation == "process":
+            raise ModelError("agent tools need options.isolation: thread (a separate process cannot reach the "
+                             "tool layer)")
+        return await self.generate(request, ToolHandle(session, asyncio.get_running_loop()))
+
     async def aclose(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._pool = None
+
+
+class ToolHandle:
+    """What `AgentTask.call_tool` talks to: one sample's `ToolSession`, callable from the agent's thread."""
+
+    def __init__(self, session: Any, loop: asyncio.AbstractEventLoop):
+        self.session, self.loop = session, loop
+
+    async def call(self, name: str, arguments: Any = None) -> Any:
+        env = self.session.env
+        if len(self.session.records) >= env.max_tool_calls:
+            return {"ok": False, "error": "max_tool_calls"}
+        _, content = await self.session.call(name, {} if arguments is None else arguments,
+                                             turn=len(self.session.records))
+        try:
+            return json.loads(content)
+        except ValueError:
+            return content
+
+    def call_sync(self, name: str, arguments: Any = None) -> Any:
+        return asyncio.run_coroutine_threadsafe(self.call(name, arguments), self.loop).result()
 
 
 def _safe(s: str) -> str:

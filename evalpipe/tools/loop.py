@@ -68,6 +68,9 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
     driver, which retries or records them)."""
     from evalpipe.tools.execute import arguments_text
 
+    agentic = getattr(runner, "generate_with_tools", None)
+    if agentic is not None:  # user agents loop themselves and call tools through the same layer
+        return await _agent_conversation(agentic, request, env, budget_s)
     chat = getattr(runner, "chat", None)
     if chat is None:
         from evalpipe.runners.base import ModelError
@@ -133,6 +136,21 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
         await session.aclose()
     return Generation(text=text, finish_reason=finish, input_tokens=tin, output_tokens=tout, cost=cost, raw=raw,
                       trajectory=trajectory, tool_calls=session.records, turns=turns, stop_reason=stop)
+
+
+async def _agent_conversation(agentic: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:
+    session = env.session(request.sample_id, list(wire_tools(request.tools or []).to_wire), request.files)
+    try:
+        try:
+            async with asyncio.timeout(budget_s):
+                gen = await agentic(request, session)
+            stop = "max_tool_calls" if len(session.records) >= env.max_tool_calls else "final"
+        except TimeoutError:
+            gen, stop = Generation(text=None, trajectory=[]), "timeout"
+    finally:
+        await session.aclose()
+    gen.tool_calls, gen.stop_reason = session.records, stop
+    return gen
 
 
 def trace_fields(gen: Generation) -> dict[str, Any]:
