@@ -142,6 +142,12 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
                                  {"run_id": context.run_id, "started_at": started})
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
+        from evalpipe.tooleval.report import write_partition_report  # [tool integration] report JSON (issue 10)
+
+        report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), judgements,
+                                        started, folder)
+        if report is not None:
+            meta["tool_integration_report"] = MetadataValue.path(str(report))
     context.add_output_metadata(meta)
     return df
 

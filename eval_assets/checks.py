@@ -114,3 +114,24 @@ def metrics_judge_parse_failures(context: AssetCheckExecutionContext, eval_confi
 
 
 EVAL_CHECKS = [rollouts_error_rate, metrics_samples_accounted, metrics_judge_parse_failures]
+
+
+# ---- tool-integration gates (issue 10; evalpipe/tooleval/gates.py, docs/metrics.md) ------------------------------
+# Not Dagster-blocking: a gate the dataset marks `blocking` fails with severity ERROR (the CLI exits 3) while the
+# partition's results stay materialized and visible; non-blocking gates and "insufficient" ones are WARN.
+@asset_check(asset=metrics, name="tool_integration_gates", partitions_def=eval_partitions,
+             additional_ins={"judgements": AssetIn("judgements")},
+             description="The tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, F1 "
+                         "thresholds from the header). A failed blocking gate is an ERROR (CLI exit 3); a gate with "
+                         "too few eligible items is 'insufficient' (WARN, never a pass). Other partitions: passes.")
+def metrics_tool_integration_gates(context: AssetCheckExecutionContext, metrics: pd.DataFrame,
+                                   judgements: pd.DataFrame) -> AssetCheckResult:
+    from evalpipe.tooleval.gates import gate_outcome
+
+    out = gate_outcome(judgements)
+    meta = {"gates": MetadataValue.json(out.gates)} if out.applicable else {}
+    return AssetCheckResult(passed=out.passed, metadata=meta, description=out.description[:1000],
+                            severity=AssetCheckSeverity.ERROR if out.error else AssetCheckSeverity.WARN)
+
+
+EVAL_CHECKS.append(metrics_tool_integration_gates)

@@ -3,5 +3,6 @@ from evalpipe.benchmarks.base import Adapter, adapter_for, get_adapter, list_ada
 from evalpipe.benchmarks import file, gaia, humaneval  # noqa: F401  (register the built-in adapters and the `gaia` metric)
 from evalpipe.benchmarks import daeval, discoverybench, qrdata  # noqa: F401  (data-science benchmarks, issue 11)
 from evalpipe.benchmarks import bfcl  # noqa: F401  (Berkeley Function Calling Leaderboard, issue 10)
+from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
 
 __all__ = ["Adapter", "adapter_for", "get_adapter", "list_adapters", "register_adapter"]

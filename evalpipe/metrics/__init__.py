@@ -6,6 +6,7 @@ from evalpipe.metrics.aggregate import USAGE_METRICS, aggregate
 from evalpipe.metrics import code_execution, exact_match, hms, list_match, llm_judge, semantic  # noqa: F401
 from evalpipe.metrics import lenient  # noqa: F401  (includes, choice, regex, last_number)
 from evalpipe.metrics import bfcl_ast  # noqa: F401  (BFCL's AST checker, issue 10)
+from evalpipe.metrics import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
 
 __all__ = ["JudgeInput", "Metric", "USAGE_METRICS", "aggregate", "build_metric", "get_metric", "judgements_version", "judging_version",
            "list_metrics", "register_metric"]
