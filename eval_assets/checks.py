@@ -16,10 +16,10 @@ from typing import Any
 import pandas as pd
 from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
 
-from eval_assets.assets import metrics, rollouts
+from eval_assets.assets import dataset, metrics, rollouts
 from evalpipe.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
-from partitions import eval_partitions
+from partitions import benchmark_split_partitions, eval_partitions
 from resources import EvalConfigResource
 
 DEFAULTS = {"max_error_rate": 0.1, "max_parse_error_rate": 0.05, "severity": "error"}
@@ -135,3 +135,30 @@ def metrics_tool_integration_gates(context: AssetCheckExecutionContext, metrics:
 
 
 EVAL_CHECKS.append(metrics_tool_integration_gates)
+
+
+# ---- tool fixtures (issue 9; evalpipe/tools/replay.py, docs/tools.md) --------------------------------------------
+TOOL_FIXTURE_MIN_HIT_RATE = 0.95
+
+
+@asset_check(asset=dataset, name="tool_fixtures", partitions_def=benchmark_split_partitions,
+             description="Broker smoke check: every tool fixture key, spelled in normalization variants (re-cased "
+                         "and padded queries, reordered keys, null extras, top_k omitted/null/3 for web.search*), "
+                         "still hits its fixture in at least 95% of lookups. Splits without fixtures: passes.")
+def dataset_tool_fixtures(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                          dataset: pd.DataFrame) -> AssetCheckResult:
+    from evalpipe.tools import ToolEnv
+
+    env = ToolEnv.for_split(eval_config.get().split(context.partition_key))
+    if env is None or not env.broker.fixtures:
+        return AssetCheckResult(passed=True, description="no tool fixtures")
+    r = env.broker.check()
+    return AssetCheckResult(
+        passed=r["hit_rate"] >= TOOL_FIXTURE_MIN_HIT_RATE,
+        metadata={"fixtures": r["fixtures"], "variants": r["variants"], "hit_rate": float(r["hit_rate"]),
+                  "tool_registry_sha256": env.tool_registry_sha256(),
+                  "misses": MetadataValue.md("\n".join(f"- {m}" for m in r["failures"]) or "_none_")},
+        description=f"{r['hits']}/{r['variants']} fixture lookups hit ({r['hit_rate']:.1%})")
+
+
+EVAL_CHECKS.append(dataset_tool_fixtures)

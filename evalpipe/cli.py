@@ -482,5 +482,9 @@ from evalpipe.cli_repro import register as _register_repro  # noqa: E402
 
 _register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli_repro.py)
 
+from evalpipe.cli_tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli_tools.py)
+
+main.add_command(tools_cmd)
+
 if __name__ == "__main__":
     main()

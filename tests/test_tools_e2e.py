@@ -94,6 +94,13 @@ models:
     metrics = wh.query("SELECT value FROM metrics WHERE benchmark_split = 'tooluse/test' AND metric = 'exact_match' "
                        "AND slice = 'all'")
     assert metrics["value"].item() == 1.0
+    # the broker smoke check ran with the dataset
+    from dagster import DagsterEventType, EventRecordsFilter
+
+    evals = [r.event_log_entry.dagster_event.event_specific_data
+             for r in instance.get_event_records(EventRecordsFilter(DagsterEventType.ASSET_CHECK_EVALUATION))]
+    check = [e for e in evals if e.check_name == "tool_fixtures"]
+    assert check and check[-1].passed and check[-1].metadata["hit_rate"].value == 1.0
     # the run artifacts' events.jsonl carries every model turn and tool call
     folder = instance.get_latest_materialization_event(AssetKey("metrics")).asset_materialization.metadata["artifacts"].value
     events = [json.loads(l) for l in (Path(folder) / "events.jsonl").read_text().splitlines()]

@@ -1,0 +1,62 @@
+"""`evalpipe tools` and `evalpipe tools check` (the broker smoke check as a command)."""
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from evalpipe.cli import main
+
+TOOLUSE = Path(__file__).resolve().parents[1] / "data" / "tooluse"
+
+
+def test_tools_lists_each_split_and_check_passes_on_the_shipped_fixtures(write_config):
+    write_config(f"""
+benchmarks:
+  tooluse:
+    adapter: file
+    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json, python: true}}
+models:
+  m: {{runner: echo}}
+""")
+    r = CliRunner().invoke(main, ["tools"])
+    assert r.exit_code == 0, r.output
+    assert "registered tools: bash, python" in r.output
+    assert "schemas:   web.search, weather.current, math.factorial, stocks.quote, python" in r.output
+    assert "fixtures:  22 in" in r.output and "tool_registry_sha256: " in r.output
+    r = CliRunner().invoke(main, ["tools", "check"])
+    assert r.exit_code == 0 and "tooluse/test: 117/117 variants of 22 fixtures hit (100.0%) ok" in r.output
+
+
+def test_check_fails_when_fixture_keys_do_not_survive_normalization(tmp_path, write_config):
+    fx = tmp_path / "fx"
+    fx.mkdir()
+    # a lookup that spells keys inconsistently (a normalization bug) must fail the check with exit 1
+    (fx / "a.jsonl").write_text(json.dumps({"name": "web.search", "key": {"q": "x"}, "result": 1}) + "\n")
+    write_config(f"""
+benchmarks:
+  b:
+    adapter: file
+    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+    tools: {{fixtures: {fx}}}
+models:
+  m: {{runner: echo}}
+""")
+    import evalpipe.tools.replay as replay
+
+    real = replay.normalized_key
+    calls = {"n": 0}
+
+    def flaky(name, args):  # every other lookup spelled differently: half the variants miss
+        calls["n"] += 1
+        return real(name, args) + ("x" if calls["n"] % 2 == 0 and calls["n"] > 1 else "")
+
+    replay.normalized_key = flaky
+    try:
+        r = CliRunner().invoke(main, ["tools", "check"])
+    finally:
+        replay.normalized_key = real
+    assert r.exit_code == 1, r.output
+    assert "FAILED" in r.output and "miss: " in r.output
