@@ -13,7 +13,7 @@ from evalpipe.config import load_config
 from evalpipe.metrics import judgements_version, judging_version
 from evalpipe.redact import redact
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
-from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, WarehouseResource
+from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
 IO = "warehouse_io_manager"
@@ -75,7 +75,7 @@ def _write_tool_calls(wh, dims: dict, df: pd.DataFrame) -> dict:
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        description="Each sample run through the model: prediction, raw output, usage, cost, latency, errors.")
 def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-             warehouse: WarehouseResource, prompts: pd.DataFrame) -> pd.DataFrame:
+             warehouse: WarehouseResource, tools: ToolsResource, prompts: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
@@ -88,7 +88,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     with tracing.scope(context.run_id, "rollouts", **dims):  # a no-op unless tracing is on
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
-                                   model_runner.settings(model), progress)
+                                   model_runner.settings(model), progress, tools_mode=tools.mode_override())
     tool_meta = _write_tool_calls(warehouse.get(), dims, df)  # [tools] the tool_calls table, same partition
     ok = df["status"] == "ok"
     context.add_output_metadata({

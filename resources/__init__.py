@@ -2,6 +2,7 @@
 from resources.config import EvalConfigResource
 from resources.judge import JudgeResource
 from resources.runner import ModelRunnerResource
+from resources.tools import ToolsResource
 from resources.warehouse import WarehouseIOManager, WarehouseResource
 
 
@@ -11,10 +12,11 @@ def default_resources() -> dict:
         "eval_config": EvalConfigResource(),
         "model_runner": ModelRunnerResource(),
         "judge": JudgeResource(),
+        "tools": ToolsResource(),
         "warehouse": warehouse,
         "warehouse_io_manager": WarehouseIOManager(warehouse=warehouse),
     }
 
 
-__all__ = ["EvalConfigResource", "JudgeResource", "ModelRunnerResource", "WarehouseIOManager", "WarehouseResource",
+__all__ = ["EvalConfigResource", "JudgeResource", "ModelRunnerResource", "ToolsResource", "WarehouseIOManager", "WarehouseResource",
            "default_resources"]

@@ -165,3 +165,34 @@ def test_kill_9_mid_run_reruns_only_unfinished_conversations(tmp_path, home):
     interrupted = {p for p, _ in log_before} - {questions[s] for s in done_before}
     assert interrupted, "some conversation was cut in the middle"
     assert set(df.loc[~df["cached"], "sample_id"]) == set(questions) - done_before
+
+
+@pytest.mark.slow
+def test_the_tools_resource_switches_a_run_to_live_tools(tmp_path, home, instance, write_config):
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+    from evalpipe.warehouse import Warehouse
+    from resources import ToolsResource
+
+    script = tmp_path / "script.jsonl"
+    script.write_text("".join(json.dumps({"sample_id": f"t{i:02d}", "turns": [
+        {"tool_calls": [{"name": "math.add", "arguments": {"a": i, "b": 1}}]}, {"content": str(i + 1)}]}) + "\n"
+        for i in range(1, 32)))
+    write_config(f"""
+benchmarks:
+  tooluse:
+    adapter: file
+    splits: {{test: {{path: {TOOLUSE}/test.jsonl, limit: 3}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+    tools:
+      fixtures: {TOOLUSE}/fixtures
+      live: [{{function: 'tests.test_tools_live:add_numbers', name: math.add}}]
+models:
+  scripted: {{runner: echo, reply: script, script: {script}}}
+""")
+    result = evaluate(load_config(), ["tooluse/test"], ["scripted"], instance=instance,
+                      resources={"tools": ToolsResource(mode="live")})
+    assert all(p.success for p in result.partitions), result
+    calls = Warehouse(home / "warehouse.duckdb").query("SELECT sample_id, result, fixture_hit FROM tool_calls ORDER BY 1")
+    assert [json.loads(r) for r in calls["result"]] == [{"sum": 2}, {"sum": 3}, {"sum": 4}]
+    assert calls["fixture_hit"].isna().all()
