@@ -110,8 +110,9 @@ class CodeExecution(Metric):
             return Score.unscored("no tests for this sample")
         program, tests, entry = p
         files = item.metadata.get("files") or None
-        r = run_tests(program, tests, entry_point=entry, timeout_s=self.timeout_s, memory_mb=self.memory_mb,
-                      files=files, backend=self.backend)
+        prompt = item.metadata.get("prompt") if self.settings.get("prepend_prompt", True) else None
+        r = run_tests(program, tests, entry_point=entry, setup=prompt if tests else None, timeout_s=self.timeout_s,
+                      memory_mb=self.memory_mb, files=files, backend=self.backend)
         return Score(value=float(r.passed), correct=r.passed, reason=r.error or r.status,
                      details={"status": r.status, "error": r.error, "duration_s": round(r.duration_s, 3),
                               "isolation": r.isolation, "stderr_tail": r.stderr[-1000:] if not r.passed else "",

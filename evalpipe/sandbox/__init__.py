@@ -105,23 +105,24 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
         return _result(r, sb.isolation, timeout_s)
 
 
-def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, timeout_s: float = 10.0,
-              memory_mb: int = 1024, files: Iterable[str | os.PathLike] | None = None, backend: str | None = None,
-              max_output: int = 20_000) -> SandboxResult:
-    """Run `program`, then `tests`, then `check(entry_point)` (when given) through the harness.
+def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, setup: str | None = None,
+              timeout_s: float = 10.0, memory_mb: int = 1024, files: Iterable[str | os.PathLike] | None = None,
+              backend: str | None = None, max_output: int = 20_000) -> SandboxResult:
+    """Run `program`, then `tests` and `check(entry_point)` (when given) through the harness.
 
-    Passed only when the harness reports, with this run's nonce, that everything returned (check included).
-    Any exception (SystemExit too), a process that ends early (os._exit, sys.exit, a hook), a signal or the
-    time limit is a failure with its reason. Without `entry_point` (and with empty `tests`) this is "the
-    program runs to its end without an error".
+    The program runs in one process; the tests run in another that never executes the program's code (after
+    `setup`, trusted code such as the dataset's prompt, which defines helpers the tests use) and call the
+    program's functions through proxies. Passed only when that harness reports, with this run's nonce, that
+    everything returned. Any exception (SystemExit too), a process that ends early (os._exit, sys.exit, a
+    hook), a signal or the time limit is a failure with its reason. Without `entry_point` and `tests` this
+    is "the program runs to its end without an error".
     """
     nonce = new_nonce()
+    job = json.dumps({"nonce": nonce, "setup": setup or "", "tests": tests or ""}) + "\n"
     with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
         sb.write_file("main.py", program)
-        if tests:
-            sb.write_file("tests.py", tests)
         argv = sb.python_argv("harness", timeout_s=timeout_s, entry_point=entry_point)
-        r = sb.exec(argv, input=(nonce + "\n").encode(), timeout_s=timeout_s, max_output=max_output)
+        r = sb.exec(argv, input=job.encode(), timeout_s=timeout_s, max_output=max_output)
     stderr = "\n".join(ln for ln in r.stderr.split("\n") if not ln.startswith(MARK)).rstrip("\n")
     verdicts = []
     for m in r.markers:

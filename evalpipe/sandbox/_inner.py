@@ -6,12 +6,13 @@ asked to, enables `site` (the venv's packages) only then, and runs one of:
 
 - `exec ARGV...`: replace itself by ARGV (a bash command of a session, a plain program);
 - `run`: run `main.py` of the work folder as `__main__` (`run_python`: passed = exit status 0);
-- `harness`: the code_execution harness. It reads a one-time nonce from stdin before any user code runs
-  (so it is in no argv, environment or file), runs the solution, then the tests, then `check(entry_point)`,
-  and only after `check` returned writes `<MARK> <nonce> passed` to stderr and leaves with `os._exit(0)`
-  (atexit handlers and finalizers of the user's code never run after the verdict). Any exception, SystemExit
-  included, is a failure reported with its reason; a process that dies or exits without the marker fails
-  on the host side;
+- `harness`: the code_execution harness, two processes. The child runs the program (`main.py`) and then
+  only answers calls of its functions. The parent never runs the program's code: it reads a one-time nonce,
+  the trusted setup (the dataset's prompt) and the tests from stdin after forking the child, runs the tests
+  with proxies that call the child's functions (arguments and results cross as plain values, via marshal,
+  so an object with a rigged `__eq__` can't), and only after `check(entry_point)` returned writes
+  `<MARK> <nonce> passed` to stderr. Any exception, SystemExit included, a child that ends early, or a
+  parent that dies is a failure;
 - `session`: a persistent interpreter for one sample, one JSON request per line on stdin, one JSON response
   per line on the original stdout (user output goes to per-call files, so subprocess output is captured too).
 """
@@ -23,7 +24,7 @@ import sys
 MARK = "@@evalpipe-harness@@"
 
 
-def _apply(cfg):
+def _apply(cfg, guard=True):
     for name, value in (cfg.get("limits") or {}).items():
         resource.setrlimit(getattr(resource, name), (value, value))
     uid = cfg.get("uid")
@@ -31,7 +32,7 @@ def _apply(cfg):
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to a non-root uid: every capability is dropped too
-    if cfg.get("guard"):
+    if guard and cfg.get("guard"):
         _install_guard(cfg["guard"])
     import site  # the venv's site-packages, only now (its .pth files must not run with the privileges above)
 
@@ -93,12 +94,6 @@ def _install_guard(g):
     sys.addaudithook(hook)
 
 
-def _refuse_tracing(event, args):
-    # a tracer can jump over the asserts of check() (frame.f_lineno) or end the run from inside it
-    if event in ("sys.settrace", "sys.setprofile"):
-        raise PermissionError(f"sandbox harness: {event} is not allowed while the tests run")
-
-
 def _describe(exc):
     if isinstance(exc, SystemExit):
         return f"SystemExit({exc.code!r})"
@@ -116,70 +111,238 @@ def _fresh_main():
     return mod.__dict__
 
 
-def _harness(cfg):
-    # The nonce first, before any user code; then stdin is gone. It is kept in a pipe (the kernel's buffer),
-    # not in a Python object, so walking frames or gc.get_objects() does not find it; it is read back only
-    # after check() returned. Code that reads that pipe itself consumes the nonce, so the harness can't
-    # confirm the run and it fails.
-    import random
+# --- the test harness: the tests run in a process the program never controls ---------------------------
+_SAFE = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
+_MAX_MSG = 64 * 1024 * 1024
 
-    raw = sys.stdin.buffer.readline().strip()
-    r, w = os.pipe()
-    os.write(w, raw)
-    os.close(w)
-    top = min(resource.getrlimit(resource.RLIMIT_NOFILE)[0], 4096)
-    held = os.dup2(r, random.SystemRandom().randrange(16, max(17, top - 1)), inheritable=False)
-    os.close(r)
-    del raw
+
+def _send(fd, obj):
+    import marshal
+    import struct
+
+    data = marshal.dumps(obj)
+    data = struct.pack(">I", len(data)) + data
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _recv(fd):
+    """One message, or None at end of file. Only plain values are accepted (marshal never runs code)."""
+    import marshal
+    import struct
+
+    def exactly(n):
+        buf = b""
+        while len(buf) < n:
+            chunk = os.read(fd, min(n - len(buf), 1 << 20))
+            if not chunk:
+                return None
+            buf += chunk
+        return buf
+
+    head = exactly(4)
+    if head is None:
+        return None
+    (size,) = struct.unpack(">I", head)
+    if size > _MAX_MSG:
+        raise ValueError(f"message of {size} bytes from the program's process is over the limit")
+    body = exactly(size)
+    if body is None:
+        return None
+    obj = marshal.loads(body)
+    _check_plain(obj)
+    return obj
+
+
+def _check_plain(obj, depth=0):
+    if depth > 100 or type(obj) not in _SAFE:
+        raise TypeError(f"the program's process sent a value of type {type(obj).__name__}")
+    if type(obj) in (tuple, list, set, frozenset):
+        for x in obj:
+            _check_plain(x, depth + 1)
+    elif type(obj) is dict:
+        for k, v in obj.items():
+            _check_plain(k, depth + 1)
+            _check_plain(v, depth + 1)
+
+
+def _plain(value):
+    """numpy scalars/arrays to Python values; everything else as it is (marshal refuses subclasses)."""
+    mod = type(value).__module__ or ""
+    if mod.startswith("numpy") and hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+def _program_side(cfg, req_r, resp_w):
+    """The child: runs the untrusted program, then calls its functions when the harness asks."""
     null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
+    os.dup2(null, 0)  # before any user code: the nonce and the tests come on stdin, to the harness only
     os.close(null)
-    write, read, err_fd, exit_ = os.write, os.read, 2, os._exit  # kept before user code can patch os or builtins
-    dumps, flush_out, flush_err = json.dumps, sys.stdout.flush, sys.stderr.flush
-
-    def verdict(ok, reason=""):
-        try:
-            flush_out()
-            flush_err()
-        except BaseException:
-            pass
-        try:
-            key = read(held, 64).decode("ascii", "replace")
-        except BaseException:
-            key = ""
-        if len(key) != 32:
-            ok, reason = False, "the program tampered with the harness (its nonce was read or replaced)"
-        line = f"\n{MARK} {key} {'passed' if ok else 'failed'} {dumps(reason)}\n".encode()
-        write(err_fd, line)
-        exit_(0 if ok else 1)
-
-    sys.addaudithook(_refuse_tracing)
-    import builtins
     import traceback
 
-    saved_builtins = dict(builtins.__dict__)
+    if cfg.get("guard"):  # the `process` backend: its audit hook, in this process only
+        _install_guard(cfg["guard"])
+
     ns = _fresh_main()
-    entry = cfg.get("entry_point")
-    stage = "the program"
     try:
         with open("main.py", encoding="utf-8") as fh:
             code = compile(fh.read(), "main.py", "exec")
         exec(code, ns)
-        # the user's code may have replaced builtins the tests rely on (abs, len, isinstance, ...)
-        builtins.__dict__.clear()
-        builtins.__dict__.update(saved_builtins)
-        if os.path.exists("tests.py"):
-            stage = "the tests"
-            with open("tests.py", encoding="utf-8") as fh:
-                tests = compile(fh.read(), "tests.py", "exec")
-            exec(tests, ns)
+    except BaseException as exc:
+        try:
+            traceback.print_exc()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        _send(resp_w, ("error", _describe(exc)))
+        os._exit(1)
+    names = sorted(k for k, v in list(ns.items()) if callable(v) and not k.startswith("__"))
+    try:
+        sys.stdout.flush()
+    except BaseException:
+        pass
+    _send(resp_w, ("ready", names))
+    while True:
+        msg = _recv(req_r)
+        if msg is None:
+            os._exit(0)
+        name, args, kwargs = msg
+        try:
+            value = _plain(ns[name](*args, **kwargs))
+            try:
+                _send(resp_w, ("ok", value))
+            except ValueError:
+                _send(resp_w, ("raise", "TypeError",
+                               f"{name}() returned a {type(value).__name__}, which the tests can't compare safely "
+                               "(only plain Python values cross to the harness)"))
+        except BaseException as exc:
+            _send(resp_w, ("raise", type(exc).__name__, _describe(exc)))
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+
+
+class ProgramExit(Exception):
+    """The program's function raised SystemExit/KeyboardInterrupt, or its process ended during a call."""
+
+
+def _harness(cfg):
+    """The parent: never runs the program's code. It holds the nonce and the tests (read from stdin after
+    the program's process was forked, so that process never has them), runs the tests with proxies that call
+    the program's functions in the child (plain values only), and writes the verdict."""
+    try:  # non-dumpable: the child (same uid) can neither ptrace this process nor read /proc/<pid>/mem
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
+    except Exception:
+        pass
+    req_r, req_w = os.pipe()
+    resp_r, resp_w = os.pipe()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        os.close(req_w)
+        os.close(resp_r)
+        try:
+            _program_side(cfg, req_r, resp_w)
+        finally:
+            os._exit(1)
+    os.close(req_r)
+    os.close(resp_w)
+    job = json.loads(sys.stdin.buffer.readline())
+    nonce = job["nonce"]
+    import builtins
+    import signal
+    import traceback
+
+    def kill_child():
+        try:
+            os.kill(child, signal.SIGKILL)
+            os.waitpid(child, 0)
+        except OSError:
+            pass
+
+    def verdict(ok, reason=""):
+        kill_child()
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:
+            pass
+        os.write(2, f"\n{MARK} {nonce} {'passed' if ok else 'failed'} {json.dumps(reason)}\n".encode())
+        os._exit(0 if ok else 1)
+
+    def ended_status():
+        try:
+            pid, status = os.waitpid(child, 0)
+            if os.WIFEXITED(status):
+                return f"exit status {os.WEXITSTATUS(status)}"
+            if os.WIFSIGNALED(status):
+                return f"signal {os.WTERMSIG(status)}"
+        except OSError:
+            pass
+        return "unknown status"
+
+    first = _recv(resp_r)
+    if first is None:
+        verdict(False, f"the program's process ended ({ended_status()}) before it finished running "
+                       "(sys.exit/os._exit or a hook ended it early)")
+    if first[0] == "error":
+        verdict(False, f"{first[1]} (raised in the program)")
+    names = first[1]
+
+    def proxy(name):
+        def call(*args, **kwargs):
+            try:
+                _send(req_w, (name, args, kwargs))
+            except ValueError:
+                raise TypeError(f"the tests passed {name}() an argument that can't be sent to the program") from None
+            except OSError:
+                raise ProgramExit(f"the program's process ended ({ended_status()}) before {name}() returned") from None
+            reply = _recv(resp_r)
+            if reply is None:
+                raise ProgramExit(f"the program's process ended ({ended_status()}) during {name}()")
+            if reply[0] == "ok":
+                return reply[1]
+            kind, text = reply[1], reply[2]
+            cls = getattr(builtins, kind, None)
+            if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
+                try:
+                    exc = cls(text)
+                except Exception:
+                    exc = RuntimeError(text)
+                raise exc
+            if kind in ("SystemExit", "KeyboardInterrupt", "GeneratorExit"):
+                raise ProgramExit(f"{text} inside {name}()")
+            raise RuntimeError(f"{text}")
+
+        call.__name__ = name
+        return call
+
+    entry = cfg.get("entry_point")
+    tests_ns = {"__name__": "__main__", "__builtins__": builtins}
+    stage = "the setup"
+    try:
+        if job.get("setup"):
+            exec(compile(job["setup"], "prompt.py", "exec"), tests_ns)
+        for name in names:
+            if name == entry or name not in tests_ns:
+                tests_ns[name] = proxy(name)
+        stage = "the tests"
+        if job.get("tests"):
+            exec(compile(job["tests"], "tests.py", "exec"), tests_ns)
         if entry:
             stage = f"check({entry})"
-            if "check" not in ns or entry not in ns:
-                missing = "check" if "check" not in ns else entry
-                verdict(False, f"NameError: {missing!r} is not defined after the program and the tests ran")
-            ns["check"](ns[entry])
-    except BaseException as exc:  # SystemExit and KeyboardInterrupt included: only a returning check passes
+            if entry not in names:
+                verdict(False, f"NameError: {entry!r} is not defined by the program")
+            if not callable(tests_ns.get("check")):
+                verdict(False, "NameError: the tests define no check()")
+            tests_ns["check"](proxy(entry))
+    except BaseException as exc:
         try:
             traceback.print_exc()
         except BaseException:
@@ -269,7 +432,7 @@ def _session(cfg):
 def main():
     cfg = json.loads(sys.argv[1])
     mode = sys.argv[2]
-    _apply(cfg)
+    _apply(cfg, guard=mode != "harness")
     if mode == "exec":
         argv = sys.argv[3:]
         os.execvp(argv[0], argv)
