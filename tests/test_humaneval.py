@@ -11,6 +11,7 @@ from evalpipe.benchmarks import get_adapter
 from evalpipe.config import SplitConfig
 from evalpipe.errors import DataError
 from evalpipe.metrics import JudgeInput, build_metric
+from evalpipe.sandbox import resolve_backend
 
 SUBSET = 20  # of 164, to stay fast
 
@@ -31,8 +32,8 @@ def test_loads_all_164_problems_from_the_package():
     assert samples[0].target.startswith("    ")  # the canonical body, indentation kept
 
 
-def score(samples, predictions):
-    m = build_metric("code_execution")
+def score(samples, predictions, concurrency=2):
+    m = build_metric({"name": "code_execution", "concurrency": concurrency})  # 2: fits CI's 2 cores
     items = [JudgeInput(s.id, s.input, s.target, p, metadata=s.metadata) for s, p in zip(samples, predictions)]
     return asyncio.run(m.ascore_many(items))
 
@@ -45,6 +46,24 @@ def test_canonical_solutions_pass_and_bare_prompts_fail():
     bare = score(samples, [s.input for s in samples])  # the signature and docstring only: returns None
     assert not any(s.correct for s in bare)
     assert all(s.status == "scored" and s.reason for s in bare)
+
+
+@pytest.mark.slow
+def test_all_164_canonical_solutions_pass_in_the_default_sandbox():
+    a = adapter()
+    samples = list(a.load())
+    good = score(samples, [a.extract_answer(s.target) for s in samples])
+    assert sum(s.correct for s in good) == 164, [(x.id, s.reason) for x, s in zip(samples, good) if not s.correct]
+    assert {s.details["isolation"] for s in good} == {resolve_backend()}
+
+
+@pytest.mark.slow
+def test_all_164_bare_prompts_fail_with_a_reason():
+    samples = list(adapter().load())
+    bare = score(samples, [s.input for s in samples])
+    assert sum(s.correct for s in bare) == 0
+    assert all(s.status == "scored" and s.value == 0.0 and s.reason for s in bare)
+    assert sum("AssertionError" in s.reason for s in bare) > 100  # the functions return None: the asserts fail
 
 
 def test_a_full_function_in_a_code_fence_is_extracted():
