@@ -171,6 +171,7 @@ def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, 
     for c in TRACE_COLUMNS:  # [tools] conversation columns (null for one-shot samples)
         if c not in df.columns:
             df[c] = None
+    df["tool_trace"] = [_json(t) if isinstance(t, list) else t for t in df["tool_trace"]]
     if tools_env is not None:
         df.attrs["tool_registry_sha256"] = tools_env.tool_registry_sha256()
     df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None

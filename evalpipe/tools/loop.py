@@ -157,11 +157,11 @@ def trace_fields(gen: Generation) -> dict[str, Any]:
     """The rollouts columns of a conversation (docs/interfaces.md); empty for a one-shot generation."""
     if gen.stop_reason is None and not gen.tool_calls:
         return {}
-    import json
-
     recs = gen.tool_calls
     return {"turns": gen.turns, "tool_calls": len(recs),
             "invalid_args": sum(1 for r in recs if r.get("arguments_valid") is False),
             "fixture_misses": sum(1 for r in recs if r.get("fixture_hit") is False),
             "stop_reason": gen.stop_reason,
-            "tool_trace": json.dumps(recs, ensure_ascii=False, default=str)}
+            # kept as records until the row is redacted (field by field: cheap) and journaled; the pipeline
+            # writes it as JSON text (rollouts.tool_trace)
+            "tool_trace": recs}
