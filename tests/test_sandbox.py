@@ -219,3 +219,38 @@ def test_process_backend_still_refuses_the_network_and_outside_files(tmp_path):
 def test_bwrap_is_the_default_when_it_works():
     assert DEFAULT == "bwrap" or os.environ.get("EVALS_SANDBOX")
     assert shutil.which("bwrap")
+
+
+# --- the CLI -------------------------------------------------------------------------------------------
+def test_cli_sandbox_check_prints_the_isolation_and_passes_under_the_default(monkeypatch):
+    from click.testing import CliRunner
+
+    from evalpipe.cli import main
+
+    monkeypatch.delenv("EVALS_SANDBOX", raising=False)
+    r = CliRunner().invoke(main, ["sandbox", "check", "--backend", DEFAULT])
+    assert f"isolation in effect: {DEFAULT}" in r.output
+    if DEFAULT != "process":
+        assert r.exit_code == 0 and "9/9 checks passed" in r.output, r.output
+    r = CliRunner().invoke(main, ["sandbox", "check", "--backend", "process"])
+    assert "NOT a security boundary" in r.output and "[FAIL]" in r.output and r.exit_code == 1
+    if backend_status()["docker"] is not None:
+        r = CliRunner().invoke(main, ["sandbox", "check", "--backend", "docker"])
+        assert r.exit_code == 2 and "cannot run here" in r.output
+
+
+def test_cli_sandbox_cleanup_removes_stale_folders(tmp_path, monkeypatch):
+    import tempfile
+
+    from click.testing import CliRunner
+
+    from evalpipe.cli import main
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    stale, fresh = tmp_path / "evalpipe-sandbox-old", tmp_path / "evalpipe-sandbox-new"
+    stale.mkdir()
+    fresh.mkdir()
+    os.utime(stale, (0, 0))
+    r = CliRunner().invoke(main, ["sandbox", "cleanup", "--older-than", "60"])
+    assert r.exit_code == 0 and "removed 1 sandbox folder" in r.output
+    assert not stale.exists() and fresh.exists()
