@@ -1,0 +1,169 @@
+"""The Python API: `evalpipe.evaluate(...)` and `await evalpipe.evaluate_async(...)`.
+
+The same Dagster assets, instance (`$DAGSTER_HOME`) and warehouse as `evalpipe run` and the UI: a call is an
+`evalpipe run` without a terminal.
+
+    import evalpipe
+    result = evalpipe.evaluate(benchmarks=["smoke"], models=["echo"], limit=5)
+    result.metrics            # DataFrame: benchmark_split, model, metric, slice, value, n, ...
+    result.samples("smoke/test", "echo")   # per-sample records (prompt, prediction, verdicts, usage)
+    result.run_dirs           # {(split, model): Path of the run's artifact folder}
+
+`evaluate_async` runs the same call in a worker thread, so it works inside a running event loop (Jupyter, an
+async web app); the stages' own `asyncio.run` calls then get a loop of their own in that thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+OPTION_NAMES = ("limit", "concurrency", "timeout_s", "experiment", "run_id", "prompt_wrapper", "num_shards",
+                "shard_index", "fail_on_fingerprint_mismatch", "benchmark_options", "runner_options", "splits",
+                "config", "instance")
+
+
+@dataclass
+class PartitionOutcome:
+    benchmark_split: str
+    model: str
+    success: bool
+    error: str
+    run_id: str
+    run_dir: Path | None
+
+
+@dataclass
+class EvalResult:
+    """What `evaluate` returns."""
+
+    partitions: list[PartitionOutcome]
+    metrics: pd.DataFrame  # the `metrics` rows of the evaluated partitions (every slice)
+    leaderboard: pd.DataFrame
+    warehouse: Any = field(repr=False, default=None)
+
+    @property
+    def success(self) -> bool:
+        return all(p.success for p in self.partitions)
+
+    @property
+    def run_dirs(self) -> dict[tuple[str, str], Path | None]:
+        return {(p.benchmark_split, p.model): p.run_dir for p in self.partitions}
+
+    def metric(self, split: str, model: str, metric: str, slice: str = "all") -> float | None:
+        m = self.metrics
+        row = m[(m["benchmark_split"] == split) & (m["model"] == model) & (m["metric"] == metric) & (m["slice"] == slice)]
+        return None if row.empty or pd.isna(row["value"].iloc[0]) else float(row["value"].iloc[0])
+
+    def samples(self, split: str, model: str) -> list[dict[str, Any]]:
+        """Per-sample records of one partition: id, prompt, target, prediction, status, error, usage, and one
+        `<metric>_score` / `<metric>_correct` pair per metric."""
+        wh = self.warehouse
+        df = wh.query("""
+            SELECT p.sample_id, p.sample_index, p.messages, p.target, r.prediction, r.raw_output, r.status, r.error,
+                   r.input_tokens, r.output_tokens, r.latency_s, r.cost, r.fingerprint
+            FROM prompts p LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
+            WHERE p.benchmark_split = ? AND p.model = ? ORDER BY p.sample_index""", [split, model])
+        j = wh.query("SELECT sample_id, metric, score, correct, status FROM judgements "
+                     "WHERE benchmark_split = ? AND model = ?", [split, model])
+        out = []
+        verdicts: dict[str, dict[str, Any]] = {}
+        for r in j.itertuples(index=False):
+            v = verdicts.setdefault(r.sample_id, {})
+            v[f"{r.metric}_score"] = None if pd.isna(r.score) else float(r.score)
+            v[f"{r.metric}_correct"] = None if pd.isna(r.correct) else bool(r.correct)
+        for rec in df.to_dict("records"):
+            rec = {k: (None if not isinstance(v, (list, dict)) and pd.isna(v) else v) for k, v in rec.items()}
+            rec.update(verdicts.get(rec["sample_id"], {}))
+            out.append(rec)
+        return out
+
+
+def _choose_splits(cfg: Any, benchmarks: Iterable[str] | None, splits: Iterable[str] | None) -> list[str]:
+    from evalpipe.errors import ConfigError
+
+    if isinstance(benchmarks, str):
+        benchmarks = [benchmarks]
+    if isinstance(splits, str):
+        splits = [splits]
+    benchmarks, splits = list(benchmarks or []), list(splits or [])
+    chosen = []
+    for b in benchmarks:  # a benchmark name, or a full split key
+        if b in cfg.splits:
+            chosen.append(b)
+            continue
+        keys = [k for k, s in cfg.splits.items() if s.benchmark == b and (not splits or s.split in splits)]
+        if not keys:
+            raise ConfigError(f"unknown benchmark {b!r}; configured: {', '.join(sorted({s.benchmark for s in cfg.splits.values()}))}")
+        chosen += keys
+    if not benchmarks:
+        chosen = [k for k, s in cfg.splits.items()
+                  if (s.benchmark in cfg.default_benchmarks or k in splits) and (not splits or s.split in splits or k in splits)]
+    return list(dict.fromkeys(chosen))
+
+
+def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str] | str | None = None,
+             **options: Any) -> EvalResult:
+    """Evaluate benchmarks x models through the Dagster assets; returns an `EvalResult` (failures are in it, not
+    raised). `benchmarks`: benchmark names or split keys (default: the config's default_benchmarks); `models`:
+    model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit`, `concurrency`,
+    `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
+    `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
+    params), `config` (a config file path; must be the one the Dagster code was loaded with), `instance`."""
+    unknown = set(options) - set(OPTION_NAMES)
+    if unknown:
+        from evalpipe.errors import ConfigError
+
+        raise ConfigError(f"evaluate() got unknown option(s) {sorted(unknown)}; known: {', '.join(OPTION_NAMES)}")
+    if options.get("config"):
+        os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
+    from evalpipe.cli import _runner_overrides
+    from evalpipe.cli_repro import RunOptions
+    from evalpipe.config import load_config, warehouse_path
+    from evalpipe.warehouse import Warehouse
+    from eval_assets.launch import evaluate as launch_evaluate, get_instance
+    from resources import EvalConfigResource
+
+    cfg = load_config()
+    if isinstance(models, str):
+        models = [models]
+    rp = RunOptions.from_kwargs({k: options.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper",
+                                                             "experiment", "run_id")}
+                                | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
+    chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
+    model_keys = rp.model_keys(list(models or cfg.default_models), cfg)
+    split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
+    if options.get("limit") is not None:
+        split_options["limit"] = int(options["limit"])
+    resources: dict[str, Any] = {
+        "model_runner": _runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
+                                          options.get("concurrency"), options.get("timeout_s")),
+        **rp.resources()}
+    if split_options:
+        resources["eval_config"] = EvalConfigResource(split_options=split_options)
+    instance = options.get("instance") or get_instance()
+    result = launch_evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None)
+    if result.success:
+        rp.after_run(cfg, chosen, model_keys, instance)
+    wh = Warehouse(warehouse_path())
+    from evalpipe.artifacts import LATEST, artifacts_root, partition_dir
+
+    outcomes = []
+    for p in result.partitions:
+        d = partition_dir(artifacts_root(cfg), p.benchmark_split, p.model) / LATEST
+        outcomes.append(PartitionOutcome(p.benchmark_split, p.model, p.success, p.error, p.run_id,
+                                         d.resolve() if p.success and d.exists() else None))
+    keys = {(p.benchmark_split, p.model) for p in outcomes}
+    metrics = wh.query("SELECT * FROM metrics ORDER BY benchmark_split, model, metric, slice")
+    metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]].reset_index(drop=True)
+    return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh)
+
+
+async def evaluate_async(benchmarks: Iterable[str] | str | None = None, models: Iterable[str] | str | None = None,
+                         **options: Any) -> EvalResult:
+    """`evaluate` for code already inside an event loop: runs it in a worker thread and awaits it."""
+    return await asyncio.to_thread(evaluate, benchmarks, models, **options)
