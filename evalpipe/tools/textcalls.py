@@ -23,6 +23,8 @@ _NAME = re.compile(r'"name"\s*:\s*"([^"]+)"')
 SYSTEM_PROMPT = """You can call tools. The tools are listed below as JSON schemas.
 To call a tool, reply with one block per call, and nothing else:
 <tool_call>{{"name": "<tool name>", "arguments": {{<arguments as JSON>}}}}</tool_call>
+For example:
+<tool_call>{example}</tool_call>
 Results come back in messages starting with "Tool result". When you know the answer, reply with the answer only,
 without a block.
 
@@ -32,7 +34,10 @@ Tools:
 
 def system_prompt(tools: list[dict[str, Any]]) -> str:
     lines = [json.dumps(t.get("function", t), ensure_ascii=False) for t in tools]
-    return SYSTEM_PROMPT.format(tools="\n".join(lines))
+    fn = tools[0].get("function", tools[0]) if tools else {"name": "tool", "parameters": {}}
+    props = (fn.get("parameters") or {}).get("properties") or {}
+    example = json.dumps({"name": fn.get("name"), "arguments": {k: "..." for k in list(props)[:2]}})
+    return SYSTEM_PROMPT.format(tools="\n".join(lines), example=example)
 
 
 def parse_tool_blocks(text: str | None) -> tuple[str | None, list[ToolCall], list[ToolCall]]:
