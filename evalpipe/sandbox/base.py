@@ -171,15 +171,15 @@ class Sandbox(ABC):
         proc = self.spawn(inner_argv)
         out, err = _Drain(proc.stdout, max_output, keep="head"), _Drain(proc.stderr, max_output, keep="tail")
         try:
-            if input is not None:
+            def feed():  # in a thread: a child that never reads must not block the time limit
                 try:
-                    proc.stdin.write(input)
-                except BrokenPipeError:
+                    if input is not None:
+                        proc.stdin.write(input)
+                    proc.stdin.close()
+                except (BrokenPipeError, OSError, ValueError):
                     pass
-            try:
-                proc.stdin.close()
-            except BrokenPipeError:
-                pass
+
+            threading.Thread(target=feed, daemon=True).start()
             try:
                 proc.wait(timeout=timeout_s)
                 timed_out = False
