@@ -7,7 +7,8 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, DataVersion, MetadataValue, Output, asset
 
-from evalpipe import pipeline, tracing
+from evalpipe import fingerprints, pipeline, sample_progress, tracing
+from evalpipe.prompt_wrappers import wrapper_for
 from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
 from evalpipe.metrics import judgements_version, judging_version
@@ -16,6 +17,7 @@ from partitions import benchmark_split_partitions, eval_partitions, partition_di
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
+RUN_ID_TAG = "evalpipe/run_id"  # [reproducibility] `evalpipe run --run-id`
 IO = "warehouse_io_manager"
 
 
@@ -29,12 +31,55 @@ def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue
     return MetadataValue.md(redact(short.to_markdown(index=False)) if len(short) else "_empty_")
 
 
+# ---- [reproducibility] fingerprints (evalpipe/fingerprints.py, docs/reproducibility.md) -------------------------
+def _dataset_fingerprint_metadata(df: pd.DataFrame) -> dict:
+    header = df.attrs.get("header")
+    shard = df.attrs.get("shard")
+    meta = {"dataset_sha256": MetadataValue.text(str(df.attrs.get("dataset_sha256")))}
+    if header:
+        meta["dataset_header"] = MetadataValue.json(header)
+    if shard:
+        meta["shard"] = MetadataValue.text(f"{shard[1]} of {shard[0]}")
+    return meta
+
+
+def _dataset_sha(context: AssetExecutionContext, split) -> str | None:
+    """dataset_sha256 as the split's latest `dataset` materialization recorded it; else computed again."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    try:
+        recs = context.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey("dataset"), asset_partitions=[split.key]), limit=1).records
+        value = recs[0].asset_materialization.metadata.get("dataset_sha256") if recs else None
+        if value is not None and value.value not in (None, "None"):
+            return str(value.value)
+    except Exception:  # an instance without the event: compute it
+        pass
+    from evalpipe.benchmarks import adapter_for
+
+    return fingerprints.dataset_sha256(adapter_for(split).load())
+
+
+def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
+    before = fingerprints.previous(wh, dims["benchmark_split"], dims["model"])
+    changed = fingerprints.changes(before, fps)
+    fingerprints.record(wh, dims["benchmark_split"], dims["model"], fps)
+    meta = {f"fp_{k}": MetadataValue.text(str(v)) for k, v in fps.items()}
+    meta["fingerprints_changed"] = MetadataValue.md(
+        ("**fingerprints changed since the last materialization:**\n" + "\n".join(f"- {c}" for c in changed))
+        if changed else ("_unchanged_" if before else "_first materialization_"))
+    return meta
+
+
 @asset(partitions_def=benchmark_split_partitions, io_manager_key=IO, group_name=GROUP,
        description="The benchmark split's samples, loaded by its adapter.")
 def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource) -> pd.DataFrame:
     split = eval_config.get().split(context.partition_key)
     df = pipeline.build_dataset(split)
+    for line in df.attrs.get("fingerprint_mismatches") and [str(m) for m in df.attrs["fingerprint_mismatches"]] or []:
+        context.log.warning(f"fingerprint mismatch (ignored): {line}")
     context.add_output_metadata({
+        **_dataset_fingerprint_metadata(df),  # [reproducibility] dataset_sha256, header, shard
         "rows": len(df), "adapter": split.adapter,
         "with_ground_truth": int(df["target"].notna().sum()) if len(df) else 0,
         "preview": _preview(df, ["sample_id", "input", "target"]),
@@ -44,11 +89,15 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource) -> 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
-def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, dataset: pd.DataFrame) -> pd.DataFrame:
+def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
+            dataset: pd.DataFrame) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
-    cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
-    df = pipeline.build_prompts(cfg.split(dims["benchmark_split"]), dims["model"], dataset)
+    model = cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
+    split = cfg.split(dims["benchmark_split"])
+    # [reproducibility] the prompt wrapper of the model (or --prompt-wrapper), else of the benchmark
+    wrapper = wrapper_for(split, model_runner.model_config_for(model))
+    df = pipeline.build_prompts(split, dims["model"], dataset, wrapper=wrapper)
     context.add_output_metadata({"rows": len(df), "preview": _preview(df, ["sample_id", "prompt_text"])})
     return df
 
@@ -82,17 +131,22 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     step = max(1, len(prompts) // 10)
 
     def progress(done: int, total: int) -> None:
+        sample_progress.report(context.partition_key, done, total)  # [scale] per-sample progress, in-process caller
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
     with tracing.scope(context.run_id, "rollouts", **dims):  # a no-op unless tracing is on
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
+        # [reproducibility] fingerprints checked against the dataset header before any model call
+        fps, _ = fingerprints.compute_for_partition(split, model_runner.model_config_for(model), runner,
+                                                    _dataset_sha(context, split), context.log.warning)
         df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
                                    model_runner.settings(model), progress, tools_mode=tools.mode_override())
+    fp_meta = _record_fingerprints(warehouse.get(), dims, fps)
     tool_meta = _write_tool_calls(warehouse.get(), dims, df)  # [tools] the tool_calls table, same partition
     ok = df["status"] == "ok"
     context.add_output_metadata({
-        **tool_meta,
+        **fp_meta, **tool_meta,
         "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
         "input_tokens": int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
         "output_tokens": int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
@@ -138,8 +192,10 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/artifacts.py), built from the warehouse
         record = context.instance.get_run_record_by_id(context.run_id)
         started = record.start_time if record is not None else None
+        # a user-given `evalpipe run --run-id` (tag evalpipe/run_id) names the run's folder; else Dagster's run id
+        run_id = context.run.tags.get(RUN_ID_TAG) or context.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
-                                 {"run_id": context.run_id, "started_at": started})
+                                 {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started})
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
         from evalpipe.tooleval.report import write_partition_report  # [tool integration] report JSON (issue 10)

@@ -242,6 +242,9 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
         "rollouts": fingerprint(sorted(rollouts["fingerprint"].dropna().tolist())) if "fingerprint" in rollouts else None,
         "judges": sorted(judgements["judge_fingerprint"].dropna().unique().tolist()) if "judge_fingerprint" in judgements else [],
     }
+    fp_rows = _records(_read_or_empty(wh, "fingerprints", part))
+    if fp_rows:  # [reproducibility] the partition's recorded fingerprints (evalpipe/fingerprints.py)
+        fps.update({k: v for k, v in fp_rows[-1].items() if k not in ("benchmark_split", "model")})
     manifest = {
         "benchmark_split": split_key, "model": model_key, "run_id": run.get("run_id"), **timing,
         "config": {"file": str(cfg.path) if cfg is not None else None,
@@ -249,10 +252,23 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                    "benchmark_split": split_dict, "model": model_dict},
         "fingerprints": fps, "git": _git(), "packages": package_versions(),
         "python": sys.version.split()[0], "platform": platform.platform(), "env": filtered_env(),
-        "counts": counts, "files": list(FILES),
+        "counts": counts, "files": list(FILES), "dataset_header": _dataset_header(split_cfg),
+        "experiment": (model_cfg.options.get("experiment") if model_cfg is not None else None),
     }
     return {"manifest.json": manifest, "samples.jsonl": samples, "events.jsonl": events, "errors.jsonl": errors,
             "summary.json": summary, "summary.md": summary_markdown(summary)}
+
+
+def _dataset_header(split_cfg: Any) -> dict[str, Any] | None:
+    if split_cfg is None:
+        return None
+    try:
+        from evalpipe.benchmarks import adapter_for
+
+        adapter = adapter_for(split_cfg)
+        return adapter.header() if hasattr(adapter, "header") else None
+    except Exception:
+        return None
 
 
 def _with_tool_calls(trajectory: list[Any], records: list[dict[str, Any]] | None) -> list[Any]:
@@ -317,10 +333,15 @@ def _dump(obj: Any) -> str:
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     out_dir: str | os.PathLike | None = None) -> Path:
-    """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/`); returns its path.
-    An existing folder is replaced whole."""
+    """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/<run_id>/`, with
+    `<artifacts root>/<split>/<model>/latest` pointing at it); returns its path. Folders of earlier runs are kept;
+    the same run id written again replaces its own folder whole."""
     contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run)
-    target = Path(out_dir).expanduser().resolve() if out_dir else partition_dir(artifacts_root(cfg), split_key, model_key)
+    run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    if out_dir:
+        target = Path(out_dir).expanduser().resolve()
+    else:  # one folder per run, kept; `latest` points at the newest (docs/reproducibility.md)
+        target = partition_dir(artifacts_root(cfg), split_key, model_key) / safe_run_id(run_id)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
     tmp.mkdir()
@@ -345,4 +366,49 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+    if not out_dir:
+        point_latest(target)
     return target
+
+
+def safe_run_id(run_id: str) -> str:
+    """A run id as one folder name (a user-given --run-id may hold anything)."""
+    import re
+
+    s = re.sub(r"[^A-Za-z0-9._@+=-]+", "-", str(run_id)).strip("-.")
+    if not s or s == LATEST:
+        raise ValueError(f"run id {run_id!r} cannot name a folder; use letters, digits and ._-")
+    return s
+
+
+LATEST = "latest"
+
+
+def point_latest(run_folder: Path) -> None:
+    """Atomically make `<partition>/latest` a relative symlink to this run's folder."""
+    link = run_folder.parent / LATEST
+    tmp = run_folder.parent / f".{LATEST}.{uuid.uuid4().hex[:8]}"
+    os.symlink(run_folder.name, tmp)
+    os.replace(tmp, link)
+
+
+def run_folders(split_key: str, model_key: str, cfg: EvalConfig | None = None) -> list[Path]:
+    """The kept run folders of a partition, oldest first (by their manifest's finish time)."""
+    d = partition_dir(artifacts_root(cfg), split_key, model_key)
+    if not d.is_dir():
+        return []
+    runs = [p for p in d.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+            and (p / "manifest.json").exists()]
+    return sorted(runs, key=lambda p: (p / "manifest.json").stat().st_mtime)
+
+
+def read_run_dir(path: str | os.PathLike) -> dict[str, Any]:
+    """summary.json of a run folder (or of a partition folder's `latest`)."""
+    p = Path(path).expanduser()
+    if not (p / "summary.json").exists() and (p / LATEST / "summary.json").exists():
+        p = p / LATEST
+    f = p / "summary.json"
+    if not f.exists():
+        raise WarehouseError(f"{p}: no summary.json here; pass a run folder (<artifacts>/<benchmark>/<split>/<model>/"
+                             "<run_id>) or its partition folder")
+    return json.loads(f.read_text(encoding="utf-8"))

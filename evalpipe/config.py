@@ -144,12 +144,16 @@ class EvalConfig:
         found = discovered_models().get(key)
         if found is not None:
             return found
+        same = [k for k in self.models if k.split("@", 1)[0] == key]
+        if "@" not in key and len(same) == 1:  # an entry with `experiment:` named without its suffix
+            return self.models[same[0]]
         if "@" in key:  # [reproducibility] `<model>@<experiment>` (evalpipe run --experiment): its own partition
             base, experiment = key.split("@", 1)
             try:
                 m = self.model(base)
-            except ConfigError:
-                m = None
+            except ConfigError:  # `name@exp1` configured, `name@exp2` asked for: the same entry, another experiment
+                same = [v for k, v in self.models.items() if k.split("@", 1)[0] == base]
+                m = same[0] if len(same) == 1 else None
             if m is not None and experiment:
                 return ModelConfig(key=key, runner=m.runner, model=m.model, api_base=m.api_base,
                                    api_key_env=m.api_key_env, params=dict(m.params),

@@ -268,9 +268,15 @@ def base_model_key(key: str) -> str:
     return key.split("@", 1)[0]
 
 
+MODEL_IDENTITY_KEYS = ("model", "checkpoint", "agent", "version")  # what in a runner's identity names the model
+
+
 def model_fingerprint(model: Any, identity: Mapping[str, Any] | None = None) -> str:
+    """The model (its id, or a local checkpoint's file signature from the runner's identity), decoding params and
+    seed; runner settings that are not the model (echo's reply mode, ...) belong to `runner_fingerprint`."""
     params = dict(model.params or {})
-    return sha256_json({"model": model.model or base_model_key(model.key), "identity": identity,
+    ident = {k: identity[k] for k in MODEL_IDENTITY_KEYS if identity and k in identity}
+    return sha256_json({"model": model.model or base_model_key(model.key), "identity": ident,
                         "params": params, "seed": params.get("seed")})
 
 

@@ -30,28 +30,44 @@ def _loads(s: Any, default: Any) -> Any:
 
 # ---- dataset ----------------------------------------------------------------------------------------------------
 def build_dataset(split: SplitConfig) -> pd.DataFrame:
+    from evalpipe import fingerprints, sharding
+
     adapter = adapter_for(split)
     samples = list(adapter.load())
+    # [reproducibility] the loaded content's fingerprint (before limit and sharding), checked against the header
+    header = adapter.header() if hasattr(adapter, "header") else None
+    dataset_sha = fingerprints.dataset_sha256(samples)
+    mismatches = fingerprints.check_header(split.key, header, {"dataset_sha256": dataset_sha}, ["dataset_sha256"],
+                                           split.options)
     limit = split.options.get("limit")
     if limit is not None:
         samples = samples[: int(limit)]
+    indexed = list(enumerate(samples))  # sample_index: the position in the split, the same in every shard
+    shard = sharding.shard_spec(split.options)
+    if shard is not None:
+        indexed = sharding.select(indexed, *shard, key=lambda p: p[1].id)
     seen: set[str] = set()
-    for s in samples:
+    for _, s in indexed:
         if s.id in seen:
             raise DataError(f"{split.key}: duplicate sample id {s.id!r}; ids must be unique within a split")
         seen.add(s.id)
-    return pd.DataFrame([{
+    df = pd.DataFrame([{
         "benchmark_split": split.key, "sample_id": s.id, "sample_index": i, "input": s.input, "target": s.target,
         "choices": _json(s.choices), "system": s.system, "files": _json(s.files), "metadata": _json(s.metadata),
-        "slices": _json(adapter.slices(s)), "tools": _json(s.tools),
-    } for i, s in enumerate(samples)], columns=["benchmark_split", "sample_id", "sample_index", "input", "target",
-                                                "choices", "system", "files", "metadata", "slices", "tools"])
+        "slices": _json(adapter.slices(s)), "messages": _json(s.messages), "tools": _json(s.tools),
+    } for i, s in indexed], columns=["benchmark_split", "sample_id", "sample_index", "input", "target",
+                                                "choices", "system", "files", "metadata", "slices", "messages",
+                                                "tools"])
+    df.attrs.update({"dataset_sha256": dataset_sha, "header": header, "shard": shard,
+                     "fingerprint_mismatches": mismatches})
+    return df
 
 
 def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
     return [Sample(id=r.sample_id, input=r.input, target=r.target if isinstance(r.target, str) else None,
                    metadata=_loads(r.metadata, {}), choices=_loads(r.choices, None),
                    system=r.system if isinstance(r.system, str) else None, files=_loads(r.files, []),
+                   messages=_loads(getattr(r, "messages", None), None),
                    tools=_loads(getattr(r, "tools", None), None))
             for r in df.itertuples(index=False)]
 
@@ -61,18 +77,23 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"[{m.get('role', 'user')}]\n{m.get('content', '')}" for m in messages)
 
 
-def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame) -> pd.DataFrame:
+def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wrapper: Any = None) -> pd.DataFrame:
+    """`wrapper`: a `PromptWrapper` (evalpipe/prompt_wrappers.py) shaping the system and user turns, or None."""
     adapter = adapter_for(split)
     config_tools = split_tool_schemas(split)  # [tools] schemas the benchmark config offers every sample
     rows = []
     for s, (_, d) in zip(samples_from_frame(dataset), dataset.iterrows()):
         tools = merge_tools(s.tools, config_tools)
-        messages = adapter.build_messages(s)
+        if wrapper is not None and not s.messages:  # [reproducibility] native chat messages are sent unwrapped
+            messages = wrapper.render(user=s.input, system=s.system, tools=getattr(s, "tools", None))
+        else:
+            messages = adapter.build_messages(s)
         rows.append({
             "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d["sample_index"],
             "messages": _json(messages), "prompt_text": render_messages(messages), "target": s.target,
             "files": d["files"], "metadata": d["metadata"], "slices": d["slices"],
             "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}
+                                              | ({"wrapper": wrapper.sha256} if wrapper is not None else {})
                                               | ({"tools": tools} if tools is not None else {})),
             "tools": _json(tools),
         })
@@ -163,8 +184,16 @@ def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, 
     adapter = adapter_for(split)
     tools_env = tools_env_for(split, prompts, tools_mode)
     requests = rollout_requests(runner, prompts, tools_env)
-    with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
-        rows = asyncio.run(run_requests(runner, requests, journal, settings, progress, tools=tools_env))
+    n_shards = int(model.options.get("rollout_shards") or split.options.get("rollout_shards") or 1)
+    # [tools] conversations need the split's tool layer, which lives in this process: they are not sharded
+    if n_shards > 1 and len(requests) > 1 and tools_env is None:  # [reproducibility] N worker processes by stable-hash shard, merged
+        from evalpipe.sharding import run_sharded
+
+        rows = run_sharded(model, requests, settings, n_shards,
+                           journal_file or journal_path("rollouts", split.key, model.key), progress)
+    else:
+        with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
+            rows = asyncio.run(run_requests(runner, requests, journal, settings, progress, tools=tools_env))
     from evalpipe.runners.driver import ROW_FIELDS
 
     df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
@@ -242,8 +271,12 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
     return df
 
 
-def build_leaderboard(metrics: pd.DataFrame) -> pd.DataFrame:
+def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False) -> pd.DataFrame:
     df = metrics[metrics["slice"] == "all"].drop(columns=["slice"]).copy()
+    if not include_limited and len(df):  # `evalpipe run --limit N` partitions (<model>@limit<N>) never rank
+        from evalpipe.run_marks import is_limited
+
+        df = df[~df["model"].map(is_limited)]
     if df.empty:
         return df.assign(rank=pd.Series(dtype="int64"))
     # a split whose samples are all unscored (GAIA test: answers hidden) has value NaN: no rank, not a crash

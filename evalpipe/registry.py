@@ -25,10 +25,19 @@ class Registry(Generic[T]):
         return add(factory) if factory is not None else add
 
     def get(self, name: str) -> Callable[..., T]:
+        if name not in self._factories:
+            _load_plugins()  # an adapter/metric/runner from a plugin (evalpipe/plugins.py)
         try:
             return self._factories[name]
         except KeyError:
             raise ConfigError(f"unknown {self.kind} {name!r}; available: {', '.join(sorted(self._factories))}") from None
 
     def names(self) -> list[str]:
+        _load_plugins()
         return sorted(self._factories)
+
+
+def _load_plugins() -> None:
+    from evalpipe.plugins import ensure_loaded
+
+    ensure_loaded()

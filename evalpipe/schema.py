@@ -17,6 +17,7 @@ TABLES: dict[str, pa.Schema] = {
     "datasets": pa.schema([
         ("benchmark_split", S), ("sample_id", S), ("sample_index", I), ("input", S), ("target", S),
         ("choices", S), ("system", S), ("files", S), ("metadata", S), ("slices", S),
+        ("messages", S),  # JSON list of chat messages when the dataset gives them natively (columns: {messages: ...})
         ("tools", S),  # JSON list of the sample's own tool schemas (columns: {tools: ...}); null when none
     ]),
     "prompts": pa.schema([

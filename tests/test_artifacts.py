@@ -62,7 +62,8 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
     from evalpipe.warehouse import Warehouse
 
     run_id = evaluated
-    folder = home / "artifacts" / "smoke" / "extra" / "agent"
+    folder = home / "artifacts" / "smoke" / "extra" / "agent" / run_id  # one folder per run (`latest` -> newest)
+    assert (folder.parent / "latest").resolve() == folder
     ev = instance.get_latest_materialization_event(AssetKey("metrics"))
     assert ev.asset_materialization.metadata["artifacts"].value == str(folder)  # recorded for the UI
     assert sorted(p.name for p in folder.iterdir()) == sorted(
@@ -115,7 +116,7 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
     from evalpipe.config import load_config, warehouse_path
 
     out = write_artifacts("smoke/extra", "agent", Warehouse(warehouse_path()), load_config(), out_dir=tmp_path / "x")
-    src = home / "artifacts" / "smoke" / "extra" / "agent"
+    src = home / "artifacts" / "smoke" / "extra" / "agent" / "latest"
     for name in ("samples.jsonl", "events.jsonl", "errors.jsonl"):
         assert (out / name).read_text() == (src / name).read_text()
     # exporting again replaces the folder whole (no stale files survive)

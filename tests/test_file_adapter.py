@@ -55,11 +55,15 @@ def test_each_file_type_gives_the_same_samples(tmp_path, kind):
     assert [s.metadata for s in samples] == [{"topic": "geo"}, {"topic": "math"}]
 
 
-def test_defaults_row_index_ids_and_numbers_as_text(tmp_path):
+def test_defaults_content_hash_ids_and_numbers_as_text(tmp_path):
+    # no id column: the id is the stable hash of the row's canonical JSON (not its position: see test_sharding.py)
+    import hashlib
+
     p = tmp_path / "d.jsonl"
     p.write_text('{"prompt": "a?", "target": 4}\n\n{"prompt": "b?", "target": null}\n', encoding="utf-8")
     samples = load(p, columns=None)
-    assert [(s.id, s.input, s.target) for s in samples] == [("0", "a?", "4"), ("1", "b?", None)]
+    ids = [hashlib.sha256(t.encode()).hexdigest()[:16] for t in ('{"prompt":"a?","target":4}', '{"prompt":"b?","target":null}')]
+    assert [(s.id, s.input, s.target) for s in samples] == [(ids[0], "a?", "4"), (ids[1], "b?", None)]
 
 
 def test_choices_from_several_columns_and_no_target(tmp_path):

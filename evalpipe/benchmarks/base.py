@@ -25,7 +25,10 @@ class Adapter:
         raise NotImplementedError
 
     def build_messages(self, sample: Sample) -> list[dict[str, Any]]:
-        """Chat messages for one sample. The default sends the input as the user turn."""
+        """Chat messages for one sample. The default sends the input as the user turn; chat messages the dataset
+        gives natively (`Sample.messages`) are sent as they are."""
+        if sample.messages:
+            return [dict(m) for m in sample.messages]
         messages = []
         if sample.system:
             messages.append({"role": "system", "content": sample.system})

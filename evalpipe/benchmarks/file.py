@@ -26,11 +26,13 @@ from typing import Any, Iterable
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
 from evalpipe.errors import ConfigError, DataError
+from evalpipe.fingerprint import canonical_json
+from evalpipe.fingerprints import HEADER_KEY, parse_header, read_sidecar
 from evalpipe.types import Sample
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
            ".parquet": "parquet", ".pq": "parquet"}
-MAPPABLE = ("prompt", "target", "id", "system", "choices", "tools")
+MAPPABLE = ("prompt", "target", "id", "system", "choices", "messages", "tools")
 
 
 @dataclass
@@ -84,6 +86,7 @@ def detect_format(path: str, fmt: str | None = None) -> str:
 
 def _read_jsonl(text: str, shown: str) -> Table:
     rows, lines, columns = [], [], {}
+    header = None
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
@@ -93,10 +96,15 @@ def _read_jsonl(text: str, shown: str) -> Table:
             raise DataError(f"{shown} line {n}: not valid JSON ({exc.msg} at column {exc.colno})") from None
         if not isinstance(obj, dict):
             raise DataError(f"{shown} line {n}: expected a JSON object per line, got {type(obj).__name__}")
+        if HEADER_KEY in obj:  # a dataset header (fingerprints, gates, version): only as the first object
+            if rows or header is not None:
+                raise DataError(f"{shown} line {n}: a {HEADER_KEY!r} line may only be the first line of the file")
+            header = parse_header(obj, f"{shown} line {n}")
+            continue
         rows.append(obj)
         lines.append(n)
         columns.update(dict.fromkeys(obj))
-    return Table(shown, list(columns), rows, lines)
+    return Table(shown, list(columns), rows, lines, extra={"header": header} if header is not None else {})
 
 
 def _read_json(text: str, shown: str) -> Table:
@@ -110,10 +118,14 @@ def _read_json(text: str, shown: str) -> Table:
         return Table(shown, list(data), [data]) if data else Table(shown, [], [])
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise DataError(f"{shown}: expected a JSON array of objects (or one object per line)")
+    extra = {}
+    if data and HEADER_KEY in data[0]:  # a header as the array's first element
+        extra["header"] = parse_header(data[0], f"{shown} element 1")
+        data = data[1:]
     columns: dict[str, None] = {}
     for r in data:
         columns.update(dict.fromkeys(r))
-    return Table(shown, list(columns), data)
+    return Table(shown, list(columns), data, extra=extra)
 
 
 def _read_csv(text: str, shown: str, sep: str) -> Table:
@@ -155,7 +167,33 @@ def read_table(path: Path, fmt: str | None = None, shown: str | None = None) -> 
                  "csv": lambda: _read_csv(text, shown, ","), "tsv": lambda: _read_csv(text, shown, "\t")}[kind]()
     if not table.rows:
         raise DataError(f"{shown}: the file has no rows")
+    if "header" not in table.extra:  # any format: a sidecar `<file>.header.json` (an inline header wins)
+        side = read_sidecar(path)
+        if side is not None:
+            table.extra["header"] = side
     return table
+
+
+def read_header(path: Path, fmt: str | None = None) -> dict[str, Any] | None:
+    """Only the header of a data file: its first JSONL line when that is a header, else the sidecar."""
+    if detect_format(str(path), fmt) == "jsonl" and path.is_file():
+        with open(path, "r", encoding="utf-8-sig") as fh:
+            for line in fh:
+                if line.strip():
+                    if HEADER_KEY in line:
+                        try:
+                            obj = json.loads(line)
+                        except json.JSONDecodeError:
+                            break
+                        if isinstance(obj, dict) and HEADER_KEY in obj:
+                            return parse_header(obj, f"{path} line 1")
+                    break
+    elif detect_format(str(path), fmt) == "json" and path.is_file():
+        try:
+            return read_table(path, fmt).extra.get("header")
+        except DataError:
+            return None
+    return read_sidecar(path)
 
 
 def resolve_source(spec: Any, base_dir: Path, *, what: str = "'path'") -> tuple[Path, str]:
@@ -255,14 +293,24 @@ class FileAdapter(Adapter):
             raise ConfigError(f"{self.split.key}: the file adapter needs 'path' (a JSONL/CSV/Parquet file or an hf:// URI)")
         local, shown = resolve_source(self.options["path"], self.split.base_dir)
         table = read_table(local, self.options.get("format"), shown)
+        self._header = table.extra.get("header")
         return samples_from_table(table, *self._mapping(), template=self.template())
+
+    def header(self) -> dict[str, Any] | None:
+        """The dataset header (docs/reproducibility.md): from the last `load`, else read from the file."""
+        if hasattr(self, "_header"):
+            return self._header
+        if "path" not in self.options:
+            return None
+        local, _ = resolve_source(self.options["path"], self.split.base_dir)
+        return read_header(local, self.options.get("format"))
 
 
 def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
                        template: PromptTemplate | None = None) -> list[Sample]:
     """Map rows to samples; every problem names the file and the row."""
     present = set(table.columns)
-    if cols["prompt"] not in present:
+    if cols["prompt"] not in present and cols.get("messages") is None:
         raise _column_error(table, "prompt", cols["prompt"], "; map it with columns: {prompt: <column>}")
     target_col = cols.get("target")
     if target_col is not None and target_col not in present:
@@ -276,9 +324,14 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
     system_col = cols.get("system")
     if system_col is not None and system_col not in present:
         raise _column_error(table, "system", system_col)
+    messages_col = cols.get("messages")
+    if messages_col is not None and messages_col not in present:
+        raise _column_error(table, "messages", messages_col)
     tools_col = cols.get("tools")  # [tools] a column of OpenAI function-tool schemas (docs/tools.md)
     if tools_col is not None and tools_col not in present:
         raise _column_error(table, "tools", tools_col)
+    if "prompt" not in explicit and messages_col is not None:
+        cols = {**cols, "prompt": None}  # chat messages are the input: no prompt column needed
     choice_cols = cols.get("choices")
     if isinstance(choice_cols, list):
         for c in choice_cols:
@@ -287,16 +340,26 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
     elif choice_cols is not None and choice_cols not in present:
         raise _column_error(table, "choices", choice_cols)
 
-    mapped = {cols["prompt"], target_col, id_col, system_col, tools_col}
+    mapped = {cols["prompt"], target_col, id_col, system_col, messages_col, tools_col}
     mapped |= set(choice_cols) if isinstance(choice_cols, list) else {choice_cols}
     samples: list[Sample] = []
     first_seen: dict[str, str] = {}
     for i, row in enumerate(table.rows):
         where = f"{table.path} {table.where(i)}"
-        prompt = as_text(row.get(cols["prompt"]), where, cols["prompt"])
+        messages = _messages(row.get(messages_col), where, messages_col) if messages_col else None
+        if messages is not None and cols["prompt"] is None:
+            prompt = "\n\n".join(f"[{m['role']}]\n{m.get('content') or ''}" for m in messages)
+        else:
+            raw_prompt = row.get(cols["prompt"])
+            if _is_chat(raw_prompt):
+                raise DataError(f"{where}: column {cols['prompt']!r} holds chat messages; map it with "
+                                f"columns: {{messages: {cols['prompt']}}} to send them as they are")
+            prompt = as_text(raw_prompt, where, cols["prompt"])
         if prompt is None or not prompt.strip():
             raise DataError(f"{where}: column {cols['prompt']!r} (the prompt) is empty")
-        sid = as_text(row.get(id_col), where, id_col) if id_col else str(i)
+        # no id column: the id is the stable hash of the row's canonical JSON, so it does not depend on the row's
+        # position (shard membership and the resume journal survive a reordered file); identical rows get -2, -3...
+        sid = as_text(row.get(id_col), where, id_col) if id_col else _row_id(row, first_seen)
         if sid is None or not sid.strip():
             raise DataError(f"{where}: column {id_col!r} (the id) is empty")
         if sid in first_seen:
@@ -316,7 +379,7 @@ def samples_from_table(table: Table, cols: dict[str, Any], explicit: set[str],
             except TemplateRenderError as exc:
                 raise DataError(f"{where}: {exc}") from None
         samples.append(Sample(id=sid, input=prompt, target=target if target != "" else None, metadata=metadata,
-                              choices=choices, system=system or None, tools=tools))
+                              choices=choices, system=system or None, messages=messages, tools=tools))
     return samples
 
 
@@ -340,6 +403,40 @@ def _tool_schemas(v: Any, where: str, column: str) -> list[dict[str, Any]] | Non
         return [as_function_tool(t) for t in v]
     except ConfigError as exc:
         raise DataError(f"{where}: column {column!r} (tools): {exc}") from None
+
+
+def _row_id(row: dict[str, Any], seen: dict[str, str]) -> str:
+    import hashlib
+
+    base = hashlib.sha256(canonical_json({k: plain(v) for k, v in row.items()}).encode("utf-8")).hexdigest()[:16]
+    sid, n = base, 1
+    while sid in seen:
+        n += 1
+        sid = f"{base}-{n}"
+    return sid
+
+
+def _is_chat(v: Any) -> bool:
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    return isinstance(v, list) and bool(v) and all(isinstance(m, dict) and "role" in m for m in v)
+
+
+def _messages(v: Any, where: str, column: str) -> list[dict[str, Any]]:
+    """A cell of chat messages (a list, or its JSON text in CSV) as OpenAI-format messages, kept as they are."""
+    if isinstance(v, str) and v.strip().startswith("["):
+        try:
+            v = json.loads(v)
+        except json.JSONDecodeError:
+            raise DataError(f"{where}: column {column!r} (messages) is not a valid JSON array") from None
+    v = plain(v)
+    if not _is_chat(v):
+        raise DataError(f"{where}: column {column!r} (messages) must hold a list of chat messages like "
+                        f'[{{"role": "user", "content": "..."}}]')
+    for m in v:
+        if m["role"] not in ("system", "user", "assistant", "tool", "developer"):
+            raise DataError(f"{where}: column {column!r}: unknown message role {m['role']!r}")
+    return v
 
 
 def _choices(row: dict[str, Any], spec: Any, where: str) -> list[str] | None:
