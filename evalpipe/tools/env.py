@@ -112,9 +112,9 @@ class ToolEnv:
         return list(out.values())
 
     def allowed(self, name: str, offered: list[str]) -> bool:
-        if name in self.live_tools and self.broker.allowlist is None:
-            return True
-        return self.broker.allowed(name, offered)
+        """Tools configured here (live, python, bash) always; replayed tools by the allowlist (without one: the
+        tools the sample offers and those with fixtures)."""
+        return name in self.live_tools or self.broker.allowed(name, offered)
 
     def tool_registry_sha256(self) -> str:
         return self.broker.sha256()
