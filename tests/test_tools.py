@@ -298,3 +298,62 @@ models:
     assert reqs[0].tools is None
     assert reqs[0].fingerprint == fingerprint({"runner": runner.identity(), "prompt": r.prompt_fingerprint,
                                                "sample": r.sample_id})
+
+
+def test_fingerprints_cover_fixtures_schemas_and_loop_limits(tmp_path, home):
+    import shutil
+
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(TOOLUSE / "fixtures", fixtures)
+
+    def config(options="", schemas=TOOLUSE / "tools.json"):
+        cfg = tooluse_config(tmp_path, SCRIPTED, options)
+        cfg.write_text(cfg.read_text().replace(f"fixtures: {TOOLUSE}/fixtures", f"fixtures: {fixtures}")
+                       .replace(f"schemas: {TOOLUSE}/tools.json", f"schemas: {schemas}"))
+        return cfg
+
+    journal = tmp_path / "j.sqlite"
+    _, _, df = run_tooluse(config(), journal)
+    assert not df["cached"].any()
+    _, _, df = run_tooluse(config(), journal)
+    assert df["cached"].all()  # nothing changed: nothing re-runs
+    _, _, df = run_tooluse(config(", max_turns: 5"), journal)
+    assert not df["cached"].any()  # a loop limit changed: every conversation re-runs
+    _, _, df = run_tooluse(config(", max_turns: 5"), journal)
+    assert df["cached"].all()
+    path = fixtures / "tools.jsonl"
+    path.write_text(path.read_text().replace('"temp_c": 3,', '"temp_c": 4,'))
+    _, _, df = run_tooluse(config(", max_turns: 5"), journal)
+    assert not df["cached"].any()  # a fixture changed (tool_registry_sha256): conversations re-run
+    assert df.set_index("sample_id").loc["t11", "prediction"] == "28"  # the script does not read results
+    schemas = json.loads((TOOLUSE / "tools.json").read_text())
+    schemas[0]["function"]["description"] = "Search the web (edited)."
+    (tmp_path / "tools.json").write_text(json.dumps(schemas))
+    _, _, df = run_tooluse(config(", max_turns: 5", tmp_path / "tools.json"), journal)
+    assert not df["cached"].any()  # the schemas are part of the prompt fingerprint
+
+
+def test_every_model_turn_of_a_conversation_takes_its_rate_limit_share(tmp_path, home):
+    from evalpipe.runners.driver import attempt
+
+    class CountingLimiter:
+        def __init__(self):
+            self.acquired, self.settled = [], []
+
+        async def acquire(self, estimate):
+            self.acquired.append(estimate)
+
+        def settle(self, estimate, used):
+            self.settled.append((estimate, used))
+
+    cfg = load_config(tooluse_config(tmp_path, SCRIPTED))
+    split, model = cfg.split("tooluse/test"), cfg.model("m")
+    prompts = pipeline.build_prompts(split, "m", pipeline.build_dataset(split))
+    env = ToolEnv.for_split(split)
+    runner = build_runner(model)
+    req = [r for r in pipeline.rollout_requests(runner, prompts, env) if r.sample_id == "t11"][0]
+    lim = CountingLimiter()
+    row = asyncio.run(attempt(runner, req, RunSettings(timeout_s=10), lim, 16, env))
+    assert row["status"] == "ok" and row["turns"] == 3
+    assert len(lim.acquired) == 3 and len(lim.settled) == 3  # one per model turn, not one per conversation
+    assert lim.acquired[1] > lim.acquired[0]  # later turns carry the growing conversation

@@ -99,13 +99,14 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         try:
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
+                # (every model turn counts against rpm/tpm: the loop takes and settles turns after the first)
                 async with asyncio.timeout(s.timeout_s + 30):
-                    gen = await run_conversation(runner, req, tools, s.timeout_s)
+                    gen = await run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
             else:
                 async with asyncio.timeout(s.timeout_s):
                     gen = await runner.generate(req)
-            if limiter is not None:
-                limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
+                if limiter is not None:
+                    limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
                 row = _ok(req, gen, start, attempts)
                 row.update(status="error", error=f"conversation timed out after {s.timeout_s:g}s "

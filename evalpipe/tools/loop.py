@@ -63,9 +63,11 @@ def _assistant(turn: ChatTurn, calls: list[tuple[str, str, Any]], names: dict[st
     return msg
 
 
-async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:
+async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, budget_s: float,
+                           limiter: Any = None, first_estimate: int = 0, max_tokens: int | None = None) -> Generation:
     """One whole conversation for one sample; never raises for tool problems (model errors propagate to the
-    driver, which retries or records them)."""
+    driver, which retries or records them). With a rate `limiter`, each model turn takes its share: the driver
+    took the first turn's (`first_estimate`), the loop takes the later ones and settles every turn's usage."""
     from evalpipe.tools.execute import arguments_text
 
     agentic = getattr(runner, "generate_with_tools", None)
@@ -95,12 +97,20 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
             if remaining <= 0:
                 stop = "timeout"
                 break
+            estimate = first_estimate
+            if limiter is not None and turns:
+                from evalpipe.runners.limits import estimate_tokens
+
+                estimate = estimate_tokens(messages, max_tokens)
+                await limiter.acquire(estimate)
             try:
                 async with asyncio.timeout(remaining):
                     reply: ChatTurn = await chat(messages, wire.schemas, request)
             except TimeoutError:
                 stop = "timeout"
                 break
+            if limiter is not None:
+                limiter.settle(estimate, (reply.input_tokens or 0) + (reply.output_tokens or 0))
             turn = turns
             turns += 1
             if reply.input_tokens is not None:
