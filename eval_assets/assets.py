@@ -12,6 +12,7 @@ from evalpipe.prompt_wrappers import wrapper_for
 from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
 from evalpipe.metrics import judgements_version, judging_version
+from evalpipe.metrics.code_execution import sandbox_used
 from evalpipe.redact import redact
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
@@ -171,6 +172,7 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
         "rows": len(df), "scored": int((df["status"] == "scored").sum()) if len(df) else 0,
         "unscored": int((df["status"] == "unscored").sum()) if len(df) else 0,
         "parse_errors": int((df["status"] == "parse_error").sum()) if len(df) else 0,
+        "sandbox": sandbox_used(df),  # the code sandbox backend(s) that really ran (docs/sandbox.md)
         "preview": _preview(df, ["sample_id", "metric", "score", "prediction", "target"]),
     })
     # the data version is the verdicts' content: `metrics` goes stale only when a verdict actually changed

@@ -156,3 +156,15 @@ def test_bad_settings_fail_clearly():
         build_metric({"name": "code_execution", "mode": "vibes"})
     with pytest.raises(ConfigError, match="unknown sandbox backend"):
         build_metric({"name": "code_execution", "sandbox": "chroot"})
+
+
+def test_the_backend_that_ran_is_reported_for_the_run():
+    import pandas as pd
+
+    from evalpipe.metrics.code_execution import sandbox_used
+    from evalpipe.sandbox import resolve_backend
+
+    s = score("def add(a, b):\n    return a + b\n")
+    df = pd.DataFrame({"details": [__import__("json").dumps(s.details), "{}", None]})
+    assert sandbox_used(df) == resolve_backend() == s.details["isolation"]
+    assert sandbox_used(pd.DataFrame({"details": ["{}"]})) == "-"

@@ -123,3 +123,21 @@ class CodeExecution(Metric):
         loop = asyncio.get_running_loop()
         with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:  # each run is a subprocess: threads suffice
             return list(await asyncio.gather(*(loop.run_in_executor(pool, self.score, i) for i in items)))
+
+
+def sandbox_used(judgements: Any) -> str:
+    """The sandbox backend(s) that ran this partition's code ("-" when no code ran): run metadata."""
+    import json
+
+    if judgements is None or not len(judgements) or "details" not in judgements:
+        return "-"
+    found = set()
+    for raw in judgements["details"]:
+        if isinstance(raw, str) and '"isolation"' in raw:
+            try:
+                iso = json.loads(raw).get("isolation")
+            except (ValueError, AttributeError):
+                continue
+            if iso:
+                found.add(str(iso))
+    return ", ".join(sorted(found)) or "-"
