@@ -99,7 +99,7 @@ def _session_result(out: Any) -> dict[str, Any]:
 
 
 @register_tool("python")
-def python_tool(options: dict[str, Any]) -> Tool:
+def python_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         session = await asyncio.to_thread(ctx.sandbox)
         return _session_result(await asyncio.to_thread(session.run, args["code"]))
@@ -110,7 +110,7 @@ def python_tool(options: dict[str, Any]) -> Tool:
 
 
 @register_tool("bash")
-def bash_tool(options: dict[str, Any]) -> Tool:
+def bash_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         session = await asyncio.to_thread(ctx.sandbox)
         return _session_result(await asyncio.to_thread(session.bash, args["command"]))
