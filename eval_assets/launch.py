@@ -7,6 +7,7 @@ from typing import Any, Callable
 
 from dagster import DagsterInstance, materialize
 
+from evalpipe import sample_progress
 from evalpipe.config import EvalConfig, dagster_home
 from evalpipe.errors import RunFailed
 from evalpipe.redact import install_log_redaction
@@ -139,12 +140,43 @@ def save_traceback(run_id: str, step: str | None, text: str) -> str | None:
         return None
 
 
+def _threads_safe(instance: DagsterInstance) -> bool:
+    """Dagster 1.13 calls `logging.config.dictConfig` at the start of every run whenever dagster.yaml has any
+    setting (to collect `python_logs.dagster_handler_config` handlers); that holds logging's module lock while
+    closing every handler, and deadlocks against another run in this process that is logging an event. Without
+    handler config the call yields no handler at all, so it is skipped; with one, runs stay one at a time."""
+    if instance.get_python_log_dagster_handler_config():
+        return False
+    instance.get_yaml_python_handlers = lambda: []  # what dictConfig with no handlers would have returned
+    return True
+
+
+DEFAULT_CONCURRENT_PARTITIONS = 2  # like the `evals/calls_models` run limit in dagster_home/dagster.yaml
+
+
+def concurrent_partitions(cfg: EvalConfig, override: int | None = None) -> int:
+    """How many partitions of one `evalpipe run` go at once: the argument, else the config's top-level
+    `max_concurrent_partitions`, else 2."""
+    value = override or cfg.raw.get("max_concurrent_partitions") or DEFAULT_CONCURRENT_PARTITIONS
+    return max(1, int(value))
+
+
 def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
              instance: DagsterInstance | None = None, on_event: Callable[[str], None] | None = None,
              tags: dict[str, str] | None = None,
-             on_progress: Callable[[int, int, str], None] | None = None) -> EvaluateResult:
-    """dataset per split, the chain per (split, model), then the leaderboard. Failures are collected, not raised.
-    `on_progress(done, total, label)` is called before each run (done = runs finished so far) and at the end."""
+             on_progress: Callable[[int, int, str], None] | None = None,
+             on_sample: Callable[[str, str, int, int], None] | None = None,
+             max_concurrent: int | None = None) -> EvaluateResult:
+    """dataset per split, the chain per (split, model), then the leaderboard: the fewest Dagster runs the graph
+    allows (assets with different partitions can't share a run), all in this process on the real instance.
+    Up to `concurrent_partitions(cfg, max_concurrent)` runs go at once (threads: model calls and a local model
+    overlap); a split's chains start as soon as its dataset is loaded. Failures are collected, not raised.
+    `on_progress(done, total, label)` is called when a run starts (done = runs finished so far) and at the end;
+    `on_sample(split, model, done, total)` as each sample of a partition's rollouts finishes. Callbacks may come
+    from worker threads, one at a time. Results are in (split, model) order whatever the finishing order."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
     for s in splits:
         cfg.split(s)
     for m in models:
@@ -154,32 +186,63 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     sync_model_partitions(instance, models)
     out = EvaluateResult()
     total, done = len(splits) * (1 + len(models)) + 1, 0
+    lock = threading.RLock()
+    results: dict[tuple[str, str], PartitionResult] = {}
 
     def step(label: str) -> None:
-        say(label)
-        if on_progress:
-            on_progress(done, total, label)
+        with lock:
+            say(label)
+            if on_progress:
+                on_progress(done, total, label)
 
-    for split in splits:
+    def finished(n: int = 1) -> None:
+        nonlocal done
+        with lock:
+            done += n
+
+    def chain(split: str, model: str) -> None:
+        key = eval_key(split, model)
+        if on_sample is not None:
+            def listener(d: int, t: int) -> None:
+                with lock:
+                    on_sample(split, model, d, t)
+            sample_progress.listen(key, listener)
+        try:
+            step(f"evaluate {split} x {model}")
+            r = run_assets(CHAIN, key, instance, resources, tags)
+        finally:
+            sample_progress.unlisten(key)
+        finished()
+        res = PartitionResult(split, model, r.success, r.run_id, "" if r.success else _first_error(r))
+        with lock:
+            results[(split, model)] = res
+        if not r.success:
+            step(f"{split} x {model} failed: {res.error}")
+
+    def load(split: str, pool: ThreadPoolExecutor) -> list:
         step(f"dataset {split}")
         r = run_assets(["dataset"], split, instance, resources, tags)
-        done += 1
+        finished()
         if not r.success:
             err = _first_error(r)
-            out.partitions += [PartitionResult(split, m, False, r.run_id, err) for m in models]
-            say(f"dataset {split} failed: {err}")
-            done += len(models)
-            continue
-        for model in models:
-            step(f"evaluate {split} x {model}")
-            r = run_assets(CHAIN, eval_key(split, model), instance, resources, tags)
-            done += 1
-            out.partitions.append(PartitionResult(split, model, r.success, r.run_id, "" if r.success else _first_error(r)))
-            if not r.success:
-                say(f"{split} x {model} failed: {out.partitions[-1].error}")
+            with lock:
+                for m in models:
+                    results[(split, m)] = PartitionResult(split, m, False, r.run_id, err)
+            finished(len(models))
+            step(f"dataset {split} failed: {err}")
+            return []
+        return [pool.submit(chain, split, m) for m in models]
+
+    workers = concurrent_partitions(cfg, max_concurrent) if _threads_safe(instance) else 1
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool, \
+            ThreadPoolExecutor(max_workers=min(workers, max(1, len(splits))), thread_name_prefix="evalpipe-dataset") as loaders:
+        chains = [f for fut in [loaders.submit(load, s, pool) for s in splits] for f in fut.result()]
+        for f in chains:
+            f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
+    out.partitions = [results[(s, m)] for s in splits for m in models]
     step("leaderboard")
     r = run_assets(["leaderboard"], None, instance, resources, tags)
-    done += 1
+    finished()
     if on_progress:
         on_progress(done, total, "done")
     out.leaderboard_ok = r.success

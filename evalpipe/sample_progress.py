@@ -1,0 +1,25 @@
+"""Per-sample progress of a partition's rollouts, for a caller in the same process (the CLI's progress bar).
+
+The rollouts asset reports each finished sample with `report(partition_key, done, total)`; a launcher that runs
+the partition in this process (eval_assets/launch.py `evaluate(on_sample=...)`) registers a listener for its key.
+Runs in other processes (the daemon, celery workers) have no listener: a dictionary lookup, nothing else.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+_listeners: dict[str, Callable[[int, int], None]] = {}
+
+
+def listen(partition_key: Any, fn: Callable[[int, int], None]) -> None:
+    _listeners[str(partition_key)] = fn
+
+
+def unlisten(partition_key: Any) -> None:
+    _listeners.pop(str(partition_key), None)
+
+
+def report(partition_key: Any, done: int, total: int) -> None:
+    fn = _listeners.get(str(partition_key))
+    if fn is not None:
+        fn(done, total)
