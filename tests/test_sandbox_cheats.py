@@ -14,6 +14,8 @@ from evalpipe.sandbox._inner import MARK
 
 PROMPT = "def add(a, b):\n    \"\"\"Return a + b.\"\"\"\n"
 TEST = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(-1, 1) == 0\n"
+TEST_ABS = "def check(candidate):\n    assert abs(candidate(2, 3) - 5) < 1e-9\n"
+TEST_ABS_NO_ENTRY = "assert abs(add(2, 3) - 5) < 1e-9\n"
 META = {"prompt": PROMPT, "test": TEST, "entry_point": "add"}
 WRONG = "def add(a, b):\n    return a - b\n"
 
@@ -75,14 +77,21 @@ CHEATS = {
     "a result whose __eq__ always says yes": (
         "class Yes(int):\n    def __eq__(self, other):\n        return True\n    __hash__ = int.__hash__\n"
         "def add(a, b):\n    return Yes(0)\n", "can't compare safely"),
+    "a program-defined abs() the tests rely on": (
+        WRONG + "def abs(x):\n    return 0\n", "AssertionError", TEST_ABS),
+    "a program-defined abs() with no entry point": (
+        WRONG + "def abs(x):\n    return 0\n", "AssertionError", TEST_ABS_NO_ENTRY),
     "a patched check() in the program": (
         WRONG + "def check(candidate):\n    pass\n", "AssertionError"),
 }
 
 
-def score(code, **settings):
+def score(code, test=TEST, **settings):
     m = build_metric({"name": "code_execution", **settings})
-    item = JudgeInput("s", PROMPT, None, f"```python\n{code}```", metadata=META)
+    meta = {**META, "test": test}
+    if test is TEST_ABS_NO_ENTRY:
+        meta.pop("entry_point")
+    item = JudgeInput("s", PROMPT, None, f"```python\n{code}```", metadata=meta)
     return asyncio.run(m.ascore_many([item]))[0]
 
 
@@ -93,18 +102,20 @@ def test_the_right_solution_passes():
 
 @pytest.mark.parametrize("name", list(CHEATS))
 def test_each_cheat_scores_zero_with_its_reason(name):
-    code, reason = CHEATS[name]
-    s = score(code)
+    code, reason, *test = CHEATS[name]
+    s = score(code, *test)
     assert s.value == 0.0 and s.correct is False, (name, s.reason)
     assert reason in s.reason, (name, s.reason)
 
 
 @pytest.mark.parametrize("name", ["sys.exit(0) after the code", "os._exit(0) after the code",
                                   "raise SystemExit(0) inside the function", "excepthook that calls os._exit(0)",
-                                  "sys.settrace that exits on the first exception", "a result whose __eq__ always says yes"])
+                                  "sys.settrace that exits on the first exception", "a result whose __eq__ always says yes",
+                                  "a program-defined abs() the tests rely on", "a program-defined abs() with no entry point"])
 def test_control_the_old_exit_status_rule_would_have_passed_these(name):
-    code, _ = CHEATS[name]
-    program = PROMPT + code + "\n" + TEST + "\ncheck(add)\n"
+    code, _, *test = CHEATS[name]
+    test = test[0] if test else TEST
+    program = PROMPT + code + "\n" + test + ("\ncheck(add)\n" if "def check" in test else "")
     assert run_python(program).passed, name
 
 

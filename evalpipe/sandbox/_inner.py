@@ -9,7 +9,7 @@ asked to, enables `site` (the venv's packages) only then, and runs one of:
 - `harness`: the code_execution harness, two processes. The child runs the program (`main.py`) and then
   only answers calls of its functions. The parent never runs the program's code: it reads a one-time nonce,
   the trusted setup (the dataset's prompt) and the tests from stdin after forking the child, runs the tests
-  with proxies that call the child's functions (arguments and results cross as plain values, via marshal,
+  with proxies that call the child's functions (arguments and results cross as plain values, tagged JSON,
   so an object with a rigged `__eq__` can't), and only after `check(entry_point)` returned writes
   `<MARK> <nonce> passed` to stderr. Any exception, SystemExit included, a child that ends early, or a
   parent that dies is a failure;
@@ -112,23 +112,66 @@ def _fresh_main():
 
 
 # --- the test harness: the tests run in a process the program never controls ---------------------------
-_SAFE = (type(None), bool, int, float, complex, str, bytes, tuple, list, dict, set, frozenset)
 _MAX_MSG = 64 * 1024 * 1024
 
 
+def _enc(v, depth=0):
+    """Plain Python values as tagged JSON. Exact built-in types only: a subclass (an int whose __eq__ always
+    says yes) is refused, and decoding can only ever build plain values (json never runs code)."""
+    if depth > 200:
+        raise ValueError("value nested too deeply")
+    t = type(v)
+    if v is None or t is bool or t is str or t is int:
+        return v
+    if t is float:
+        return v if v == v and v not in (float("inf"), float("-inf")) else {"$": "float", "v": repr(v)}
+    if t is list:
+        return [_enc(x, depth + 1) for x in v]
+    if t in (tuple, set, frozenset):
+        return {"$": t.__name__, "v": [_enc(x, depth + 1) for x in v]}
+    if t is dict:
+        return {"$": "dict", "v": [[_enc(k, depth + 1), _enc(x, depth + 1)] for k, x in v.items()]}
+    if t is bytes:
+        return {"$": "bytes", "v": v.hex()}
+    if t is complex:
+        return {"$": "complex", "v": [_enc(v.real), _enc(v.imag)]}
+    raise ValueError(f"a {t.__name__} is not a plain value")
+
+
+def _dec(v):
+    if type(v) is list:
+        return [_dec(x) for x in v]
+    if type(v) is not dict:
+        return v
+    tag, val = v.get("$"), v.get("v")
+    if tag == "float":
+        return float(val)
+    if tag == "tuple":
+        return tuple(_dec(x) for x in val)
+    if tag == "set":
+        return {_dec(x) for x in val}
+    if tag == "frozenset":
+        return frozenset(_dec(x) for x in val)
+    if tag == "dict":
+        return {_dec(k): _dec(x) for k, x in val}
+    if tag == "bytes":
+        return bytes.fromhex(val)
+    if tag == "complex":
+        return complex(_dec(val[0]), _dec(val[1]))
+    raise ValueError(f"unknown tag {tag!r} from the program's process")
+
+
 def _send(fd, obj):
-    import marshal
     import struct
 
-    data = marshal.dumps(obj)
+    data = json.dumps(_enc(obj), ensure_ascii=True).encode("ascii")
     data = struct.pack(">I", len(data)) + data
     while data:
         data = data[os.write(fd, data):]
 
 
 def _recv(fd):
-    """One message, or None at end of file. Only plain values are accepted (marshal never runs code)."""
-    import marshal
+    """One message, or None at end of file (plain values only)."""
     import struct
 
     def exactly(n):
@@ -149,25 +192,11 @@ def _recv(fd):
     body = exactly(size)
     if body is None:
         return None
-    obj = marshal.loads(body)
-    _check_plain(obj)
-    return obj
-
-
-def _check_plain(obj, depth=0):
-    if depth > 100 or type(obj) not in _SAFE:
-        raise TypeError(f"the program's process sent a value of type {type(obj).__name__}")
-    if type(obj) in (tuple, list, set, frozenset):
-        for x in obj:
-            _check_plain(x, depth + 1)
-    elif type(obj) is dict:
-        for k, v in obj.items():
-            _check_plain(k, depth + 1)
-            _check_plain(v, depth + 1)
+    return _dec(json.loads(body))
 
 
 def _plain(value):
-    """numpy scalars/arrays to Python values; everything else as it is (marshal refuses subclasses)."""
+    """numpy scalars/arrays to Python values; everything else as it is (subclasses are refused later)."""
     mod = type(value).__module__ or ""
     if mod.startswith("numpy") and hasattr(value, "tolist"):
         return value.tolist()
@@ -329,8 +358,14 @@ def _harness(cfg):
     try:
         if job.get("setup"):
             exec(compile(job["setup"], "prompt.py", "exec"), tests_ns)
-        for name in names:
-            if name == entry or name not in tests_ns:
+        # The program's functions the tests may call. With an entry point only that one (the tests get it as
+        # `candidate`; the setup's helpers stay the setup's); without one, every function the program defines
+        # (over the setup's stubs), but never a builtin's name: a program's own `abs` or `len` must not stand
+        # in for the builtin the tests use.
+        for name in names if isinstance(names, list) else ():
+            if not (isinstance(name, str) and name.isidentifier()):
+                continue
+            if name == entry or (not entry and not hasattr(builtins, name)):
                 tests_ns[name] = proxy(name)
         stage = "the tests"
         if job.get("tests"):
