@@ -210,6 +210,12 @@ def _program_side(cfg, req_r, resp_w):
     os.close(null)
     import traceback
 
+    try:  # dumpable again (the parent stays not): the program may read its own /proc/self as usual
+        import ctypes
+
+        ctypes.CDLL(None).prctl(4, 1, 0, 0, 0)
+    except Exception:
+        pass
     if cfg.get("guard"):  # the `process` backend: its audit hook, in this process only
         _install_guard(cfg["guard"])
 
