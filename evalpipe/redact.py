@@ -38,6 +38,10 @@ TOKEN_PATTERNS = [
 # `name = value` / `"name": "value"` inside free text (JSON strings, URLs, error messages). The value is masked,
 # the name kept so the text stays readable.
 _PAIR_NAMES = r"(?i:[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|access[_\-]?key|secret|password|passwd|auth[_\-]?token|access[_\-]?token|authorization)[A-Za-z0-9_\-]*|token)"
+# Credentials inside URLs: the password of `scheme://user:password@host`, and query parameters whose name says key,
+# token, secret or signature (`?key=...`, `&sig=...`, `?subscription-key=...`).
+_URL_USERINFO = r"(?P<upre>://[^\s/:@?#]+:)(?P<upw>[^\s/@?#]+)(?=@)"
+_URL_QUERY = r"(?P<qpre>[?&](?i:key|sig|signature|code|[A-Za-z0-9_\-]*(?:key|token|secret|password))=)(?P<qval>(?!\[REDACTED\])[^&\s#\"'<>]+)"
 _PAIR = rf"""\b(?P<pname>{_PAIR_NAMES})(?<![_\-]env)(?P<psep>["']?\s*[:=]\s*["']?)(?P<pval>(?:(?i:bearer|basic|token)\s+)?(?!\[REDACTED\])[^\s"'&,;{{}}<>]{{4,}})"""
 
 # Every token pattern and pair name contains one of these (lower-cased) substrings.
@@ -80,6 +84,81 @@ def _env_secret_values() -> tuple[str, ...]:
     return tuple(sorted(vals, key=lambda s: (-len(s), s)))  # longest first: a key containing another wins
 
 
+# Header values are credentials unless the header is one of these (they carry formats and versions).
+_PLAIN_HEADERS = frozenset({"content-type", "accept", "accept-encoding", "accept-language", "user-agent",
+                            "anthropic-version", "anthropic-beta", "openai-beta", "api-version", "x-title",
+                            "http-referer", "referer", "connection", "cache-control", "x-stainless-lang"})
+_HEADER_KEYS = frozenset({"headers", "extra_headers", "default_headers", "http_headers"})
+# URL query parameters that carry versions and formats, not credentials.
+_PLAIN_QUERY = frozenset({"api-version", "api_version", "version", "v", "model", "deployment", "format", "alt",
+                          "region", "lang", "locale", "stream", "timeout"})
+_MIN_SECRET = 6  # shorter values are not treated as literal secrets: masking them would mangle ordinary text
+
+
+def secrets_in_config(obj: Any, key: str | None = None, out: set[str] | None = None) -> set[str]:
+    """Every value in a config structure that can carry a credential: values under secret-looking keys (api_key,
+    password, ...), header values (`extra_headers`, except format/version headers), and the userinfo and query
+    parameter values of URLs (`api_base: https://h/v1?key=...`). They are masked as literals on every write path."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    out = set() if out is None else out
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if str(k).lower() in _HEADER_KEYS and isinstance(v, dict):
+                for hk, hv in v.items():
+                    if str(hk).lower() not in _PLAIN_HEADERS and isinstance(hv, (str, int)) and len(str(hv)) >= _MIN_SECRET:
+                        out.add(str(hv))
+                        if isinstance(hv, str) and " " in hv.strip():  # "Bearer xyz", "Basic xyz": the token too
+                            tail = hv.strip().split()[-1]
+                            if len(tail) >= _MIN_SECRET:
+                                out.add(tail)
+            secrets_in_config(v, str(k), out)
+    elif isinstance(obj, (list, tuple)):
+        for v in obj:
+            secrets_in_config(v, key, out)
+    elif isinstance(obj, (str, int)) and not isinstance(obj, bool):
+        text = str(obj)
+        if key is not None and is_secret_name(key) and len(text) >= _MIN_SECRET:
+            out.add(text)
+        if isinstance(obj, str) and "://" in text:
+            try:
+                u = urlsplit(text.strip())
+                if u.password and len(u.password) >= 4:
+                    out.add(u.password)
+                for name, value in parse_qsl(u.query, keep_blank_values=False):
+                    if name.lower() not in _PLAIN_QUERY and len(value) >= _MIN_SECRET:
+                        out.add(value)
+            except ValueError:
+                pass
+    return out
+
+
+def _config_secret_values() -> tuple[str, ...]:
+    """Credentials written in the config file (read leniently: an invalid config still has its secrets masked)
+    and in the models discovered by the checkpoint sensor."""
+    vals: set[str] = set()
+    try:
+        import yaml
+
+        from evalpipe.config import config_path
+
+        p = config_path()
+        if p.exists():
+            secrets_in_config(yaml.safe_load(p.read_text(encoding="utf-8")), None, vals)
+    except Exception:  # unreadable YAML: the key-name and shape rules still apply
+        pass
+    try:
+        import dataclasses
+
+        from evalpipe.models_registry import discovered_models
+
+        for m in discovered_models().values():
+            secrets_in_config(dataclasses.asdict(m), None, vals)
+    except Exception:
+        pass
+    return tuple(vals)
+
+
 def _api_key_env_names() -> list[str]:
     try:
         from evalpipe.config import load_config
@@ -112,7 +191,7 @@ class Redactor:
     """One compiled regex over every rule; `redact` masks matches in a string."""
 
     def __init__(self, literals: Iterable[str] = (), patterns: Iterable[str] = ()):
-        alts = [rf"(?P<pair>{_PAIR})"]
+        alts = [rf"(?P<pair>{_PAIR})", rf"(?P<userinfo>{_URL_USERINFO})", rf"(?P<query>{_URL_QUERY})"]
         for i, p in enumerate(patterns):
             try:
                 re.compile(p)
@@ -131,13 +210,18 @@ class Redactor:
     def _sub(self, m: re.Match) -> str:
         if m.group("pair") is not None:
             return f"{m.group('pname')}{m.group('psep')}{MASK}"
+        if m.group("userinfo") is not None:
+            return f"{m.group('upre')}{MASK}"
+        if m.group("query") is not None:
+            return f"{m.group('qpre')}{MASK}"
         return MASK
 
     def could_match(self, text: str) -> bool:
         if self.always:
             return True
         low = text.lower()
-        return any(t in low for t in _TRIGGERS) or any(v in text for v in self.literals)
+        return any(t in low for t in _TRIGGERS) or any(v in text for v in self.literals) or (
+            "://" in text and ("@" in text or "sig=" in low or "code=" in low))
 
     def redact(self, text: Any) -> Any:
         if not isinstance(text, str) or not text or not self.could_match(text):
@@ -195,7 +279,8 @@ def get_redactor() -> Redactor:
     if cached is not None and cached[0] == sig:
         return cached[1]
     with _lock:
-        r = Redactor(literals=_env_secret_values(), patterns=_config_patterns() + _env_patterns())
+        literals = sorted(set(_env_secret_values()) | set(_config_secret_values()), key=lambda v: (-len(v), v))
+        r = Redactor(literals=literals, patterns=_config_patterns() + _env_patterns())
         _cached = (sig, r)
         return r
 
@@ -254,6 +339,32 @@ def _redact_record(record: logging.LogRecord) -> None:
 
 
 _installed = False
+_errors_installed = False
+
+
+def install_error_redaction() -> None:
+    """Redact the errors Dagster stores: a step failure's message and stack (its event log, the UI, the CLI) are
+    built by `SerializableErrorInfo.from_traceback`, which is wrapped here so every message and frame of the
+    chain passes through `redact` first (e.g. a provider error that echoes a header)."""
+    global _errors_installed
+    if _errors_installed:
+        return
+    try:
+        from dagster._utils.error import SerializableErrorInfo
+    except Exception:  # no Dagster in this process: nothing to wrap
+        return
+    original = SerializableErrorInfo.from_traceback.__func__
+
+    def from_traceback(cls, tb):  # noqa: ANN001
+        info = original(cls, tb)
+        try:
+            return cls(message=redact(info.message), stack=[redact(line) for line in info.stack],
+                       cls_name=info.cls_name, cause=info.cause, context=info.context)
+        except Exception:  # never lose the error itself
+            return info
+
+    SerializableErrorInfo.from_traceback = classmethod(from_traceback)
+    _errors_installed = True
 
 
 def install_log_redaction() -> None:
@@ -262,6 +373,7 @@ def install_log_redaction() -> None:
     A record factory (not a handler filter) because Dagster attaches its own handlers per run: wrapping the
     factory covers them all, and records are redacted before any handler or storage sees them."""
     global _installed
+    install_error_redaction()
     if _installed:
         return
     previous = logging.getLogRecordFactory()

@@ -22,7 +22,17 @@ class LiteLLMRunner(ApiRunner):
         self._api_key = self.resolve_api_key(required=False)  # else litellm reads the provider's usual variable
         self._kwargs: dict[str, Any] = dict(self.params)
         if model.api_base:
-            self._kwargs["api_base"] = model.api_base
+            # litellm appends its path to api_base: a query string (`?api-version=X`, `?key=...`) goes in
+            # `api_version` (Azure) or an OpenAI client's default query instead, so it ends up after the path
+            from urllib.parse import parse_qsl, urlsplit, urlunsplit
+
+            u = urlsplit(model.api_base)
+            self._kwargs["api_base"] = urlunsplit(u._replace(query="")) if u.query else model.api_base
+            query = dict(parse_qsl(u.query))
+            if self.provider in ("azure", "azure_ai") and "api-version" in query and "api_version" not in self._kwargs:
+                self._kwargs["api_version"] = query.pop("api-version")
+            if query and (self.provider in OPENAI_COMPATIBLE or self.provider is None):
+                self._query = query  # litellm has no `extra_query` for chat: an OpenAI client that adds it
         if self._api_key:
             self._kwargs["api_key"] = self._api_key
         elif model.api_base and (self.provider in OPENAI_COMPATIBLE or self.provider is None):
@@ -33,6 +43,12 @@ class LiteLLMRunner(ApiRunner):
             self._kwargs["extra_body"] = self.extra_body
         self._kwargs["num_retries"] = 0  # the driver retries (with Retry-After); litellm must not retry too
         self._kwargs["max_retries"] = 0
+        if getattr(self, "_query", None):
+            import openai
+
+            self._kwargs["client"] = openai.AsyncOpenAI(
+                base_url=self._kwargs["api_base"], api_key=self._kwargs.get("api_key") or "no-key",
+                default_query=self._query, max_retries=0)
 
     async def generate(self, request: RolloutRequest) -> Generation:
         try:

@@ -21,6 +21,18 @@ from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.types import Generation, RolloutRequest
 
 
+def chat_completions_url(api_base: str) -> str:
+    """`https://h/v1` -> `https://h/v1/chat/completions`; a query string stays at the end
+    (`https://h/v1?api-version=X` -> `https://h/v1/chat/completions?api-version=X`)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    u = urlsplit(api_base.strip())
+    path = u.path.rstrip("/")
+    if not path.endswith("/chat/completions"):
+        path += "/chat/completions"
+    return urlunsplit(u._replace(path=path))
+
+
 class OpenAICompatRunner(ApiRunner):
     path = "fast"
 
@@ -31,8 +43,7 @@ class OpenAICompatRunner(ApiRunner):
 
             raise ConfigError(f"model {model.key!r}: the OpenAI-compatible path needs `api_base:` "
                               "(e.g. http://127.0.0.1:8000/v1)")
-        base = self.api_base.rstrip("/")
-        self.url = base if base.endswith("/chat/completions") else base + "/chat/completions"
+        self.url = chat_completions_url(self.api_base)
         # Local servers need no key; OpenAI itself does (checked here, before any request).
         key = self.resolve_api_key(required=model.api_base is None)
         self.headers = {"Content-Type": "application/json", **{str(k): str(v) for k, v in self.extra_headers.items()}}
