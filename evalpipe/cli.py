@@ -170,6 +170,8 @@ def _repro_run_options(f):
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@click.option("--tools-mode", type=click.Choice(["replay", "live"]), default=None,
+              help="How tool calls are answered in this run: replay (fixtures) or live (docs/tools.md).")
 @click.option("--dry-run", is_flag=True, help="Print per partition the samples, estimated tokens and cost (litellm's "
               "price map), and the total; run nothing (evalpipe/dryrun.py).")
 @_repro_run_options  # --num-shards/--shard-index, --prompt-wrapper, --experiment, --run-id, ... (evalpipe/cli_repro.py)
@@ -184,6 +186,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     api_base, api_key_env = repro.pop("api_base", None), repro.pop("api_key_env", None)
     include_limited, tasks = repro.pop("include_limited", False), repro.pop("tasks", None)
     dry_run = repro.pop("dry_run", False)  # [scale] --dry-run (evalpipe/dryrun.py)
+    tools_mode = repro.pop("tools_mode", None)  # [tools] --tools-mode (resources/tools.py)
     if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
         from evalpipe.cli_view import list_cmd
 
@@ -220,6 +223,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
                                                    concurrency, timeout_s), **rp.resources()}
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
+    if tools_mode:
+        from resources import ToolsResource
+
+        resources["tools"] = ToolsResource(mode=tools_mode)
     if dry_run:  # [scale] cost before spending: no Dagster run, no model call
         from evalpipe.dryrun import as_frame, estimate
 

@@ -60,3 +60,23 @@ models:
         replay.normalized_key = real
     assert r.exit_code == 1, r.output
     assert "FAILED" in r.output and "miss: " in r.output
+
+
+def test_run_the_tooluse_benchmark_from_the_cli(home, write_config):
+    write_config(f"""
+benchmarks:
+  tooluse:
+    adapter: file
+    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json}}
+    metrics: [exact_match]
+models:
+  tooluse-scripted: {{runner: echo, reply: script, script: {TOOLUSE}/script.jsonl}}
+""")
+    r = CliRunner().invoke(main, ["run", "--benchmark", "tooluse", "--model", "tooluse-scripted", "--no-progress",
+                                  "--tools-mode", "live"])
+    assert r.exit_code == 0, r.output
+    assert "exact_match" in r.output and "1.0" in r.output
+    r = CliRunner().invoke(main, ["run", "--benchmark", "tooluse", "--model", "tooluse-scripted", "--tools-mode", "x"])
+    assert r.exit_code == 2 and "'x' is not one of 'replay', 'live'" in r.output
