@@ -47,7 +47,7 @@ def cli(home, write_config, monkeypatch):
 
 @pytest.mark.slow
 def test_run_then_read_the_results_every_way(cli, home, tmp_path):
-    r = cli("run", "--model", "perfect", "--model", "parrot", "--limit", "3", "--concurrency", "2",
+    r = cli("run", "--model", "perfect", "--model", "parrot", "--benchmark-option", "limit=3", "--concurrency", "2",
             "--timeout-s", "5", "--runner-option", "max_retries=1", "--no-progress")
     assert r.exit_code == 0, r.output
     assert "| smoke/extra       | perfect | ok       | exact_match |" in r.output  # the summary table
@@ -96,11 +96,11 @@ def test_runner_and_benchmark_options_override_one_run(cli):
 
 @pytest.mark.slow
 def test_exit_codes_failure_and_gate(cli):
-    r = cli("run", "--model", "broken", "--limit", "1", "--no-progress")
+    r = cli("run", "--model", "broken", "--benchmark-option", "limit=1", "--no-progress")
     assert r.exit_code == 1
     assert "smoke/extra x broken: " in r.output and "no-such-runner" in r.output
     # every rollout fails (connection refused, no retries): the run succeeds, the error-rate gate fails
-    g = cli("run", "--model", "unreachable", "--limit", "2", "--runner-option", "max_retries=0", "--no-progress")
+    g = cli("run", "--model", "unreachable", "--benchmark-option", "limit=2", "--runner-option", "max_retries=0", "--no-progress")
     assert g.exit_code == 3, g.output
     assert "check error_rate on rollouts [smoke/extra|unreachable]: FAILED" in g.output
     assert "gate failed" in g.output

@@ -50,8 +50,10 @@ def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
 
 
 def is_limited(model_key: str) -> bool:
-    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (docs/viewer.md)."""
-    return "@limit" in str(model_key)
+    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (evalpipe/run_marks.py)."""
+    from evalpipe.run_marks import is_limited as limited
+
+    return limited(model_key)
 
 
 def splits(con) -> list[str]:

@@ -1,0 +1,157 @@
+"""The CLI habits of issue 14: `list` (and `--tasks list`), `compare`, an ad-hoc `--model <litellm string>`
+against a loopback server, `--limit` runs kept apart, `summarize --format`, the teaching lines, progress."""
+import io
+import json
+
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+from benchmarks.mock_server import MockLLM, serve_in_thread
+
+CONFIG = """
+benchmarks:
+  smoke:
+    adapter: file
+    description: Eight one-word questions.
+    splits:
+      extra: {path: {repo}/data/smoke/test.jsonl}
+    options:
+      columns: {prompt: question, target: answer, id: id}
+      slice_by: [category]
+    metrics: [exact_match, includes]
+models:
+  perfect: {runner: echo, reply: target, description: Always right.}
+  parrot: {runner: echo, description: Repeats the question.}
+default_models: [perfect]
+"""
+
+
+@pytest.fixture
+def cli(home, write_config, monkeypatch):
+    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
+        monkeypatch.setenv(var, "")
+    write_config(CONFIG)
+    from evalpipe.cli import main
+
+    def invoke(*args: str):
+        return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+    return invoke
+
+
+def test_list_shows_benchmarks_with_counts_and_models(cli):
+    r = cli("list", "--format", "json")
+    assert r.exit_code == 0, r.output
+    data = json.loads(r.output)
+    b = data["benchmarks"][0]
+    assert (b["benchmark_split"], b["samples"], b["metrics"], b["description"]) == (
+        "smoke/extra", 8, "exact_match, includes", "Eight one-word questions.")
+    assert {m["model"]: m["description"] for m in data["models"]} == {"perfect": "Always right.",
+                                                                      "parrot": "Repeats the question."}
+    t = cli("list")
+    assert "smoke/extra" in t.output and "Always right." in t.output and "litellm model string" in t.output
+    tasks = cli("run", "--tasks", "list")  # lm-evaluation-harness habit
+    assert tasks.exit_code == 0 and "smoke/extra" in tasks.output and "perfect" not in tasks.output
+
+
+@pytest.mark.slow
+def test_limited_runs_are_kept_apart_and_compare(cli):
+    full = cli("run", "--model", "perfect", "--model", "parrot", "--no-progress")
+    assert full.exit_code == 0, full.output
+    lim = cli("run", "--model", "parrot", "--limit", "2", "--no-progress")
+    assert lim.exit_code == 0, lim.output
+    assert "smoke/extra       | parrot@limit2" in lim.output  # its own partition in the run's summary
+    from evalpipe.cli import _warehouse
+
+    wh = _warehouse()
+    n = wh.query("SELECT model, n FROM metrics WHERE slice = 'all' AND metric = 'exact_match' ORDER BY model")
+    assert dict(zip(n["model"], n["n"])) == {"parrot": 8, "parrot@limit2": 2, "perfect": 8}  # full results intact
+    board = wh.query("SELECT DISTINCT model FROM leaderboard")["model"].tolist()
+    assert sorted(board) == ["parrot", "perfect"]  # not ranked
+    s = json.loads(cli("summarize", "--format", "json").output)
+    assert {x["model"] for x in s} == {"parrot", "perfect"}
+    s = json.loads(cli("summarize", "--format", "json", "--include-limited").output)
+    assert "parrot@limit2" in {x["model"] for x in s}
+    assert "parrot@limit2" in cli("run", "--model", "parrot", "--limit", "2", "--include-limited",
+                                  "--no-progress").output.split("leaderboard")[1]
+
+    csv = cli("summarize", "--format", "csv")
+    df = pd.read_csv(io.StringIO(csv.output))
+    assert list(df.columns[:4]) == ["benchmark_split", "model", "metric", "slice"] and len(df) == 4
+    table = cli("summarize", "--format", "table")
+    assert "0.0000" in table.output and "1.0000" in table.output and "|" not in table.output
+
+    c = cli("compare", "perfect", "parrot", "--format", "json")
+    assert c.exit_code == 0, c.output
+    cmp = json.loads(c.output)
+    assert (cmp["metric"], cmp["n_paired"], cmp["only_a"], cmp["only_b"]) == ("exact_match", 8, 8, 0)
+    assert cmp["mcnemar_p"] == pytest.approx(2 * 0.5 ** 8)
+    t = cli("compare", "perfect", "parrot", "--split", "smoke/extra")
+    assert "McNemar (exact): p = 0.0078, significant at 5%" in t.output and "perfect right, parrot wrong (8" in t.output
+    bad = cli("compare", "perfect", "nobody")
+    assert bad.exit_code == 2 and "pick a split" in bad.output
+
+
+@pytest.mark.slow
+def test_adhoc_litellm_model_against_a_loopback_server(cli, monkeypatch):
+    monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
+    answers = {"What is the capital of France? Answer with one word.": "The capital of France is Paris."}
+    with serve_in_thread(MockLLM(answers=answers)) as (mock, url):
+        r = cli("run", "--model", "openai/mock-model", "--api-base", url, "--api-key-env", "MOCK_KEY",
+                "--limit", "3", "--no-progress")
+        assert r.exit_code == 0, r.output
+        assert mock.requests == 3
+    assert "adhoc:openai/mock-model@limit3" in r.output
+    from evalpipe.cli import _warehouse
+
+    m = _warehouse().query("SELECT metric, value, n FROM metrics WHERE slice = 'all' AND model = ?",
+                           ["adhoc:openai/mock-model@limit3"])
+    got = dict(zip(m["metric"], m["value"]))
+    assert got["exact_match"] == 0.0 and got["includes"] == pytest.approx(1 / 3)  # Paris is in the reply
+    # the official/lenient gap is explained in two lines
+    lines = [ln for ln in r.output.splitlines() if "lenient includes" in ln]
+    assert lines and "official exact_match 0.000 (0/3)" in lines[0] and "(1/3)" in lines[0]
+    assert "does not follow the benchmark's answer format" in r.output
+    assert "evalpipe view --web" in r.output and "evalpipe sql" in r.output and "models:" in r.output
+    e = cli("run", "--model", "perfect", "--api-key-env", "MOCK_KEY")
+    assert e.exit_code == 2 and "only apply to an ad-hoc --model" in e.output
+    bad = cli("run", "--model", "nonesuch")
+    assert bad.exit_code == 2 and "unknown model 'nonesuch'" in bad.output
+
+
+def test_progress_counts_samples_across_partitions_rate_eta_errors():
+    from evalpipe.progress import PlainProgress, SampleProgress, fmt_duration, reporter
+
+    t = [0.0]
+    seen = []
+    p = SampleProgress(render=lambda label, pr: seen.append(pr.line()), clock=lambda: t[0])
+    p.sample("a/b", "m1", 0, 10)
+    p.sample("a/b", "m2", 0, 30)
+    t[0] = 10.0
+    p.sample("a/b", "m1", 10, 10, errors=2)
+    p.sample("a/b", "m2", 10, 30, errors=1)
+    assert (p.done, p.total, p.errors, p.partitions) == (20, 40, 3, 2)
+    assert p.rate() == pytest.approx(2.0) and p.eta_s() == pytest.approx(10.0)
+    assert "20/40 samples | 2.0/s | ETA 0:10 | 3 error(s) | 2 partition(s)" in p.line()
+    p.step(1, 4, "a/b x m3 failed: boom")
+    assert "1 failed run(s)" in p.line() and seen
+    assert fmt_duration(3725) == "1:02:05" and fmt_duration(None) == "-"
+    out = io.StringIO()
+    with PlainProgress(out, every_s=0) as pp:
+        pp.sample("a/b", "m", 1, 2)
+    assert out.getvalue().startswith("... a/b x m: 1/2 samples")
+    assert type(reporter(enabled=True, stream=io.StringIO())).__name__ == "PlainProgress"  # not a TTY
+    assert type(reporter(enabled=False)).__name__ == "NoProgress"
+
+
+def test_render_wraps_long_text_and_prints_missing_values_the_same():
+    from evalpipe.cli_view import MISSING, render
+
+    df = pd.DataFrame([{"model": "m", "value": float("nan"), "note": "word " * 60}])
+    out = render(df, "table", width=60)
+    assert all(len(line) <= 60 for line in out.splitlines()) and len(out.splitlines()) > 3
+    assert f" {MISSING} " in out or out.split("\n")[1].strip().split()[1] == MISSING
+    from evalpipe.viewer.app import MISSING as WEB_MISSING, fmt
+
+    assert WEB_MISSING == MISSING and fmt(None) == fmt(float("nan")) == MISSING
