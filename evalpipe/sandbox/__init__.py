@@ -10,7 +10,6 @@ argument, else the environment variable `EVALS_SANDBOX`, else the config's top-l
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 from typing import Iterable
@@ -29,7 +28,6 @@ __all__ = ["run_python", "run_tests", "open_session", "PythonSession", "SandboxR
            "Limits", "namespaces_available", "resolve_backend", "make_sandbox", "backend_status",
            "register_sandbox", "get_sandbox", "list_sandboxes", "SandboxUnavailable", "CHOICES"]
 
-log = logging.getLogger("evalpipe.sandbox")
 CHOICES = ("auto", "bwrap", "docker", "process")
 
 

@@ -10,7 +10,6 @@ process. It exists for machines where neither bubblewrap nor Docker works, and l
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import subprocess
 import sys
