@@ -254,3 +254,25 @@ def test_cli_sandbox_cleanup_removes_stale_folders(tmp_path, monkeypatch):
     r = CliRunner().invoke(main, ["sandbox", "cleanup", "--older-than", "60"])
     assert r.exit_code == 0 and "removed 1 sandbox folder" in r.output
     assert not stale.exists() and fresh.exists()
+
+
+# --- one contract for every backend (skipped, with the reason, where a backend can't run) -------------------
+@pytest.mark.parametrize("backend", ["bwrap", "docker", "process"])
+def test_every_backend_keeps_the_contract(backend):
+    why = backend_status()[backend]
+    if why:
+        pytest.skip(f"{backend}: {why}")
+    r = run_python("import sys; print(sys.argv[0].endswith('main.py'))", backend=backend)
+    assert r.passed and r.stdout.strip() == "True" and r.isolation == backend
+    assert run_python("raise SystemExit(3)", backend=backend).returncode == 3
+    t = run_python("while True: pass", timeout_s=1, backend=backend)
+    assert t.status == "timeout"
+    test = "def check(c):\n    assert c(2) == 4\n"
+    assert run_tests("def f(x):\n    return x * 2\n", test, entry_point="f", backend=backend).passed
+    bad = run_tests("def f(x):\n    return x\nimport os\nos._exit(0)\n", test, entry_point="f", backend=backend)
+    assert not bad.passed and "exit status 0" in bad.error
+    from evalpipe.sandbox import open_session
+
+    with open_session(backend=backend) as s:
+        s.run("v = 20")
+        assert s.run("v + 1")["value"] == "21" and s.isolation == backend
