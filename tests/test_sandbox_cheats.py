@@ -143,7 +143,7 @@ def test_runs_without_error_mode_scores_code_without_tests():
              JudgeInput("bad", "q", None, "```python\nimport pandas as pd\npd.read_csv('missing.csv')\n```", metadata={}),
              JudgeInput("exit", "q", None, "```python\nraise SystemExit(0)\n```", metadata={})]
     ok, bad, early = asyncio.run(m.ascore_many(items))
-    assert ok.correct and ok.status == "scored"
+    assert ok.correct and ok.status == "scored" and ok.details["stdout_head"] == "1\n"
     assert not bad.correct and "FileNotFoundError" in bad.reason
     assert not early.correct and "SystemExit(0)" in early.reason
     default = build_metric("code_execution")

@@ -116,6 +116,7 @@ class CodeExecution(Metric):
         return Score(value=float(r.passed), correct=r.passed, reason=r.error or r.status,
                      details={"status": r.status, "error": r.error, "duration_s": round(r.duration_s, 3),
                               "isolation": r.isolation, "stderr_tail": r.stderr[-1000:] if not r.passed else "",
+                              "stdout_head": r.stdout[:1000],
                               "mode": self.mode, "pass_at_k": self.ks})
 
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
