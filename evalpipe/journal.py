@@ -13,6 +13,7 @@ recorded: failures are retried by the next run.
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import time
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import Any, Iterable, Mapping
 
 from evalpipe.errors import DataError
 
+log = logging.getLogger(__name__)
 _CHUNK = 20_000  # fingerprints per lookup batch: bounded temp-table size for very large partitions
 
 
@@ -27,8 +29,20 @@ class Journal:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.set_aside_to: Path | None = None  # where a malformed journal was moved (its samples run again)
         try:
-            self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            self._open()
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+            self._set_aside(exc)
+            try:
+                self._open()
+            except sqlite3.DatabaseError as again:
+                raise DataError(f"resume journal {self.path} is unreadable ({again}); delete it to re-run that "
+                                "partition from scratch") from None
+
+    def _open(self) -> None:
+        self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        try:
             self._con.execute("PRAGMA journal_mode=WAL")
             self._con.execute("PRAGMA synchronous=NORMAL")
             self._con.execute("CREATE TABLE IF NOT EXISTS done (fingerprint TEXT PRIMARY KEY, sample_id TEXT, "
@@ -36,15 +50,40 @@ class Journal:
             cols = {r[1] for r in self._con.execute("PRAGMA table_info(done)")}
             if "finished_at" not in cols:  # a journal from before the column existed
                 self._con.execute("ALTER TABLE done ADD COLUMN finished_at REAL")
-        except sqlite3.DatabaseError as exc:
-            raise DataError(f"resume journal {self.path} is unreadable ({exc}); delete it to re-run that "
-                            "partition from scratch") from None
+            self._con.execute("SELECT count(*) FROM done").fetchone()  # reads the table: damage shows here
+        except sqlite3.DatabaseError:
+            self._con.close()
+            raise
+
+    def _set_aside(self, exc: Exception) -> None:
+        """Move a journal SQLite can't read (and its -wal/-shm files) aside, named, so a fresh one starts: its
+        samples simply run again. The damaged file is kept for inspection."""
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        aside = self.path.with_name(f"{self.path.name}.malformed-{stamp}")
+        for suffix in ("", "-wal", "-shm"):
+            src = Path(str(self.path) + suffix)
+            if src.exists():
+                src.replace(Path(str(aside) + suffix))
+        self.set_aside_to = aside
+        log.warning("resume journal %s is malformed (%s); moved it to %s, its samples run again", self.path, exc, aside)
 
     def lookup(self, fingerprints: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Finished records for these fingerprints, in one pass per 20k (no query per sample).
         A record that doesn't parse counts as not finished (it runs again)."""
         out: dict[str, dict[str, Any]] = {}
         wanted = list(fingerprints)
+        try:
+            return self._lookup(wanted, out)
+        except sqlite3.DatabaseError as exc:  # damage found while reading: start afresh, everything runs again
+            try:
+                self._con.close()
+            except sqlite3.Error:
+                pass
+            self._set_aside(exc)
+            self._open()
+            return {}
+
+    def _lookup(self, wanted: list[str], out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if not wanted or self.count() == 0:
             return out
         self._con.execute("CREATE TEMP TABLE IF NOT EXISTS wanted (fingerprint TEXT PRIMARY KEY)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import time
 import uuid
@@ -26,8 +27,59 @@ import pyarrow.parquet as pq
 from evalpipe.errors import WarehouseError
 from evalpipe.schema import TABLES
 
+log = logging.getLogger(__name__)
+_warned: set = set()  # stray files already warned about in this process
+
 PART_FILE = "part.parquet"
-SCHEMA_FILE = "_schema.parquet"
+STALE_TMP_S = 3600.0  # a temp file this old, or whose writer is gone, is a leftover of a killed write
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def damaged(table: str, path: Path, exc: BaseException) -> WarehouseError:
+    """The error for a partition file that doesn't read: which file, and how to get it back."""
+    parts = [p for p in path.parent.relative_to(path.parents[len(path.parents) - 1]).parts if "=" in p][-2:]
+    where = " ".join(f"--{'split' if k == 'benchmark_split' else k} {unquote(v)}"
+                     for k, v in (p.split("=", 1) for p in parts))
+    return WarehouseError(f"damaged {table} partition file {path} ({_reason(exc)}); re-materialize it "
+                          f"(evalpipe run {where}) or delete the file")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_tmp(folder: Path) -> int:
+    """Remove temp files of killed writes (`.<name>.<pid>.<id>.tmp` whose process is gone, or older than an hour)."""
+    n = 0
+    try:
+        entries = list(folder.glob(".*.tmp"))
+    except OSError:
+        return 0
+    for f in entries:
+        bits = f.name.split(".")
+        try:
+            pid = int(bits[-3])
+        except (ValueError, IndexError):
+            pid = -1
+        try:
+            if (pid > 0 and not _pid_alive(pid)) or time.time() - f.stat().st_mtime > STALE_TMP_S:
+                f.unlink()
+                n += 1
+                log.info("removed %s, left by a killed write", f)
+        except OSError:
+            pass
+    return n
+SCHEMA_FILE = "_schema/part.parquet"  # a zero-row placeholder the views always find (older layout: _schema.parquet)
 
 
 def _encode(value: str) -> str:
@@ -83,19 +135,30 @@ class Warehouse:
                 raise WarehouseError(f"{table}: row has {dim}={bad!r} but the partition is {dim}={value!r}")
             df[dim] = value
         data = to_arrow(table, df)
-        self._ensure_schema_file(table)
         target = self.partition_file(table, partition)
-        target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         try:
+            self._ensure_schema_file(table)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            clean_stale_tmp(target.parent)
             pq.write_table(data, tmp, compression="zstd")
             with open(tmp, "rb") as fh:
                 os.fsync(fh.fileno())
             os.replace(tmp, target)
+        except (OSError, pa.ArrowException) as exc:  # disk full, file too large, read-only folder
+            raise WarehouseError(f"cannot write the {table} partition file {target}: {_reason(exc)}; free space "
+                                 "or fix the folder's permissions (EVALS_WAREHOUSE moves it), then re-run") from exc
         finally:
-            if tmp.exists():
-                tmp.unlink()
-        self.ensure_views()
+            try:
+                if tmp.exists():
+                    tmp.unlink()
+            except OSError:
+                pass
+        try:  # the partition is written; views that can't be updated now are rebuilt by a later write
+            self.ensure_views(wait_s=1.0)
+        except (WarehouseError, OSError) as exc:
+            log.warning("%s written; the DuckDB views were not rebuilt (%s); the next write rebuilds them", target,
+                        _reason(exc))
         return target
 
     def _ensure_schema_file(self, table: str) -> None:
@@ -109,7 +172,7 @@ class Warehouse:
             except Exception:  # a damaged placeholder is rewritten below
                 pass
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{SCHEMA_FILE}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        tmp = path.with_name(f".{PART_FILE}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         pq.write_table(schema.empty_table(), tmp)
         os.replace(tmp, path)
 
@@ -119,13 +182,41 @@ class Warehouse:
         if not path.exists():
             where = ", ".join(f"{k}={v}" for k, v in partition.items())
             raise WarehouseError(f"no {table} for partition {where} in {self.root}; materialize it first")
-        return pq.read_table(path).to_pandas()
+        try:
+            return pq.read_table(path).to_pandas()
+        except (OSError, pa.ArrowException) as exc:
+            raise damaged(table, path, exc) from exc
+
+    def damaged_files(self, table: str) -> list[Path]:
+        """Partition files of a table that don't read as Parquet (truncated, overwritten)."""
+        bad = []
+        for f in sorted(self.table_dir(table).rglob(PART_FILE)):
+            try:
+                pq.read_metadata(f)
+            except (OSError, pa.ArrowException):
+                bad.append(f)
+        return bad
+
+    def stray_files(self, table: str) -> list[Path]:
+        """Files under a table's folder that are not its partition files (skipped by the views)."""
+        root = self.table_dir(table)
+        if not root.exists():
+            return []
+        out = []
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root).parts
+            if not f.is_file() or "/".join(rel) in (SCHEMA_FILE, "_schema.parquet") or f.name.endswith(".tmp"):
+                continue
+            if f.name != PART_FILE or not all("=" in p for p in rel[:-1]) or len(rel) < 2:
+                out.append(f)
+        return out
 
     def partitions(self, table: str) -> list[dict[str, str]]:
         out = []
         for f in sorted(self.table_dir(table).rglob(PART_FILE)):
             parts = f.relative_to(self.table_dir(table)).parts[:-1]
-            out.append({p.split("=", 1)[0]: unquote(p.split("=", 1)[1]) for p in parts if "=" in p})
+            if parts and all("=" in p for p in parts):  # not the schema placeholder nor a stray copy
+                out.append({p.split("=", 1)[0]: unquote(p.split("=", 1)[1]) for p in parts})
         return out
 
     def connect(self):
@@ -136,12 +227,25 @@ class Warehouse:
         for table in TABLES:
             self._ensure_schema_file(table)
             con.execute(f"CREATE VIEW {table} AS {self._view_sql(table)}")
+            for f in self.stray_files(table):
+                if f not in _warned:
+                    _warned.add(f)
+                    log.warning("skipping stray file %s in the warehouse (not a partition file of %s)", f, table)
         return con
 
     def query(self, sql: str, params: Any = None) -> pd.DataFrame:
+        import duckdb
+
         con = self.connect()
         try:
             return con.execute(sql, params).df() if params is not None else con.execute(sql).df()
+        except duckdb.Error as exc:  # a damaged partition file: name it, and how to get it back
+            if ".parquet" in str(exc) or "parquet" in str(exc).lower():
+                for table in TABLES:
+                    bad = self.damaged_files(table)
+                    if bad:
+                        raise damaged(table, bad[0], exc) from exc
+            raise
         finally:
             con.close()
 
@@ -150,7 +254,9 @@ class Warehouse:
 
     # ---- the DuckDB file: views only ------------------------------------------------------------------------
     def _view_sql(self, table: str) -> str:
-        glob = self.glob(table).replace("'", "''")
+        # only the table's own files, all named part.parquet (partitions and the schema placeholder); a stray
+        # file (a copy, a download) is skipped with a warning instead of breaking every query
+        glob = str(self.table_dir(table) / "**" / PART_FILE).replace("'", "''")
         return f"SELECT * FROM read_parquet('{glob}', union_by_name=true, hive_partitioning=false)"
 
     def _signature(self) -> str:

@@ -58,7 +58,9 @@ def test_a_failed_write_keeps_the_previous_partition(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(pq, "write_table", boom)
-    with pytest.raises(OSError):
+    from evalpipe.errors import WarehouseError
+
+    with pytest.raises(WarehouseError, match="cannot write the metrics partition file .*part.parquet: OSError: disk full"):
         wh.write("metrics", _metrics(0.9), P1)
     monkeypatch.undo()
     assert wh.read("metrics", P1)["value"].tolist() == [0.5]
