@@ -68,6 +68,8 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
     for target, link in symlinks:
         argv += ["--symlink", target, link]
     argv += ["--dev", "/dev", "--proc", "/proc"]
+    # /dev/shm writable (multiprocessing's semaphores), small
+    argv += ["--perms", "1777"] + (["--size", str(64 * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/dev/shm"]
     argv += ["--perms", "1777"] + (["--size", str(int(tmp_mb) * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/tmp"]
     argv += ["--bind", workdir, workdir_inside]
     for name in read_only_files:
