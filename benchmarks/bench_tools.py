@@ -130,6 +130,48 @@ def bench_bare(base_url: str, n: int, concurrency: int, latency: float, turns: i
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_turn": 1000 * cpu / (n * turns), "rerun_s": float("nan")}
 
 
+def bench_loop_only(n: int, concurrency: int, turns: int) -> float:
+    """CPU per model turn of the framework alone (loop, replayed tools, driver, redaction), with an in-process
+    chat step that answers at once: no HTTP client, no journal."""
+    import asyncio
+
+    from evalpipe.runners.driver import RunSettings, run_requests
+    from evalpipe.tools import ToolEnv
+    from evalpipe.tools.base import ChatTurn, ToolCall
+    from evalpipe.tools.replay import Fixture, ToolBroker, normalized_key
+    from evalpipe.types import RolloutRequest
+
+    class Instant:
+        name, model, default_concurrency, retry_timeouts = "instant", None, concurrency, True
+
+        async def start(self) -> None:
+            pass
+
+        async def aclose(self) -> None:
+            pass
+
+        async def chat(self, messages, tools, request):
+            k = sum(1 for m in messages if m.get("role") == "assistant")
+            await asyncio.sleep(0)
+            if k < turns - 1:
+                args = json.dumps({"q": request.messages[-1]["content"]})
+                return ChatTurn(None, [ToolCall("web_search", args, f"call_{k}")], "tool_calls", 10, 5, 0.0)
+            return ChatTurn("answer", [], "stop", 10, 5, 0.0)
+
+    env = ToolEnv({})
+    env.broker = ToolBroker([Fixture("web.search", normalized_key("web.search", {"q": question(i)}),
+                                     {"ok": True, "results": [str(2 * i)]}, "bench", {"q": question(i)})
+                             for i in range(n)])
+    reqs = [RolloutRequest(f"s{i}", [{"role": "user", "content": question(i)}], f"fp{i}", tools=TOOLS)
+            for i in range(n)]
+    asyncio.run(run_requests(Instant(), reqs[:20], None, RunSettings(concurrency=concurrency), tools=env))  # warm-up
+    cpu0 = time.process_time()
+    rows = asyncio.run(run_requests(Instant(), reqs, None, RunSettings(concurrency=concurrency), tools=env))
+    cpu = time.process_time() - cpu0
+    assert all(r["status"] == "ok" and r["turns"] == turns for r in rows)
+    return 1000 * cpu / (n * turns)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Time multi-turn tool conversations through the real loop and driver.")
     ap.add_argument("--n", type=int, default=1000)
@@ -143,6 +185,7 @@ def main() -> None:
 
         import_litellm()
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+    loop_only = bench_loop_only(args.n, args.concurrency, args.turns)
     proc, url = start_server(args.latency, args.turns)
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -163,6 +206,8 @@ def main() -> None:
         rerun = "-" if r["rerun_s"] != r["rerun_s"] else f"{r['rerun_s']:.2f}"
         print(f"| {r['path']} | {r['ok']}/{r['n']} | {r['turns']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | "
               f"{r['wall_s'] / floor:.2f} | {r['cpu_ms_per_turn']:.2f} | {rerun} |")
+    print(f"\nframework alone (loop, replayed tools, driver, redaction; no HTTP client, no journal): "
+          f"{loop_only:.2f} ms CPU per model turn")
 
 
 if __name__ == "__main__":
