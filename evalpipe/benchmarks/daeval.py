@@ -22,7 +22,7 @@ from typing import Any, Iterable
 from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.file import read_table
-from evalpipe.benchmarks.protocols import apply_protocol, files_block, protocol_of
+from evalpipe.benchmarks.protocols import COMMON_OPTIONS, apply_protocol, files_block, prepare_split, protocol_of
 from evalpipe.errors import ConfigError, DataError
 from evalpipe.metrics.list_match import BadReference, parse_gold
 from evalpipe.types import Sample
@@ -78,6 +78,11 @@ class DAEvalAdapter(Adapter):
     """InfiAgent-DABench from the Hub (`infiagent/DABench`) or the original files (`path:`)."""
 
     name = "daeval"
+    option_schema = {*COMMON_OPTIONS, "questions_file", "labels_file", "tables_dir", "levels"}
+
+    def __init__(self, split):
+        super().__init__(split)
+        prepare_split(split, self.options)
     default_metrics = ["list_match"]
 
     def locate(self) -> Path:

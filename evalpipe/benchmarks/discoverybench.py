@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
-from evalpipe.benchmarks.protocols import apply_protocol, files_block, protocol_of
+from evalpipe.benchmarks.protocols import COMMON_OPTIONS, apply_protocol, files_block, prepare_split, protocol_of
 from evalpipe.errors import ConfigError, DataError
 from evalpipe.types import Sample
 
@@ -96,6 +96,11 @@ class DiscoveryBenchAdapter(Adapter):
     """DiscoveryBench from the original files (`path:`) or the Hub (`allenai/discoverybench`)."""
 
     name = "discoverybench"
+    option_schema = {*COMMON_OPTIONS, "kind", "hf_split", "answer_key", "domain_knowledge", "domains"}
+
+    def __init__(self, split):
+        super().__init__(split)
+        prepare_split(split, self.options)
     default_metrics = ["llm_score", "hms_score"]
 
     def _kind(self) -> str:

@@ -2,13 +2,13 @@
 
 `options.protocol` (benchmark, split, or `--benchmark-option protocol=...`):
 
-- `multi_turn` (the default): the sample offers the stateful `python` tool (docs/interfaces.md; the conversation
-  loop runs it in the sandbox, one interpreter per sample, with the sample's data files copied read-only into its
-  working folder). The system prompt says so and gives the benchmark's answer format; the model's last reply is
-  its answer. `max_turns` (15 in evals.yaml for these benchmarks) and `max_tool_calls` bound the conversation.
-- `single_turn`: no tools, one reply. The data files are still named in the prompt. When `execute_code` is true
-  (default) and the reply holds a fenced Python block, that code is run once in the sandbox (data files copied in)
-  by the tool layer and its output recorded in the trajectory / `tool_calls`; the answer is the reply itself.
+- `multi_turn` (the default): the split offers the stateful `python` tool (the adapter turns on
+  `tools: {python: true}` for the split when the config doesn't; the conversation loop of evalpipe/tools runs it
+  in the sandbox, one interpreter per sample, with the sample's data files copied read-only into its working
+  folder). The system prompt says so and gives the benchmark's answer format; the model's last reply is its
+  answer. `max_turns` defaults to 15 for these benchmarks; `max_tool_calls` bounds the calls.
+- `single_turn`: no tools, one reply, answer = the reply. The data files are named (absolute paths) in the prompt.
+  Not done yet: running the reply's code once in the sandbox and recording its output (`reply_code` finds it).
 
 Both are adapter behaviour, so the same model can be compared across protocols as separate partitions: evals.yaml
 declares one split per protocol (e.g. `daeval/validation` and `daeval/validation_single`).
@@ -24,6 +24,10 @@ from evalpipe.types import Sample
 PROTOCOLS = ("multi_turn", "single_turn")
 DEFAULT_PROTOCOL = "multi_turn"
 DEFAULT_MAX_TURNS = 15
+# Options every data-science adapter takes (besides the pipeline's own: limit, slice_by, tools, max_turns, ...).
+COMMON_OPTIONS = ("path", "repo_id", "revision", "cache_dir", "token_env", "endpoint", "protocol", "execute_code",
+                  "system_prompt", "limit", "slice_by", "tools", "max_turns", "max_tool_calls", "tool_timeout_s",
+                  "tool_output_cap", "prompt_wrapper", "shuffle", "seed")
 
 PYTHON_TOOL = {
     "type": "function",
@@ -58,6 +62,19 @@ def protocol_of(options: dict[str, Any], split_key: str) -> str:
     return value
 
 
+def prepare_split(split: Any, options: dict[str, Any]) -> None:
+    """multi_turn: make sure the split offers the `python` tool and bounds the conversation at DEFAULT_MAX_TURNS.
+    (The split's options are what the tool layer reads; the adapter is built before it in every stage.)"""
+    if protocol_of(options, split.key) != "multi_turn":
+        return
+    for target in (split.options, options):
+        tools = target.get("tools")
+        tools = dict(tools) if isinstance(tools, dict) else {}
+        tools.setdefault("python", True)
+        target["tools"] = tools
+        target.setdefault("max_turns", DEFAULT_MAX_TURNS)
+
+
 def python_tool_schema() -> dict[str, Any]:
     """The schema of the `python` tool: the tool layer's own when it provides one, else the shape above."""
     try:
@@ -82,7 +99,7 @@ def apply_protocol(sample: Sample, options: dict[str, Any], split_key: str, answ
         sample.system = str(custom) if custom else None
     else:
         sample.system = f"{answer_rules}\n\n{note}"
-    sample.tools = [python_tool_schema()] if protocol == "multi_turn" else None
+    sample.tools = None  # multi_turn: the split's `tools: {python: true}` offers the real tool (prepare_split)
     sample.metadata["protocol"] = protocol
     sample.metadata["data_files"] = names
     if protocol == "single_turn":

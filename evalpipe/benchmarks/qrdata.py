@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
-from evalpipe.benchmarks.protocols import apply_protocol, files_block, protocol_of
+from evalpipe.benchmarks.protocols import COMMON_OPTIONS, apply_protocol, files_block, prepare_split, protocol_of
 from evalpipe.config import dagster_home
 from evalpipe.errors import ConfigError, DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
@@ -151,7 +151,12 @@ class QRDataAdapter(Adapter):
     """QRData from its original files (`path:`), or a Hub copy in the same layout (`repo_id:`)."""
 
     name = "qrdata"
+    option_schema = {*COMMON_OPTIONS, "question_types", "answer_kinds"}
     default_metrics = ["qrdata", {"name": "exact_match", "numeric_tolerance": ERROR_SCALE}]
+
+    def __init__(self, split):
+        super().__init__(split)
+        prepare_split(split, self.options)
 
     def locate(self) -> Path:
         if self.options.get("path"):
