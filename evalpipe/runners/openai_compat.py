@@ -99,8 +99,17 @@ class OpenAICompatRunner(ApiRunner):
                 self._tools_json.clear()
             tools_json = self._tools_json[id(tools)] = (tools, b',"tools":' + json.dumps(
                 tools, ensure_ascii=False, separators=(",", ":")).encode())
-        body = (self._body_head + json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
-                + (tools_json[1] if tools else b"") + b"}")
+        cached = getattr(messages, "encoded", False)  # the loop's WireMessages: encode only the new messages
+        if cached is False:
+            encoded = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+        else:
+            n, prefix = cached or (0, b"")
+            if len(messages) > n:
+                new = json.dumps(messages[n:], ensure_ascii=False, separators=(",", ":")).encode()[1:-1]
+                prefix = prefix + b"," + new if n else new
+                messages.encoded = (len(messages), prefix)  # type: ignore[attr-defined]
+            encoded = b"[" + prefix + b"]"
+        body = self._body_head + encoded + (tools_json[1] if tools else b"") + b"}"
         try:
             async with session.post(self.url, data=body) as resp:
                 payload = await resp.read()

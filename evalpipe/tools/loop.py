@@ -40,6 +40,17 @@ class WireTools:
         self.schemas = [t if self.to_wire[n] == n else _renamed(t, self.to_wire[n]) for t, n in zip(tools, names)]
 
 
+class WireMessages(list):
+    """The conversation as the provider sees it. The loop only ever appends to it, so a runner may keep its
+    encoding of the first `n` messages in `encoded` = (n, bytes) and encode only what is new each turn."""
+
+    __slots__ = ("encoded",)
+
+    def __init__(self, messages: list[dict[str, Any]]):
+        super().__init__(messages)
+        self.encoded: tuple[int, bytes] | None = None
+
+
 _WIRE_CACHE: dict[int, tuple[list, WireTools]] = {}
 
 
@@ -84,7 +95,7 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
     wire = wire_tools(tools)
     offered = list(wire.to_wire)
     session = env.session(request.sample_id, offered, request.files)
-    messages = list(request.messages)  # what the provider sees (wire names)
+    messages = WireMessages(request.messages)  # what the provider sees (wire names)
     trajectory = [dict(m) for m in request.messages]  # what is recorded (dataset names)
     turns, tin, tout, cost = 0, None, None, 0.0
     stop, text, finish, raw = None, None, None, None
