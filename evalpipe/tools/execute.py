@@ -78,6 +78,7 @@ class ToolSession:
         elif args is None:
             result, record["error"] = {"ok": False, "error": "invalid_arguments", "detail": why}, "invalid_arguments"
         elif tool is not None and (env.mode == "live" or tool.name in env.always_live):
+            record["normalized_key"] = normalized_key(name, args)
             result, record["error"] = await self._live(tool, args, timeout_s)
         else:
             key = normalized_key(name, args)
@@ -104,8 +105,8 @@ class ToolSession:
                 jsonschema.validate(args, tool.parameters)
             except jsonschema.ValidationError as exc:
                 return {"ok": False, "error": "invalid_arguments", "detail": exc.message}, "invalid_arguments"
-        limit = min(t for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s) if t is not None) \
-            if any(t is not None for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s)) else None
+        limits = [t for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s) if t is not None]
+        limit = min(limits) if limits else None
         try:
             async with asyncio.timeout(limit):
                 value = await tool.call(args, self.ctx)
