@@ -243,3 +243,22 @@ models:
         assert df["fixture_misses"].tolist() == [1, 1]
     else:
         assert set(df["prediction"]) == {"120"} and calls["fixture_hit"].all()
+
+
+def test_the_python_tool_sees_the_sample_files_in_its_working_folder(tmp_path):
+    data = tmp_path / "sales.csv"
+    data.write_text("region,amount\nnorth,3\nsouth,4\n")
+    env = ToolEnv({"python": True})
+    session = env.session("s1", ["python"], files=[str(data)])
+
+    async def go():
+        try:
+            first = await session.call("python", {"code": "import csv\nrows = list(csv.DictReader(open('sales.csv')))"}, 0)
+            second = await session.call("python", {"code": "sum(int(r['amount']) for r in rows)"}, 1)
+            return first, second
+        finally:
+            await session.aclose()
+
+    first, second = asyncio.run(go())
+    assert first[0]["error"] is None, first
+    assert str(json.loads(second[1])["value"]) == "7"
