@@ -236,8 +236,9 @@ class Warehouse:
     def query(self, sql: str, params: Any = None) -> pd.DataFrame:
         import duckdb
 
-        con = self.connect()
+        con = None
         try:
+            con = self.connect()
             return con.execute(sql, params).df() if params is not None else con.execute(sql).df()
         except duckdb.Error as exc:  # a damaged partition file: name it, and how to get it back
             if ".parquet" in str(exc) or "parquet" in str(exc).lower():
@@ -247,7 +248,8 @@ class Warehouse:
                         raise damaged(table, bad[0], exc) from exc
             raise
         finally:
-            con.close()
+            if con is not None:
+                con.close()
 
     def read_table(self, table: str) -> pd.DataFrame:
         return self.query(f"SELECT * FROM {table}")
