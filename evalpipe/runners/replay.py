@@ -77,6 +77,7 @@ def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
 class ReplayRunner(Runner):
     name = "replay"
     default_concurrency = 64
+    option_schema = {"path"}  # `evalpipe validate` flags any other option (e.g. a misspelt `paht:`)
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)
