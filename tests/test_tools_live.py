@@ -262,3 +262,24 @@ def test_the_python_tool_sees_the_sample_files_in_its_working_folder(tmp_path):
     first, second = asyncio.run(go())
     assert first[0]["error"] is None, first
     assert str(json.loads(second[1])["value"]) == "7"
+
+
+def test_a_python_call_past_its_timeout_is_the_timeout_error_and_the_session_goes_on(tmp_path):
+    env = ToolEnv({"python": True}, {"tool_timeout_s": 2})
+    session = env.session("s1", ["python"])
+
+    async def go():
+        try:
+            slow = await session.call("python", {"code": "import time\ntime.sleep(30)"}, 0)
+            after = await session.call("python", {"code": "1 + 1"}, 1)
+            return slow, after
+        finally:
+            await session.aclose()
+
+    import time
+
+    t0 = time.monotonic()
+    slow, after = asyncio.run(go())
+    assert slow[0]["error"] == "timeout" and json.loads(slow[1]) == {"ok": False, "error": "timeout"}
+    assert time.monotonic() - t0 < 25
+    assert after[0]["error"] is None and str(json.loads(after[1])["value"]) == "2"  # a fresh interpreter answers

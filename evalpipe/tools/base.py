@@ -53,6 +53,7 @@ class ToolContext:
     sample_id: str
     files: list[str] = field(default_factory=list)
     options: dict[str, Any] = field(default_factory=dict)
+    call_timeout_s: float | None = None  # the current call's time limit (set by the tool layer)
     _session: Any = None
     _session_factory: Callable[[], Any] | None = None
 

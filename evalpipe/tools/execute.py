@@ -107,8 +107,12 @@ class ToolSession:
                 return {"ok": False, "error": "invalid_arguments", "detail": exc.message}, "invalid_arguments"
         limits = [t for t in (tool.timeout_s, self.env.tool_timeout_s, timeout_s) if t is not None]
         limit = min(limits) if limits else None
+        self.ctx.call_timeout_s = limit
+        # sandbox tools stop their own call at `limit` (and say so); the outer bound only guards against a hang,
+        # so a late session is never handed the next call while still busy
+        outer = limit + 10 if (limit is not None and tool.name in self.env.always_live) else limit
         try:
-            async with asyncio.timeout(limit):
+            async with asyncio.timeout(outer):
                 value = await tool.call(args, self.ctx)
         except TimeoutError:
             return {"ok": False, "error": "timeout", "detail": f"tool took over {limit:g}s"}, "timeout"

@@ -102,7 +102,7 @@ def _session_result(out: Any) -> dict[str, Any]:
 def python_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         session = await asyncio.to_thread(ctx.sandbox)
-        return _session_result(await asyncio.to_thread(session.run, args["code"]))
+        return _session_result(await asyncio.to_thread(session.run, args["code"], ctx.call_timeout_s))
 
     return Tool("python", "Run Python code in a persistent interpreter (state is kept between calls; the "
                 "sample's files are in the working folder). Returns stdout, stderr and the last expression's value.",
@@ -113,7 +113,7 @@ def python_tool(options: dict[str, Any] | None = None) -> Tool:
 def bash_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         session = await asyncio.to_thread(ctx.sandbox)
-        return _session_result(await asyncio.to_thread(session.bash, args["command"]))
+        return _session_result(await asyncio.to_thread(session.bash, args["command"], ctx.call_timeout_s))
 
     return Tool("bash", "Run a shell command in the sample's working folder (sandboxed). Returns stdout and stderr.",
                 BASH_SCHEMA, call)
