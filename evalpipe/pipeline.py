@@ -205,6 +205,9 @@ def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, 
         df.attrs["tool_registry_sha256"] = tools_env.tool_registry_sha256()
     df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
                         for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
+    after = getattr(adapter, "after_rollouts", None)  # e.g. single_turn code run once (benchmarks/protocols.py)
+    if after is not None:
+        df = after(df, prompts)
     df["benchmark_split"], df["model"] = split.key, model.key
     return df
 

@@ -108,7 +108,8 @@ def _run_split(key, script, judge_metrics=None):
 
 QRDATA_SCRIPT = [
     {"sample_id": "0", "turns": [{"tool_calls": [py("import pandas as pd\nprint(pd.read_csv('heights.csv').height_cm.mean())")]},
-                                 {"content": "The mean is 171.7 cm.\nFINAL ANSWER: 171.7"}]},
+                                 {"content": "```python\nimport pandas as pd\nprint(pd.read_csv('heights.csv').height_cm.mean())\n```\n"
+                                             "The mean is 171.7 cm.\nFINAL ANSWER: 171.7"}]},
     {"sample_id": "1", "turns": [{"content": "FINAL ANSWER: yes"}]},
     {"sample_id": "2", "turns": [{"tool_calls": [py("import pandas as pd\nd = pd.read_csv('trial.csv')\n"
                                                     "g = d.groupby('group').days.mean()\nprint(g['treatment'] - g['control'])")]},
@@ -127,5 +128,12 @@ def test_qrdata_end_to_end(home, key):
     if key == "qrdata/test":
         traces = "".join(str(t) for t in roll["tool_trace"].dropna())
         assert "171.7" in traces and "-3.66" in traces  # the printed difference of means
-    else:
-        assert roll["tool_trace"].isna().all() or not "".join(str(t) for t in roll["tool_trace"].dropna()).strip("[]")
+    else:  # single_turn: the reply's code ran once in the sandbox, recorded as a python call; the answer is the reply
+        traced = roll.set_index("sample_id")
+        rec = json.loads(traced.loc["0", "tool_trace"])
+        assert len(rec) == 1 and rec[0]["name"] == "python" and "171.7" in json.loads(rec[0]["result"])["stdout"]
+        assert json.loads(traced.loc["0", "trajectory"])[-1]["role"] == "tool" and traced.loc["0", "tool_calls"] == 1
+        assert traced["tool_trace"].drop("0").isna().all()  # no code in the other replies: nothing run
+        from evalpipe.pipeline import tool_calls_frame
+
+        assert len(tool_calls_frame(roll)) == 1

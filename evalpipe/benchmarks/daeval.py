@@ -22,7 +22,8 @@ from typing import Any, Iterable
 from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.file import read_table
-from evalpipe.benchmarks.protocols import COMMON_OPTIONS, apply_protocol, files_block, prepare_split, protocol_of
+from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
+                                          protocol_of)
 from evalpipe.errors import ConfigError, DataError
 from evalpipe.metrics.list_match import BadReference, parse_gold
 from evalpipe.types import Sample
@@ -83,6 +84,10 @@ class DAEvalAdapter(Adapter):
     def __init__(self, split):
         super().__init__(split)
         prepare_split(split, self.options)
+
+    def after_rollouts(self, rollouts, prompts):
+        """single_turn: the reply's code run once in the sandbox and recorded (protocols.execute_reply_code)."""
+        return execute_reply_code(rollouts, prompts, self.options, self.split.key)
     default_metrics = ["list_match"]
 
     def locate(self) -> Path:

@@ -8,14 +8,20 @@
   folder). The system prompt says so and gives the benchmark's answer format; the model's last reply is its
   answer. `max_turns` defaults to 15 for these benchmarks; `max_tool_calls` bounds the calls.
 - `single_turn`: no tools, one reply, answer = the reply. The data files are named (absolute paths) in the prompt.
-  Not done yet: running the reply's code once in the sandbox and recording its output (`reply_code` finds it).
+  With `execute_code` (default true), the reply's first fenced Python block is run once in the sandbox
+  (`run_python`, the data files copied in, `code_timeout_s` 30) after the rollout, and the run is recorded as a
+  `python` tool call (one row of `tool_calls`, the output in `result`) and at the end of the trajectory; it
+  changes nothing in the answer.
 
 Both are adapter behaviour, so the same model can be compared across protocols as separate partitions: evals.yaml
 declares one split per protocol (e.g. `daeval/validation` and `daeval/validation_single`).
 """
 from __future__ import annotations
 
+import json
 import re
+import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from evalpipe.errors import ConfigError
@@ -26,7 +32,7 @@ DEFAULT_PROTOCOL = "multi_turn"
 DEFAULT_MAX_TURNS = 15
 # Options every data-science adapter takes (besides the pipeline's own: limit, slice_by, tools, max_turns, ...).
 COMMON_OPTIONS = ("path", "repo_id", "revision", "cache_dir", "token_env", "endpoint", "protocol", "execute_code",
-                  "system_prompt", "limit", "slice_by", "tools", "max_turns", "max_tool_calls", "tool_timeout_s",
+                  "system_prompt", "code_timeout_s", "limit", "slice_by", "tools", "max_turns", "max_tool_calls", "tool_timeout_s",
                   "tool_output_cap", "prompt_wrapper", "shuffle", "seed")
 
 PYTHON_TOOL = {
@@ -117,3 +123,62 @@ def files_block(names: list[str], where: str) -> str:
     if not names:
         return ""
     return f"Data files ({where}):\n" + "\n".join(f"- {n}" for n in names)
+
+
+def _loads(v: Any, default: Any) -> Any:
+    if isinstance(v, str) and v:
+        try:
+            return json.loads(v)
+        except ValueError:
+            return default
+    return v if v is not None else default
+
+
+def execute_reply_code(df: Any, prompts: Any, options: dict[str, Any], split_key: str) -> Any:
+    """single_turn with `execute_code`: run each ok reply's first fenced Python block once in the sandbox and record
+    it as a `python` tool call (tool_trace / tool_calls) and as the last events of the trajectory."""
+    if protocol_of(options, split_key) != "single_turn" or not options.get("execute_code", True) or df.empty:
+        return df
+    from evalpipe import sandbox
+
+    timeout = float(options.get("code_timeout_s", 30))
+    files = {sid: _loads(f, []) for sid, f in zip(prompts["sample_id"], prompts["files"])}
+    messages = {sid: _loads(m, []) for sid, m in zip(prompts["sample_id"], prompts["messages"])}
+    todo = [(i, r.sample_id, reply_code(r.raw_output)) for i, r in df.iterrows() if r.status == "ok"]
+    todo = [t for t in todo if t[2]]
+    if not todo:
+        return df
+
+    def run(item: tuple[Any, str, str]) -> tuple[Any, str, str, Any, float]:
+        i, sid, code = item
+        start = time.monotonic()
+        return i, sid, code, sandbox.run_python(code, timeout_s=timeout, files=files.get(sid) or [],
+                                                backend=options.get("sandbox")), time.monotonic() - start
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = list(pool.map(run, todo))
+    df = df.copy()
+    for col in ("tool_trace", "trajectory"):
+        df[col] = df[col].astype(object)
+    for i, sid, code, res, latency in done:
+        result = {"ok": res.passed, "status": res.status, "stdout": res.stdout, "stderr": res.stderr}
+        if res.error:
+            result["error"] = res.error
+        arguments = json.dumps({"code": code}, ensure_ascii=False)
+        record = {"turn": 0, "call_index": 0, "name": "python", "arguments": arguments, "arguments_valid": True,
+                  "normalized_key": None, "result": json.dumps(result, ensure_ascii=False), "fixture_hit": None,
+                  "error": None if res.passed else (res.status if res.status == "timeout" else res.error or res.status),
+                  "latency_s": round(latency, 4)}
+        trajectory = _loads(df.at[i, "trajectory"], []) or [*messages.get(sid, []),
+                                                             {"role": "assistant", "content": df.at[i, "raw_output"]}]
+        trajectory = [*trajectory,
+                      {"role": "assistant", "content": None, "tool_calls": [
+                          {"id": "single_turn_exec", "type": "function",
+                           "function": {"name": "python", "arguments": arguments}}]},
+                      {"role": "tool", "tool_call_id": "single_turn_exec", "name": "python", "content": record["result"]}]
+        df.at[i, "tool_trace"] = json.dumps([record], ensure_ascii=False)
+        df.at[i, "trajectory"] = json.dumps(trajectory, ensure_ascii=False) if isinstance(df.at[i, "trajectory"], str) \
+            or df.at[i, "trajectory"] is None else trajectory
+        if "tool_calls" in df.columns:
+            df.at[i, "tool_calls"] = 1
+    return df
