@@ -357,3 +357,12 @@ def test_every_model_turn_of_a_conversation_takes_its_rate_limit_share(tmp_path,
     assert row["status"] == "ok" and row["turns"] == 3
     assert len(lim.acquired) == 3 and len(lim.settled) == 3  # one per model turn, not one per conversation
     assert lim.acquired[1] > lim.acquired[0]  # later turns carry the growing conversation
+
+
+def test_tool_output_is_capped_with_a_note(tmp_path):
+    (tmp_path / "f.jsonl").write_text(json.dumps({"name": "big", "key": {}, "result": {"text": "x" * 500}}) + "\n")
+    env = ToolEnv({"fixtures": str(tmp_path)}, {"tool_output_cap": 100})
+    rec, content = asyncio.run(env.session("s", ["big"]).call("big", "", 0))
+    assert content.startswith('{"text": "xxx') and len(content) < 160
+    assert content.endswith("[output truncated: 412 more characters]") and rec["result"] == content
+    assert rec["arguments"] == "" and rec["arguments_valid"] and rec["fixture_hit"]  # "" means no arguments
