@@ -184,6 +184,9 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
             "error": r.get("error"), "scores": scores.get(sid, {}),
             "usage": {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")},
             "finish_reason": r.get("finish_reason"),
+            # the final answer, the whole trajectory (tool calls and their output) and the data files the sample used
+            "final_answer": r.get("prediction"), "files": _loads(p.get("files"), []),
+            "trajectory": _loads(r.get("trajectory"), None), "tool_calls": _loads(r.get("tool_trace"), None),
         }
         samples.append(row)
         if r.get("status") not in (None, "ok"):
