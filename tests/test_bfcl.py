@@ -250,7 +250,7 @@ benchmarks:
   bfcl:
     adapter: bfcl
     splits:
-      sample: {path: {repo}/data/bfcl_sample}
+      sample: {path: {repo}/data/bfcl_sample, max_turns: 1}   # BFCL scores the first reply only
     metrics: [bfcl_ast]
 models:
   bfcl-scripted: {runner: replay, path: {repo}/data/bfcl_sample/predictions.jsonl}
