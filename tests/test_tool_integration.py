@@ -103,6 +103,9 @@ def test_controls_and_negative_controls():
     made_up = ti.analyze(neg, "According to the weather service it is 20 °C in Atlantis.", miss)
     assert made_up["flags"]["hallucinated"] and made_up["grounding"]["ungrounded"] == ["20"]
     assert ti.analyze(neg, "The search results show it is mild there.", miss)["flags"]["hallucinated"]
+    # a result that did come back is tool-derived content, not a hallucination
+    backed = [rec(0, "weather.current", {"city": "Atlantis"}, {"ok": True, "conditions": "mild"})]
+    assert not ti.analyze(neg, "According to the weather service it is mild there.", backed)["flags"]["hallucinated"]
     s = report.summarize([clean, dirty])
     assert s["metrics"]["controls_with_integration"] == 1.0 and s["metrics"]["control_contamination_rate"] == 0.5
 

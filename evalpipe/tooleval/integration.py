@@ -349,7 +349,9 @@ def analyze(item: ItemSpec, answer_text: str | None, records: list[dict[str, Any
     contaminated = (item.kind == "control" and integrated) if item.kind == "control" else None
     hallucinated = None
     if item.kind == "negative_control":
-        hallucinated = bool(ungrounded) or integrated or (ATTRIBUTION.search(ans.text) is not None and not unable)
+        # content presented as tool-derived with no tool result behind it
+        hallucinated = bool(ungrounded) or (ATTRIBUTION.search(ans.text) is not None and not unable and not received
+                                            and not any(succeeded(r) for r in records))
 
     locale_ok = None
     rendering = None
