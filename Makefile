@@ -11,7 +11,7 @@ export LITELLM_OFFLINE_MODE := true
 export HF_HUB_OFFLINE ?= 1
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install run test test-fast dev validate bench lock clean
+.PHONY: install run test test-fast dev validate validate-sharding bench lock clean
 
 install: $(STAMP)
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed, so model-written code runs under the 'process' sandbox, which is NOT a boundary. Get it: sudo apt-get install bubblewrap (Debian/Ubuntu) | sudo dnf install bubblewrap (Fedora); then check: $(BIN)/evalpipe sandbox check (docs/sandbox.md)"
@@ -30,11 +30,14 @@ run: install  ## evaluate the default benchmark(s) with the default model, print
 test: install  ## the whole test suite (offline)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
-dev: install  ## the Dagster UI on http://127.0.0.1:3000
-	$(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+dev: install  ## the Dagster UI on http://127.0.0.1:3000 and the daemon; the first Ctrl-C stops both
+	$(BIN)/python -m evalpipe.cli_dev --host 127.0.0.1 --port 3000 --workspace workspace.yaml
 
 validate: install
 	$(BIN)/dagster definitions validate -w workspace.yaml
+
+validate-sharding: install  ## prove N shards equal one pass: make validate-sharding DATASET=smoke/test MODEL=echo RUNNER=echo SHARDS=4
+	$(BIN)/evalpipe validate-sharding --dataset "$(DATASET)" --model "$(MODEL)" $(if $(RUNNER),--runner "$(RUNNER)") --shards $(or $(SHARDS),4)
 
 bench: install  ## speed benchmarks (see benchmarks/)
 	$(BIN)/python benchmarks/bench_rollouts.py

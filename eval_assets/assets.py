@@ -5,7 +5,7 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 """
 
 import pandas as pd
-from dagster import AssetExecutionContext, AssetIn, DataVersion, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
 from evalpipe import fingerprints, pipeline, sample_progress, tracing
 from evalpipe.prompt_wrappers import wrapper_for
@@ -190,6 +190,10 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
     for r in overall.itertuples(index=False):
         meta[f"{r.metric}"] = MetadataValue.float(float(r.value)) if pd.notna(r.value) else MetadataValue.text("n/a")
+    from evalpipe.viewer.links import metrics_chart_md, viewer_url  # [viewer] chart and link (docs/viewer.md)
+
+    meta["chart"] = MetadataValue.md(metrics_chart_md(df))
+    meta["viewer"] = MetadataValue.url(viewer_url(dims["benchmark_split"], dims["model"]))
     cfg = eval_config.get()
     if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/artifacts.py), built from the warehouse
         record = context.instance.get_run_record_by_id(context.run_id)
@@ -211,7 +215,11 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
 
 
 @asset(deps=[metrics], io_manager_key=IO, group_name=GROUP,
-       description="Every materialized metrics partition, slice `all`, ranked per benchmark split and metric.")
+       description="Every materialized metrics partition, slice `all`, ranked per benchmark split and metric.",
+       # declarative automation (eval_assets/schedules.py runs the sensor): rebuilt after any metrics partition
+       # changes, once per change, never while it is already being rebuilt
+       automation_condition=(AutomationCondition.any_deps_updated().since_last_handled()
+                             & ~AutomationCondition.in_progress()))
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> pd.DataFrame:
     df = pipeline.build_leaderboard(warehouse.get().read_table("metrics"))
     context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,

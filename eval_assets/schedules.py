@@ -1,10 +1,12 @@
-"""Schedules: keep the leaderboard fresh, and (opt-in) retry partitions whose latest run failed."""
+"""Keeping things current: the leaderboard follows `metrics` by declarative automation (the asset's
+`automation_condition`, evaluated by `leaderboard_automation_sensor`), and an opt-in schedule retries
+partitions whose latest run failed."""
 from __future__ import annotations
 
-from dagster import (DagsterRunStatus, DefaultScheduleStatus, RunRequest, RunsFilter, ScheduleEvaluationContext,
-                     SkipReason, schedule)
+from dagster import (AssetSelection, AutomationConditionSensorDefinition, DagsterRunStatus, DefaultScheduleStatus,
+                     DefaultSensorStatus, RunRequest, RunsFilter, ScheduleEvaluationContext, SkipReason, schedule)
 
-from eval_assets.jobs import evaluate_job, leaderboard_job
+from eval_assets.jobs import evaluate_job
 from partitions import BENCHMARK_SPLIT, MODEL, eval_key
 
 # Runs that evaluate one (benchmark_split, model) partition: the `evaluate` job (UI, sensors, backfills) and
@@ -13,11 +15,12 @@ EVAL_JOBS = ("evaluate", "__ephemeral_asset_job__")
 SPLIT_TAG, MODEL_TAG = f"dagster/partition/{BENCHMARK_SPLIT}", f"dagster/partition/{MODEL}"
 
 
-@schedule(name="refresh_leaderboard_schedule", job=leaderboard_job, cron_schedule="0 * * * *",
-          default_status=DefaultScheduleStatus.RUNNING,
-          description="Rebuilds the leaderboard every hour from every materialized metrics partition.")
-def refresh_leaderboard_schedule(context: ScheduleEvaluationContext):
-    return RunRequest(run_key=None, tags={"evals/scheduled": "leaderboard"})
+# Evaluates the leaderboard's automation condition (any metrics partition updated since the last rebuild) every
+# 30 s under the daemon (`make dev`), so runs launched from the UI, backfills and the sensors keep it current.
+leaderboard_automation_sensor = AutomationConditionSensorDefinition(
+    "leaderboard_automation_sensor", target=AssetSelection.assets("leaderboard"),
+    default_status=DefaultSensorStatus.RUNNING, minimum_interval_seconds=30,
+    description="Rebuilds the leaderboard when a metrics partition changes (declarative automation).")
 
 
 def failed_partitions(instance, limit: int = 1000) -> list[tuple[str, str, str]]:
