@@ -67,7 +67,7 @@ def describe_exception(exc: BaseException) -> str:
         line = _with_file(line, getattr(cur, "filename", None))
         if not any(text and text in p for p in parts):
             parts.append(line)
-        cur = cur.__cause__ or (None if cur.__suppress_context__ else cur.__context__)
+        cur = cur.__cause__
     return parts[0] + "".join(f" (caused by {p})" for p in parts[1:])
 
 
@@ -86,7 +86,9 @@ def describe_error_info(err) -> str:
             line = text or (err.cls_name or "error")
             if not any(text and text in p for p in parts):
                 parts.append(line)
-        err = err.cause or err.context
+        # `context` ("during handling of ...") is followed only below Dagster's wrappers: elsewhere it is noise
+        # like the FileNotFoundError that mkdir(parents=True) handles before failing for another reason
+        err = err.cause or (err.context if err.cls_name in _WRAPPERS else None)
     if not parts:
         return "failed"
     return parts[0] + "".join(f" (caused by {p})" for p in parts[1:])

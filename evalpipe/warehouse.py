@@ -171,10 +171,14 @@ class Warehouse:
                     return
             except Exception:  # a damaged placeholder is rewritten below
                 pass
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{PART_FILE}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        pq.write_table(schema.empty_table(), tmp)
-        os.replace(tmp, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            pq.write_table(schema.empty_table(), tmp)
+            os.replace(tmp, path)
+        except (OSError, pa.ArrowException) as exc:
+            raise WarehouseError(f"cannot write the {table} schema file {path}: {_reason(exc)}; the warehouse "
+                                 "folder must be writable (EVALS_WAREHOUSE moves it)") from None
 
     # ---- reads (never touch the DuckDB file, so they never wait for or block anyone) -------------------------
     def read(self, table: str, partition: Mapping[str, str]) -> pd.DataFrame:

@@ -163,3 +163,41 @@ def test_malformed_journal_is_set_aside_and_its_samples_rerun(tmp_path, caplog):
             aside = j.set_aside_to
     assert aside is not None and aside.exists() and "malformed" in aside.name
     assert str(path) in caplog.text and str(aside) in caplog.text
+
+
+def _can_mount_read_only(tmp_path: Path) -> bool:
+    d = tmp_path / "probe"
+    d.mkdir()
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {d} {d} && mount -o remount,bind,ro {d} && "
+                        f"! touch {d}/x"], capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.slow
+def test_read_only_warehouse_names_the_file(home, write_config, tmp_path):
+    if not _can_mount_read_only(tmp_path):
+        pytest.skip("needs a private mount namespace (unshare -m as root) for a read-only folder")
+    cfg = write_config("""
+benchmarks:
+  smoke:
+    adapter: file
+    splits: {extra: {path: "{repo}/data/smoke/test.jsonl", limit: 2}}
+    options: {columns: {prompt: question, target: answer, id: id}}
+models:
+  perfect: {runner: echo, reply: target}
+""")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    import os
+
+    env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(home),
+           "EVALS_WAREHOUSE": str(ro / "warehouse.duckdb")}
+    r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && "
+                        f"exec {sys.executable} -m evalpipe.cli run --no-progress"],
+                       capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    errors = [line for line in out.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, out
+    assert f"{ro}/warehouse/" in errors[0] and "Read-only file system" in errors[0], errors
+    assert "Error occurred while handling output" not in out and "caused by FileNotFoundError" not in out
