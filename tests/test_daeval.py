@@ -168,3 +168,32 @@ def test_python_literal_reference_is_what_dsgym_writes():
     text = "[['mean_fare', '34.65'], ['std', '1.2']]"
     assert ast.literal_eval(text) == [["mean_fare", "34.65"], ["std", "1.2"]]
     assert lm("@std[1.2] @mean_fare[34.65]", text).value == 1.0  # order doesn't matter
+
+
+def test_matches_the_reference_on_generated_responses():
+    """Many responses (spaces, case, numeric spellings, missing, repeated and unclosed answers) scored both ways."""
+    import random
+
+    rnd = random.Random(11)
+    golds = [[["a", "0.5"], ["b", "yes"]], [["mean", "12.30"]], [["x", "-1"], ["y", "Blue Heron"], ["z", "3"]]]
+    variants = {"0.5": ["0.5", " 0.5", "0.50", ".5", "0.5000001", "0.501", "1/2", "0,5", ""],
+                "yes": ["yes", "Yes", " yes", "yes ", "no"], "12.30": ["12.3", "12.30", "1.23e1", "12.300001", "12"],
+                "-1": ["-1", "-1.0", "- 1", "−1", "-1e0"], "Blue Heron": ["Blue Heron", "Blue  Heron", "blue heron", "BlueHeron"],
+                "3": ["3", "3.0", "three", " 3 "]}
+    checked = 0
+    for _ in range(400):
+        gold = rnd.choice(golds)
+        parts = []
+        for name, value in gold:
+            if rnd.random() < 0.1:
+                continue  # a missing answer
+            parts.append(f"@{name}[{rnd.choice(variants[value])}]")
+            if rnd.random() < 0.1:
+                parts.append(f"@{name}[{rnd.choice(variants[value])}]")  # repeated: the last one counts
+        if rnd.random() < 0.1:
+            parts.append("@broken[open")
+        rnd.shuffle(parts)
+        raw = rnd.choice([" ", "\n", ", "]).join(parts)
+        assert lm(raw, json.dumps(gold)).value == reference_score(raw, gold), raw
+        checked += 1
+    assert checked == 400

@@ -134,3 +134,14 @@ models: {m: {runner: echo}}
     pair = [p for p in JUDGE_CALLS if "Count the variables" in p]
     assert len(pair) == 1 and "HypoA: Yield rises linearly" in pair[0] and "WorkflowB: OLS fit." in pair[0]
     assert "Yields of ten wheat plots" in pair[0] and "Query: How does fertilizer use relate to yield?" in pair[0]
+
+
+def test_hub_offline_error_is_one_line(monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hf"))
+    sc = SplitConfig(key="discoverybench/test", benchmark="discoverybench", split="test", adapter="discoverybench",
+                     options={}, metrics=None, prompt_template=None, base_dir=REPO)
+    with pytest.raises(DataError, match=r"allenai/discoverybench is not in the local Hugging Face cache and "
+                                        r"HF_HUB_OFFLINE=1.*set 'path:' under the discoverybench benchmark") as e:
+        list(adapter_for(sc).load())
+    assert "\n" not in str(e.value)
