@@ -267,8 +267,10 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
     df = aggregate(judgements, seed=seed, rollouts=rollouts)
     if split is not None and not len(judgements):
         names = [m if isinstance(m, str) else m.get("name") for m in adapter_for(split).metrics()]
-        empty = pd.DataFrame([{"metric": str(n), "slice": "all", "value": float("nan"), "n": 0, "n_unscored": 0,
-                               "n_errors": 0} for n in names if n and n not in set(df.get("metric", []))])
+        nan = float("nan")
+        empty = pd.DataFrame([{"metric": str(n), "slice": "all", "value": nan, "n": 0, "n_unscored": 0, "n_errors": 0,
+                               "stderr": nan, "ci_low": nan, "ci_high": nan}
+                              for n in names if n and n not in set(df.get("metric", []))])
         df = pd.concat([df, empty], ignore_index=True) if len(df) else empty
     df["benchmark_split"], df["model"] = split_key, model_key
     return df

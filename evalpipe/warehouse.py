@@ -211,7 +211,7 @@ class Warehouse:
             rel = f.relative_to(root).parts
             if not f.is_file() or "/".join(rel) in (SCHEMA_FILE, "_schema.parquet") or f.name.endswith(".tmp"):
                 continue
-            if f.name != PART_FILE or not all("=" in p for p in rel[:-1]) or len(rel) < 2:
+            if f.name != PART_FILE or not all("=" in p for p in rel[:-1]):  # (unpartitioned: <table>/part.parquet)
                 out.append(f)
         return out
 
