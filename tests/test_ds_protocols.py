@@ -145,3 +145,35 @@ def test_qrdata_end_to_end(home, key):
         from evalpipe.pipeline import tool_calls_frame
 
         assert len(tool_calls_frame(roll)) == 1
+
+
+@pytest.mark.slow
+def test_daeval_multi_turn_through_litellm_against_a_loopback_server(home):
+    """The same analyses, served over real HTTP by an OpenAI-compatible mock: the litellm runner's chat step sends the
+    python tool's schema, parses the tool calls, the loop runs the code in the sandbox and sends the output back."""
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+    from evalpipe import pipeline
+    from evalpipe.config import ModelConfig, load_config
+    from evalpipe.runners import build_runner, run_settings_for
+
+    split = load_config().split("daeval/validation")
+    ds = pipeline.build_dataset(split)
+    mock = MockLLM()
+    by_id = {e["sample_id"]: e["turns"] for e in DAEVAL_SCRIPT}
+    for sid, prompt in zip(ds["sample_id"], ds["input"]):
+        turns = by_id[sid]
+        mock.tool_script[prompt] = [t for t in turns if t.get("tool_calls")]
+        mock.answers[prompt] = turns[-1]["content"]
+    with serve_in_thread(mock) as (_, url):
+        model = ModelConfig(key="loopback", runner="litellm", model="openai/mock", api_base=url,
+                            options={"max_retries": 0})
+        prompts = pipeline.build_prompts(split, model.key, ds)
+        roll = pipeline.run_rollouts(split, model, prompts, build_runner(model), run_settings_for(model),
+                                     journal_file=home / "loop.sqlite")
+    assert (roll["status"] == "ok").all(), roll["error"].tolist()
+    sent = [b for b in mock.bodies if b.get("tools")]
+    assert sent and sent[0]["tools"][0]["function"]["name"] == "python"
+    assert any(m.get("role") == "tool" and "112.92" in str(m.get("content")) for b in mock.bodies for m in b["messages"])
+    j = pipeline.judge(split, prompts, roll)
+    m = {(r.metric, r.slice): r.value for r in pipeline.compute_metrics(split.key, model.key, j).itertuples()}
+    assert m[("list_match", "all")] == pytest.approx(0.8) and m[("list_match_by_subquestion", "all")] == pytest.approx(7 / 8)
