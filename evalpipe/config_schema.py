@@ -379,8 +379,9 @@ def _check_declared(report: _Report, schema: Any, options: dict[str, Any], loc_o
 # ---- the whole config -------------------------------------------------------------------------------------------------
 MODEL_KEYS = set(ModelEntry.model_fields)
 # Options every runner understands (the driver's run settings) and those of the shared API layer.
-COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"fast_path", "pricing", "max_connections"}
-COMMON_SPLIT_OPTIONS = set(SplitOptions.model_fields) | {"protocol", "fail_on_fingerprint_mismatch"}
+COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"fast_path", "pricing", "max_connections", "rollout_shards"}
+COMMON_SPLIT_OPTIONS = set(SplitOptions.model_fields) | {"protocol", "fail_on_fingerprint_mismatch", "tool_timeout_s",
+                                                         "tool_output_cap", "rollout_shards"}
 
 
 def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
