@@ -219,6 +219,9 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
     if limit is not None:
         split_options["limit"] = limit
+    from evalpipe.config_schema import check_overrides
+
+    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
     resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                    concurrency, timeout_s), **rp.resources()}
     if split_options:

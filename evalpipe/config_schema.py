@@ -509,3 +509,15 @@ def validate_file(path: str | Path) -> dict[str, Any]:
     data, lines = load_yaml(p.read_text(encoding="utf-8"), p)
     validate_config(data, p, lines)
     return data or {}
+
+
+def check_overrides(options: dict[str, Any], flag: str) -> None:
+    """Options given on the command line (`--benchmark-option k=v`): the same types and ranges as in the file."""
+    try:
+        SplitOptions.model_validate(options)
+    except ValidationError as exc:
+        err = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in err["loc"] if not _is_union_tag(p))
+        msg = _TYPE_WORDS.get(err["type"])
+        msg = f"must be {msg}" if msg else err["msg"][0].lower() + err["msg"][1:]
+        raise ConfigError(f"{flag} {where}={err.get('input')!r}: {msg}") from None

@@ -41,6 +41,10 @@ def build_dataset(split: SplitConfig) -> pd.DataFrame:
                                            split.options)
     limit = split.options.get("limit")
     if limit is not None:
+        if int(limit) < 0:  # checked with the config too; a negative slice would drop samples from the end
+            from evalpipe.errors import ConfigError
+
+            raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
         samples = samples[: int(limit)]
     indexed = list(enumerate(samples))  # sample_index: the position in the split, the same in every shard
     shard = sharding.shard_spec(split.options)

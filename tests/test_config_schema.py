@@ -157,3 +157,13 @@ def test_a_split_with_zero_samples_runs_to_the_end(home, write_config):
 
     m = Warehouse(warehouse_path()).query("select metric, n, value from metrics where slice = 'all'")
     assert m["metric"].tolist() == ["exact_match"] and m["n"].tolist() == [0] and m["value"].isna().all()
+
+
+def test_command_line_overrides_are_checked_too(home, write_config):
+    write_config(BASE.replace("{repo}", "/x"))
+    from evalpipe.cli import main
+
+    r = CliRunner().invoke(main, ["run", "--model", "perfect", "--benchmark-option", "limit=-3", "--no-progress"])
+    assert r.exit_code == 2 and r.output.strip() == \
+        "error: --benchmark-option limit=-3: input should be greater than or equal to 0", r.output
+    assert not (home / "warehouse").exists()
