@@ -31,6 +31,12 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
 
 
+def fmt_rate(per_s: float | None) -> str:
+    if not per_s:
+        return "-/s"
+    return f"{per_s:.1f}/s" if per_s >= 0.95 else f"{per_s * 60:.1f}/min"
+
+
 class SampleProgress:
     """Totals over every partition of a run. Thread-safe; `render` is called with a one-line summary."""
 
@@ -105,7 +111,7 @@ class SampleProgress:
     def line(self) -> str:
         r = self.rate()
         parts = [f"{self.done}/{self.total} samples" if self.total else "loading",
-                 f"{r:.1f}/s" if r else "-/s", f"ETA {fmt_duration(self.eta_s())}",
+                 fmt_rate(r), f"ETA {fmt_duration(self.eta_s())}",
                  f"{self.errors} error(s)" + (f", {self.failed_runs} failed run(s)" if self.failed_runs else ""),
                  f"{self.partitions} partition(s)", f"elapsed {fmt_duration(self._clock() - self._start)}"]
         return " | ".join(parts)

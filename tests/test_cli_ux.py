@@ -137,6 +137,9 @@ def test_progress_counts_samples_across_partitions_rate_eta_errors():
     p.step(1, 4, "a/b x m3 failed: boom")
     assert "1 failed run(s)" in p.line() and seen
     assert fmt_duration(3725) == "1:02:05" and fmt_duration(None) == "-"
+    from evalpipe.progress import fmt_rate
+
+    assert (fmt_rate(2.0), fmt_rate(0.05), fmt_rate(None)) == ("2.0/s", "3.0/min", "-/s")
     out = io.StringIO()
     with PlainProgress(out, every_s=0) as pp:
         pp.sample("a/b", "m", 1, 2)
