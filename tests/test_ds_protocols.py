@@ -177,3 +177,90 @@ def test_daeval_multi_turn_through_litellm_against_a_loopback_server(home):
     j = pipeline.judge(split, prompts, roll)
     m = {(r.metric, r.slice): r.value for r in pipeline.compute_metrics(split.key, model.key, j).itertuples()}
     assert m[("list_match", "all")] == pytest.approx(0.8) and m[("list_match_by_subquestion", "all")] == pytest.approx(7 / 8)
+
+
+def judge_reply(prompt):
+    """A deterministic judge for the DiscoveryBench sample (llm_score and hms_score prompts)."""
+    import re
+
+    if "## The final answer is" in prompt:
+        pred = prompt.split("Predicted answer:\n", 1)[1].split("\n\nGold answer", 1)[0]
+        return "Thoughts: checked.\n\n## The final answer is: " + ("True" if "0.03" in pred else "False")
+    if "Split the hypothesis" in prompt:
+        hyp = re.search(r"Hypothesis: (.*)\n", prompt).group(1)
+        if "no clear relation" in hyp:
+            return '{"sub_hypo": []}'
+        ctx = "all plots" if "ertilizer" in hyp else "all workers"
+        return json.dumps({"sub_hypo": [{"text": hyp, "context": ctx, "variables": ["a", "b"], "relations": "+"}]})
+    if "Count the variables" in prompt:
+        return '{"sizeA": 2, "sizeB": 3, "intersection": 2, "explanation": "one extra"}'  # F1 = 0.8
+    if "Options: A) very similar" in prompt:
+        return '{"answer": "B) similar but general than HypoA", "explanation": "less specific"}'  # 0.5
+    return None
+
+
+class Computed(dict):
+    """`answers` of the mock computed from the prompt: the model's final replies, else the judge's."""
+
+    def __init__(self, fixed):
+        super().__init__(fixed)
+
+    def get(self, key, default=None):
+        return dict.get(self, key) if key in self else (judge_reply(key) or default)
+
+
+CROP_FINAL = ("```python\nimport pandas as pd\nimport numpy as np\nd = pd.read_csv('crop_yield.csv')\n"
+              "print(round(np.polyfit(d.fertilizer_kg, d.yield_t, 1)[0], 3))\n```\n"
+              "HYPOTHESIS: Yield increases linearly with fertilizer, about 0.03 t/ha per kg.\nWORKFLOW: OLS fit.")
+
+
+@pytest.mark.slow
+def test_discoverybench_both_protocols_cli_with_model_and_judge_on_loopback(home, write_config, monkeypatch):
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.config import load_config
+
+    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
+        monkeypatch.setenv(var, "")
+    mock = MockLLM()
+    with serve_in_thread(mock) as (_, url):
+        write_config("""
+benchmarks:
+  discoverybench:
+    adapter: discoverybench
+    splits:
+      test: {}
+      test_single: {hf_split: test, protocol: single_turn}
+    options: {path: "{repo}/data/discoverybench_sample"}
+models:
+  loop: {runner: litellm, model: openai/analyst, api_base: "%s", max_retries: 0}
+judges:
+  judge: {runner: litellm, model: openai/judge, api_base: "%s"}
+default_models: [loop]
+""" % (url, url))
+        answers = {}
+        for key in ("discoverybench/test", "discoverybench/test_single"):
+            for s in adapter_for(load_config().split(key)).load():
+                if s.id.startswith("crop_yield"):
+                    answers[s.input] = CROP_FINAL
+                    mock.tool_script[s.input] = [{"tool_calls": [{"name": "python", "arguments": {"code": (
+                        "import pandas as pd, numpy as np\nd = pd.read_csv('crop_yield.csv')\n"
+                        "print(round(np.polyfit(d.fertilizer_kg, d.yield_t, 1)[0], 3))")}}]}]
+                else:
+                    answers[s.input] = "HYPOTHESIS: There is no clear relation between schooling and wages."
+        mock.answers = Computed(answers)
+        from evalpipe.cli import main
+
+        cli = lambda *a: CliRunner().invoke(main, list(a), catch_exceptions=False)  # noqa: E731
+        r = cli("run", "--benchmark", "discoverybench", "--model", "loop", "--no-progress")
+        assert r.exit_code == 0, r.output
+        for split in ("discoverybench/test", "discoverybench/test_single"):
+            m = _metrics(cli, split)
+            assert m[("llm_score", "all")]["value"] == 0.5 and m[("llm_score", "domain=agriculture")]["value"] == 1.0
+            # crop: matched (same context), F1 0.8 x relation 0.5 = 0.4; wages: no match, 0 -> mean 0.2
+            assert m[("hms_score", "all")]["value"] == pytest.approx(0.2)
+            assert m[("hms_score", "domain=agriculture")]["value"] == pytest.approx(0.4)
+        q = cli("sql", "select benchmark_split || ':' || substr(result, 1, 40) as r from tool_calls "
+                       "where benchmark_split like 'discoverybench/%' order by 1")
+        assert "discoverybench/test:" in q.output and "0.03" in q.output  # multi_turn: pandas via the python tool
+        assert "discoverybench/test_single:" in q.output  # single_turn: the reply's code run once in the sandbox
