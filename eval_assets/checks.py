@@ -8,7 +8,10 @@ they check (in `evalpipe run` and in the UI) and show on the asset's Checks tab.
   <= `checks.max_parse_error_rate` (default 0.05).
 
 Thresholds come from the config file (top-level `checks:`). A failed check has severity ERROR (WARN for
-`severity: warn`); checks are not blocking, so a failed gate is reported without hiding the results.
+`severity: warn`). error_rate and judge_parse_failures report without hiding the results (a flaky model's
+partition is still scored: its failures count as wrong). samples_accounted is a Dagster *blocking* check: a
+partition whose metrics do not account for every sample is wrong, so assets downstream of `metrics` in the same
+run (the leaderboard, when the UI materializes both) do not run, and `evalpipe run` exits 3 naming it.
 """
 
 from typing import Any
@@ -92,7 +95,7 @@ def rollouts_error_rate(context: AssetCheckExecutionContext, eval_config: EvalCo
                             description=f"{meta['errors']}/{meta['rollouts']} rollouts failed")
 
 
-@asset_check(asset=metrics, name="samples_accounted", partitions_def=eval_partitions,
+@asset_check(asset=metrics, name="samples_accounted", partitions_def=eval_partitions, blocking=True,
              additional_ins={"prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")},
              description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric.")
 def metrics_samples_accounted(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,

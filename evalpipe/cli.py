@@ -290,14 +290,16 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         if not c.passed:
             _out(f"check {c.check} on {c.asset} [{c.partition}]: {'FAILED' if c.severity == 'ERROR' else 'warning'}"
                  f"{': ' + c.description if c.description else ''}")
-    if not result.success:
+    # a failed *blocking* check (samples_accounted) fails its run in Dagster; for the CLI it is a gate (exit 3)
+    blocked = [p for p in result.partitions if not p.success and "blocking asset check" in (p.error or "")]
+    if any(not p.success and p not in blocked for p in result.partitions) or not result.leaderboard_ok:
         failed = [f"{p.benchmark_split} x {p.model}: {p.error}" for p in result.partitions if not p.success]
         from evalpipe.redact import redact
 
         click.echo(redact("failed partitions:\n  " + "\n  ".join(failed)), err=True)
         sys.exit(EXIT_FAILED)
-    if failed_gates:
-        click.echo(f"gate failed: {len(failed_gates)} asset check(s) did not pass", err=True)
+    if failed_gates or blocked:
+        click.echo(f"gate failed: {len(failed_gates) or len(blocked)} asset check(s) did not pass", err=True)
         sys.exit(EXIT_GATE)
 
 

@@ -89,3 +89,42 @@ def test_dev_launcher_stops_every_service_on_the_first_signal(tmp_path):
     t = time.monotonic()
     stop([stubborn, polite], grace_s=1.0)
     assert stubborn.poll() is not None and polite.poll() is not None and time.monotonic() - t < 10
+
+
+def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
+    """A partition whose metrics don't account for every sample fails the blocking check: Dagster stops what is
+    downstream in that run, and `evalpipe run` exits 3 naming the check (not 1, as for a crash)."""
+    from click.testing import CliRunner
+
+    from eval_assets.checks import metrics_samples_accounted
+    from evalpipe.metrics import register_metric
+    from evalpipe.metrics.base import Metric
+    from evalpipe.types import Score
+
+    assert all(spec.blocking for spec in metrics_samples_accounted.check_specs)
+
+    class Bogus(Metric):
+        name = "bogus_status"
+
+        def score(self, item):
+            return Score(value=None, status="lost")  # not scored, unscored or an error: unaccounted
+
+    register_metric("bogus_status", Bogus, replace=True)
+    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
+        monkeypatch.setenv(var, "")
+    write_config("""
+benchmarks:
+  smoke:
+    adapter: file
+    splits: {extra: {path: {repo}/data/smoke/test.jsonl, limit: 2}}
+    options: {columns: {prompt: question, target: answer, id: id}}
+    metrics: [bogus_status]
+models:
+  good: {runner: echo}
+""")
+    from evalpipe.cli import main
+
+    r = CliRunner().invoke(main, ["run", "--model", "good", "--no-progress"], catch_exceptions=False)
+    assert r.exit_code == 3, r.output
+    assert "check samples_accounted on metrics [smoke/extra|good]: FAILED" in r.output
+    assert "gate failed" in r.output
