@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+import partitions  # noqa: F401  (partition keys come from the test config, read now, before a test points EVALS_CONFIG elsewhere)
+
 from evalpipe.tooleval import integration as ti
 from evalpipe.tooleval import report
 
