@@ -208,6 +208,7 @@ def test_bad_items_name_line_and_field(tmp_path):
         ((good, {"__header__": {}}), r"line 2: a __header__ line must be the first line"),
         (({"__header__": {"integration_span_cap": 0}}, good), r"line 1: header field 'integration_span_cap': 0 is less than the minimum of 1"),
         ((good, "{oops"), r"line 2: not valid JSON"),
+        (({"__header__": {"gates": {"f1": {"min": 0.5}}}}, good), r"line 1: header field 'gates': unknown gate\(s\) \['f1'\]"),
     ]
     for lines, pattern in cases:
         with pytest.raises(DataError, match=pattern):

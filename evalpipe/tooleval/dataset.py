@@ -92,6 +92,12 @@ def read_dataset(path: Path, shown: str | None = None) -> tuple[dict[str, Any], 
             if err:
                 raise DataError(f"{shown} line {n}: header {err}")
             header = dict(obj[HEADER_KEY])
+            from evalpipe.tooleval.report import GATE_SOURCES
+
+            unknown = sorted(set(header.get("gates") or {}) - set(GATE_SOURCES))
+            if unknown:
+                raise DataError(f"{shown} line {n}: header field 'gates': unknown gate(s) {unknown}; known: "
+                                f"{', '.join(sorted(GATE_SOURCES))}")
             first = False
             continue
         first = False
