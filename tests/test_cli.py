@@ -9,6 +9,15 @@ from click.testing import CliRunner
 
 REPO = Path(__file__).parents[1]
 
+
+def _broken_runner(model):
+    raise RuntimeError("cannot start the model server for 'test-cli-broken'")
+
+
+from evalpipe.runners import register_runner  # noqa: E402
+
+register_runner("test-cli-broken", _broken_runner, replace=True)
+
 CONFIG = """
 benchmarks:
   smoke:
@@ -22,7 +31,7 @@ benchmarks:
 models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
-  broken: {runner: no-such-runner}
+  broken: {runner: test-cli-broken}   # a runner that can't start: the partition fails (exit 1)
   unreachable:                       # every sample fails: nothing listens on port 9
     runner: litellm
     model: openai/nothing
@@ -98,7 +107,7 @@ def test_runner_and_benchmark_options_override_one_run(cli):
 def test_exit_codes_failure_and_gate(cli):
     r = cli("run", "--model", "broken", "--benchmark-option", "limit=1", "--no-progress")
     assert r.exit_code == 1
-    assert "smoke/extra x broken: " in r.output and "no-such-runner" in r.output
+    assert "smoke/extra x broken: " in r.output and "cannot start the model server" in r.output
     # every rollout fails (connection refused, no retries): the run succeeds, the error-rate gate fails
     g = cli("run", "--model", "unreachable", "--benchmark-option", "limit=2", "--runner-option", "max_retries=0", "--no-progress")
     assert g.exit_code == 3, g.output
