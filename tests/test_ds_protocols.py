@@ -9,6 +9,10 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+# The `benchmark_split` partitions are read from the config when Dagster code is first imported: import them now,
+# while EVALS_CONFIG is the test config (conftest.py), not later under a test's own config.
+import partitions  # noqa: F401,E402
+
 REPO = Path(__file__).parents[1]
 
 
