@@ -1,4 +1,5 @@
-"""Run artifacts: one auditable folder per materialized (benchmark_split, model) partition.
+"""Run artifacts: one auditable folder per run of a (benchmark_split, model) partition, kept
+(`<root>/<split>/<model>/<run_id>/`, `latest` pointing at the newest; docs/reproducibility.md).
 
     manifest.json   config snapshot, git SHA, package versions, filtered env, start/end/duration, fingerprints
     samples.jsonl   per sample: prompt, ground truth, metadata, prediction, scores, usage, error
