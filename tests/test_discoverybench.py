@@ -145,3 +145,23 @@ def test_hub_offline_error_is_one_line(monkeypatch, tmp_path):
                                         r"HF_HUB_OFFLINE=1.*set 'path:' under the discoverybench benchmark") as e:
         list(adapter_for(sc).load())
     assert "\n" not in str(e.value)
+
+
+def test_metadata_id_is_the_file_number_and_windows_1252_files_load(tmp_path):
+    """As in the published data: several metadata files of one dataset carry "id": 0, the answer key's metadataid
+    is the file's number, and the synth files are Windows-1252 text."""
+    import shutil
+
+    root = tmp_path / "clone"
+    src = SAMPLE / "discoverybench/real/test/wages"
+    dst = root / "discoverybench/real/test/wages"
+    shutil.copytree(src, dst)
+    meta = json.loads((dst / "metadata_0.json").read_text())
+    meta["datasets"][0]["description"] = "Hourly wages \u2019 schooling, 5 \u00b5"
+    (dst / "metadata_3.json").write_bytes(json.dumps(meta, ensure_ascii=False).encode("cp1252"))  # still "id": 0
+    (root / "eval").mkdir()
+    (root / "eval/answer_key_real.csv").write_bytes(
+        "dataset,metadataid,query_id,gold_hypo\nwages,0,0,first\nwages,3,0,third \u2019 one\n".encode("cp1252"))
+    samples = list(adapter_for(split(path=root)).load())
+    assert [(s.id, s.target) for s in samples] == [("wages/0/0", "first"), ("wages/3/0", "third \u2019 one")]
+    assert "\u2019 schooling, 5 \u00b5" in samples[1].input

@@ -81,11 +81,18 @@ def find_split_dir(root: Path, kind: str, split: str) -> Path | None:
 
 
 def read_answer_key(path: Path) -> dict[tuple[str, str, str], str]:
-    try:
-        with path.open(newline="", encoding="utf-8") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise DataError(f"{path}: cannot read the answer key ({exc})") from None
+    rows = None
+    for encoding in ("utf-8", "cp1252"):  # the published synth key is not UTF-8 (Windows quotes)
+        try:
+            with path.open(newline="", encoding=encoding) as f:
+                rows = list(csv.DictReader(f))
+            break
+        except UnicodeDecodeError:
+            continue
+        except (OSError, csv.Error) as exc:
+            raise DataError(f"{path}: cannot read the answer key ({exc})") from None
+    if rows is None:
+        raise DataError(f"{path}: the answer key is neither UTF-8 nor Windows-1252 text; re-save it as UTF-8")
     need = {"dataset", "metadataid", "query_id", "gold_hypo"}
     if rows and not need <= set(rows[0]):
         raise DataError(f"{path}: the answer key needs columns {', '.join(sorted(need))}; found {', '.join(rows[0])}")
@@ -150,13 +157,14 @@ class DiscoveryBenchAdapter(Adapter):
         samples: list[Sample] = []
         for meta_file in sorted(split_dir.glob("*/metadata_*.json"), key=lambda p: (p.parent.name, _num(p.stem))):
             try:
-                meta = json.loads(meta_file.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError) as exc:
+                meta = json.loads(_read_text(meta_file))
+            except OSError as exc:
                 raise DataError(f"{meta_file}: cannot read the file ({exc})") from None
             except json.JSONDecodeError as exc:
                 raise DataError(f"{meta_file} line {exc.lineno}: not valid JSON ({exc.msg})") from None
             dataset = meta_file.parent.name
-            metadata_id = str(meta.get("id", meta_file.stem.split("_")[-1]))
+            # the file's number, as the answer key's `metadataid` (the JSON's own `id` repeats across files)
+            metadata_id = meta_file.stem.split("_")[-1]
             files = []
             for d in meta.get("datasets") or []:
                 f = meta_file.parent / str(d.get("name", ""))
@@ -210,6 +218,15 @@ class DiscoveryBenchAdapter(Adapter):
             out["domain"] = str(sample.metadata["domain"])
         out.update(super().slices(sample))
         return out
+
+
+def _read_text(path: Path) -> str:
+    """UTF-8, else Windows-1252: some published synth files are the latter (curly quotes, the micro sign)."""
+    data = path.read_bytes()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data.decode("cp1252", errors="replace")
 
 
 def _num(stem: str) -> int:
