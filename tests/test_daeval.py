@@ -82,6 +82,16 @@ def test_multi_turn_turns_on_the_python_tool_and_max_turns():
     sc = split(protocol="single_turn")
     adapter_for(sc)
     assert "tools" not in sc.options
+    # a run-time override to single_turn of options prepared for multi_turn: what was added is taken back
+    prepared = split()
+    adapter_for(prepared)
+    again = split(**{**prepared.options, "protocol": "single_turn"})
+    adapter_for(again)
+    assert "tools" not in again.options and "max_turns" not in again.options
+    assert list(adapter_for(again).load())[0].metadata["protocol"] == "single_turn"
+    kept = split(tools={"python": True}, protocol="single_turn")  # the user's own setting stays
+    adapter_for(kept)
+    assert kept.options["tools"] == {"python": True}
     with pytest.raises(ConfigError, match="protocol must be one of"):
         adapter_for(split(protocol="two_turns"))
 

@@ -68,17 +68,39 @@ def protocol_of(options: dict[str, Any], split_key: str) -> str:
     return value
 
 
+_ADDED = "_protocol_added"  # what prepare_split added to a split's options (taken back for single_turn)
+
+
 def prepare_split(split: Any, options: dict[str, Any]) -> None:
     """multi_turn: make sure the split offers the `python` tool and bounds the conversation at DEFAULT_MAX_TURNS.
     (The split's options are what the tool layer reads; the adapter is built before it in every stage.)"""
     if protocol_of(options, split.key) != "multi_turn":
+        # options copied from a split this function prepared for multi_turn (a run-time protocol override): take
+        # back what it added, so a single_turn run is offered no tool
+        for target in (split.options, options):
+            added = target.pop(_ADDED, None) or {}
+            if added.get("python") and isinstance(target.get("tools"), dict):
+                tools = {k: v for k, v in target["tools"].items() if k != "python"}
+                if tools:
+                    target["tools"] = tools
+                else:
+                    target.pop("tools")
+            if added.get("max_turns"):
+                target.pop("max_turns", None)
         return
     for target in (split.options, options):
         tools = target.get("tools")
         tools = dict(tools) if isinstance(tools, dict) else {}
-        tools.setdefault("python", True)
+        added = dict(target.get(_ADDED) or {})
+        if "python" not in tools:
+            tools["python"] = True
+            added["python"] = True
         target["tools"] = tools
-        target.setdefault("max_turns", DEFAULT_MAX_TURNS)
+        if "max_turns" not in target:
+            target["max_turns"] = DEFAULT_MAX_TURNS
+            added["max_turns"] = True
+        if added:
+            target[_ADDED] = added
 
 
 def python_tool_schema() -> dict[str, Any]:
