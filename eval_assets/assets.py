@@ -131,8 +131,9 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
     step = max(1, len(prompts) // 10)
 
-    def progress(done: int, total: int) -> None:
-        sample_progress.report(context.partition_key, done, total)  # [scale] per-sample progress, in-process caller
+    def progress(done: int, total: int, errors: int | None = None) -> None:
+        # [scale] per-sample progress, in-process caller; [viewer/CLI] with the failed samples so far
+        sample_progress.report(context.partition_key, done, total, errors)
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 

@@ -203,9 +203,9 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     def chain(split: str, model: str) -> None:
         key = eval_key(split, model)
         if on_sample is not None:
-            def listener(d: int, t: int) -> None:
+            def listener(d: int, t: int, e: int | None = None) -> None:
                 with lock:
-                    on_sample(split, model, d, t)
+                    on_sample(split, model, d, t) if e is None else on_sample(split, model, d, t, e)  # e: errors
             sample_progress.listen(key, listener)
         try:
             step(f"evaluate {split} x {model}")

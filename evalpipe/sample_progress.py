@@ -19,7 +19,9 @@ def unlisten(partition_key: Any) -> None:
     _listeners.pop(str(partition_key), None)
 
 
-def report(partition_key: Any, done: int, total: int) -> None:
+def report(partition_key: Any, done: int, total: int, errors: int | None = None) -> None:
+    """`errors`: failed samples so far (the driver counts them); passed on only when known, so listeners
+    taking (done, total) keep working."""
     fn = _listeners.get(str(partition_key))
     if fn is not None:
-        fn(done, total)
+        fn(done, total) if errors is None else fn(done, total, errors)

@@ -158,3 +158,25 @@ def test_render_wraps_long_text_and_prints_missing_values_the_same():
     from evalpipe.viewer.app import MISSING as WEB_MISSING, fmt
 
     assert WEB_MISSING == MISSING and fmt(None) == fmt(float("nan")) == MISSING
+
+
+@pytest.mark.slow
+def test_errors_so_far_reach_the_progress_from_a_real_run(home, write_config):
+    """driver -> rollouts asset -> evalpipe.sample_progress -> launcher -> SampleProgress, in this process."""
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+    from evalpipe.progress import SampleProgress
+    from resources import ModelRunnerResource
+
+    write_config(CONFIG.replace("default_models: [perfect]", """  unreachable:
+    runner: litellm
+    model: openai/nothing
+    api_base: http://127.0.0.1:9/v1
+default_models: [perfect]"""))
+    seen = []
+    p = SampleProgress(render=lambda label, pr: seen.append((pr.done, pr.total, pr.errors)))
+    res = evaluate(load_config(), ["smoke/extra"], ["perfect", "unreachable"], on_sample=p.sample,
+                   on_progress=p.step, resources={"model_runner": ModelRunnerResource(max_retries=0)})
+    assert res.leaderboard_ok
+    assert (p.done, p.total, p.errors) == (16, 16, 8)  # 8 samples each; every call to port 9 fails
+    assert any(e and d < 16 for d, _, e in seen)  # errors were counted while the run was going

@@ -158,17 +158,23 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         else:
             todo.append(i)
     del done
-    total, finished = len(requests), len(requests) - len(todo)
+    total, finished, failed = len(requests), len(requests) - len(todo), 0
+    progress = _with_errors(progress)  # [viewer/CLI] callbacks that take `errors` also get the failures so far
     if progress:
-        progress(finished, total)
+        progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
+    from evalpipe.ratelimit import Limiters, shared_limiter
+
+    shared = shared_limiter(runner.model)  # [scale] provider-key limits shared by all runs/workers (rate_limits:)
+    if shared is not None:
+        limiter = Limiters(limiter, shared)
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
 
     async def worker() -> None:
-        nonlocal finished
+        nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
             row = await attempt(runner, req, settings, limiter, max_tokens, tools)
@@ -178,8 +184,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
             row["cached"] = False
             results[i] = row
             finished += 1
+            failed += row["status"] != "ok"
             if progress:
-                progress(finished, total)
+                progress(finished, total, failed)
             if row["status"] != "ok" and settings.fail_fast:
                 raise FailFast(f"sample {req.sample_id} failed and fail_fast is set: {row['error']}")
 
@@ -196,6 +203,22 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         if close:
             await runner.aclose()
     return results  # type: ignore[return-value]
+
+
+def _with_errors(progress: Callable[..., None] | None) -> Callable[[int, int, int], None] | None:
+    """A progress callback as (done, total, errors): callbacks declaring an `errors` parameter (or **kwargs) get
+    the failed samples so far; plain (done, total) callbacks keep their signature."""
+    if progress is None:
+        return None
+    import inspect
+
+    try:
+        params = inspect.signature(progress).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "errors" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return lambda d, t, e: progress(d, t, errors=e)
+    return lambda d, t, e: progress(d, t)
 
 
 def run_sync(runner: Runner, requests: Iterable[RolloutRequest], journal: Journal | None, settings: RunSettings,
