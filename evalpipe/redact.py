@@ -95,6 +95,18 @@ _PLAIN_QUERY = frozenset({"api-version", "api_version", "version", "v", "model",
 _MIN_SECRET = 6  # shorter values are not treated as literal secrets: masking them would mangle ordinary text
 
 
+# A config key whose value is registered as a literal secret must say so at its end (`api_key`, `x-api-key`,
+# `password`, `client_secret`, `auth_token`): `key_prefix`, `tokens_per_minute` or `password_file` hold no secret.
+_CONFIG_SECRET_KEY = re.compile(
+    r"(?i)(^|[_\-.])(api[_\-]?key|apikey|access[_\-]?key|secret([_\-]?key)?|private[_\-]?key|password|passwd|"
+    r"token|access[_\-]?token|auth[_\-]?token|refresh[_\-]?token|bearer|authorization|credentials?|"
+    r"subscription[_\-]?key|key)$")
+
+
+def _is_config_secret_key(name: str) -> bool:
+    return is_secret_name(name) and bool(_CONFIG_SECRET_KEY.search(str(name)))
+
+
 def secrets_in_config(obj: Any, key: str | None = None, out: set[str] | None = None) -> set[str]:
     """Every value in a config structure that can carry a credential: values under secret-looking keys (api_key,
     password, ...), header values (`extra_headers`, except format/version headers), and the userinfo and query
@@ -118,7 +130,7 @@ def secrets_in_config(obj: Any, key: str | None = None, out: set[str] | None = N
             secrets_in_config(v, key, out)
     elif isinstance(obj, (str, int)) and not isinstance(obj, bool):
         text = str(obj)
-        if key is not None and is_secret_name(key) and len(text) >= _MIN_SECRET:
+        if key is not None and _is_config_secret_key(key) and len(text) >= _MIN_SECRET:
             out.add(text)
         if isinstance(obj, str) and "://" in text:
             try:

@@ -64,10 +64,11 @@ def test_config_secrets_are_collected():
     cfg = {"models": {"m": {"api_base": "https://h/v1?api-version=2024-02-01&key=abcdef123456&x=short",
                             "params": {"extra_headers": {"X-Custom-Auth": "Basic dXNlcjpwYXNz", "Content-Type": "application/json"}},
                             "api_key": "plainvalue99"}},
-           "warehouse": {"uri": "postgresql://bob:hunter2pw@db:5432/x"}, "other": {"max_tokens": 123456}}
+           "warehouse": {"uri": "postgresql://bob:hunter2pw@db:5432/x"}, "other": {"max_tokens": 123456},
+           "checkpoints": {"key_prefix": "ckpt-run-", "dir": "/data/ckpts"}}
     found = secrets_in_config(cfg)
     assert {"abcdef123456", "Basic dXNlcjpwYXNz", "dXNlcjpwYXNz", "plainvalue99", "hunter2pw"} <= found
-    assert not found & {"2024-02-01", "application/json", "123456", "short"}
+    assert not found & {"2024-02-01", "application/json", "123456", "short", "ckpt-run-", "/data/ckpts"}
     r = Redactor()
     assert r.redact("GET https://h/v1/chat/completions?api-version=1&subscription-key=zzzzzz&sig=abc") == \
         f"GET https://h/v1/chat/completions?api-version=1&subscription-key={MASK}&sig={MASK}"
