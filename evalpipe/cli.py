@@ -59,7 +59,8 @@ def _out(text: str) -> None:
 def _table(df, floatfmt: str = ".4f") -> str:
     if df is None or not len(df):
         return "(no rows)"
-    return df.to_markdown(index=False, floatfmt=floatfmt)
+    # a missing value prints as "-" here as in every other table and the web viewer (evalpipe/cli_view.py)
+    return df.astype(object).where(df.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="-")
 
 
 def _kv(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
@@ -254,13 +255,13 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
         if not len(m):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
-                         "metric": "", "value": "", "n": None, "unscored": None, "errors": None, "95% CI": ""})
+                         "metric": "-", "value": "-", "n": None, "unscored": None, "errors": None, "95% CI": "-"})
         for r in m.itertuples(index=False):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
                          # no scored sample (e.g. hidden answers): no value, and the unscored count says why
                          "value": "-" if r.value != r.value else f"{r.value:.4f}", "n": r.n,
                          "unscored": r.n_unscored, "errors": r.n_errors,
-                         "95% CI": "" if r.ci_low != r.ci_low else f"{r.ci_low:.3f}-{r.ci_high:.3f}"})
+                         "95% CI": "-" if r.ci_low != r.ci_low else f"{r.ci_low:.3f}-{r.ci_high:.3f}"})
     import pandas as pd
 
     _out(_table(pd.DataFrame(rows)))
