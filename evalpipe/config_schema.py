@@ -424,7 +424,8 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
         _check_declared(report, schema, merged, loc_of, f"runner {runner!r}", COMMON_MODEL_OPTIONS)
 
 
-def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str]) -> None:
+def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = ()) -> None:
+    judges = {str(j) for j in judges}
     for i, spec in enumerate(specs or []):
         name = spec if isinstance(spec, str) else (spec.get("name") if isinstance(spec, dict) else None)
         if name is None:
@@ -432,6 +433,17 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str]) ->
         elif str(name) not in metrics:
             at = loc + (i,) if isinstance(spec, str) else loc + (i, "name")
             report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)")
+        if not isinstance(spec, dict):
+            continue
+        # judges named by a model-graded metric must be under `judges:` (inline mappings are judges themselves)
+        for key in ("judge", "judges"):
+            named = spec.get(key)
+            items = [named] if isinstance(named, str) else (named if isinstance(named, list) else [])
+            for j, item in enumerate(items):
+                if isinstance(item, str) and item not in judges:
+                    at = loc + (i, key) if isinstance(named, str) else loc + (i, key, j)
+                    report.add(at, f"unknown judge {item!r}{did_you_mean(item, judges) if judges else ''}; "
+                                   "add it under 'judges:'")
 
 
 def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> None:
@@ -457,6 +469,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) 
     metrics = list_metrics()
 
     benchmarks = data.get("benchmarks") if isinstance(data.get("benchmarks"), dict) else {}
+    judge_names = list(data.get("judges") or {}) if isinstance(data.get("judges"), dict) else []
     for bname, b in benchmarks.items():
         if not isinstance(b, dict):
             continue
@@ -465,7 +478,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) 
             report.add(("benchmarks", bname, "adapter"),
                        f"unknown adapter {adapter!r}{did_you_mean(adapter, adapters)} (`evalpipe adapters` lists them)")
         if isinstance(b.get("metrics"), list):
-            _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics)
+            _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics, judge_names)
         schema = _option_schema(adapters.get(adapter)) if isinstance(adapter, str) else None
         opts = b.get("options") if isinstance(b.get("options"), dict) else {}
         _check_declared(report, schema, opts, lambda k, bn=bname: ("benchmarks", bn, "options") + ((k,) if k else ()),
@@ -476,7 +489,8 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) 
                 if not isinstance(s, dict):
                     continue
                 if isinstance(s.get("metrics"), list):
-                    _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics)
+                    _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics,
+                                   judge_names)
                 own = {k: v for k, v in s.items() if k not in ("metrics", "prompt_template", "description")}
                 _check_declared(report, schema, own,
                                 lambda k, bn=bname, sn=sname: ("benchmarks", bn, "splits", sn) + ((k,) if k else ()),

@@ -74,6 +74,8 @@ def problems(text: str, tmp_path) -> list[str]:
      "models.m.temprature_hint: unknown option for runner 'test-declaring'; did you mean 'temperature_hint'?"),
     ("models:\n  m:\n    runner: test-declaring\n    options: {temperature_hint: -1}\n", 4,
      "models.m.options.temperature_hint: input should be greater than or equal to 0"),
+    ("benchmarks:\n  s:\n    adapter: file\n    metrics:\n      - {name: llm_judge, judge: strcit}\njudges:\n  strict: {runner: echo}\n",
+     5, "benchmarks.s.metrics.0.judge: unknown judge 'strcit'; did you mean 'strict'?"),
     ("plugins: [no_such_module_xyz]\n", 1, "plugins.0: cannot import plugin module 'no_such_module_xyz'"),
     ("benchmarks: {qa: [unclosed\n", 2, "not valid YAML"),
 ])
