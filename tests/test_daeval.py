@@ -69,7 +69,8 @@ def test_loads_the_original_layout_with_slices_and_files():
     assert a.slices(s) == {"level": "medium", "concept": ["Summary Statistics", "Feature Engineering"], "concepts": "2"}
     assert [x.id for x in load(levels=["hard", "easy"])] == ["0", "3", "4"]
     single = load(protocol="single_turn")[0]
-    assert single.tools is None and str(SAMPLE.resolve()) in single.input and "single reply" in single.system
+    assert single.tools is None and "single reply" in single.system
+    assert "- students.csv" not in single.input and "- sales.csv" in single.input and str(REPO) not in single.input
 
 
 def test_multi_turn_turns_on_the_python_tool_and_max_turns():

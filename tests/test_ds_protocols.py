@@ -1,11 +1,9 @@
 """Issue 11 end to end: the shipped DAEval / QRData / DiscoveryBench samples in both protocols, with a scripted model
 that writes pandas code and runs it through the `python` tool (in the real sandbox), then answers; metrics checked
 against values computed by hand."""
-import asyncio
 import json
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from click.testing import CliRunner
 

@@ -164,13 +164,12 @@ class DAEvalAdapter(Adapter):
 
     @staticmethod
     def user_turn(m: dict[str, Any], files: list[str], protocol: str) -> str:
-        names = [Path(f).name for f in files] if protocol == "multi_turn" else files
         parts = [f"Question: {m['question']}"]
         if m["constraints"]:
             parts.append(f"Constraints: {m['constraints']}")
         if m["format"]:
             parts.append(f"Answer format: {m['format']}")
-        parts.append(files_block(names, "in your working folder" if protocol == "multi_turn" else "paths"))
+        parts.append(files_block(files, protocol))
         return "\n\n".join(p for p in parts if p)
 
     def slices(self, sample: Sample) -> dict[str, Any]:

@@ -202,8 +202,7 @@ class DiscoveryBenchAdapter(Adapter):
         for d, ds in zip(meta.get("datasets") or [], m["datasets"]):
             lines.append(f"Dataset {d.get('name')}: {ds['dataset_description']}".strip())
             lines += [f"  - {c['name']}: {c['description']}" for c in ds["columns"]]
-        names = [Path(f).name for f in files] if protocol == "multi_turn" else files
-        parts = ["\n".join(lines), files_block(names, "in your working folder" if protocol == "multi_turn" else "paths")]
+        parts = ["\n".join(lines), files_block(files, protocol)]
         if m["domain_knowledge"]:
             parts.append(f"Domain knowledge: {m['domain_knowledge']}")
         parts.append(f"Query: {m['query']}")

@@ -7,7 +7,8 @@
   in the sandbox, one interpreter per sample, with the sample's data files copied read-only into its working
   folder). The system prompt says so and gives the benchmark's answer format; the model's last reply is its
   answer. `max_turns` defaults to 15 for these benchmarks; `max_tool_calls` bounds the calls.
-- `single_turn`: no tools, one reply, answer = the reply. The data files are named (absolute paths) in the prompt.
+- `single_turn`: no tools, one reply, answer = the reply. The data files are named in the prompt (by file name, as
+  they are in the working folder of the reply's code).
   With `execute_code` (default true), the reply's first fenced Python block is run once in the sandbox
   (`run_python`, the data files copied in, `code_timeout_s` 30) after the rollout, and the run is recorded as a
   `python` tool call (one row of `tool_calls`, the output in `result`) and at the end of the trajectory; it
@@ -34,18 +35,6 @@ DEFAULT_MAX_TURNS = 15
 COMMON_OPTIONS = ("path", "repo_id", "revision", "cache_dir", "token_env", "endpoint", "protocol", "execute_code",
                   "system_prompt", "code_timeout_s", "limit", "slice_by", "tools", "max_turns", "max_tool_calls", "tool_timeout_s",
                   "tool_output_cap", "prompt_wrapper", "shuffle", "seed")
-
-PYTHON_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "python",
-        "description": ("Run Python code in a persistent interpreter (variables, imports and loaded data are kept "
-                        "between calls). The working folder holds the task's data files (read-only). Returns what the "
-                        "code prints, and the value of its last expression."),
-        "parameters": {"type": "object", "properties": {"code": {"type": "string", "description": "Python code to run"}},
-                       "required": ["code"]},
-    },
-}
 
 MULTI_TURN_NOTE = (
     "You can run Python code with the `python` tool: it keeps its state between calls, and its working folder "
@@ -103,19 +92,6 @@ def prepare_split(split: Any, options: dict[str, Any]) -> None:
             target[_ADDED] = added
 
 
-def python_tool_schema() -> dict[str, Any]:
-    """The schema of the `python` tool: the tool layer's own when it provides one, else the shape above."""
-    try:
-        from evalpipe.tools.base import get_tool  # type: ignore[attr-defined]
-
-        schema = get_tool("python")().schema()  # pragma: no cover - depends on the tools layer's API
-        if isinstance(schema, dict) and schema.get("function", {}).get("name") == "python":
-            return schema
-    except Exception:
-        pass
-    return PYTHON_TOOL
-
-
 def apply_protocol(sample: Sample, options: dict[str, Any], split_key: str, answer_rules: str) -> Sample:
     """Set the sample's tools, system prompt and protocol metadata for the split's protocol."""
     protocol = protocol_of(options, split_key)
@@ -141,10 +117,12 @@ def reply_code(text: str | None) -> str | None:
     return m.group(1) if m and m.group(1).strip() else None
 
 
-def files_block(names: list[str], where: str) -> str:
-    if not names:
+def files_block(paths: list[str], protocol: str) -> str:
+    """The data files by name, as they are in the working folder of the model's code in both protocols."""
+    if not paths:
         return ""
-    return f"Data files ({where}):\n" + "\n".join(f"- {n}" for n in names)
+    where = "in your working folder" if protocol == "multi_turn" else "in the working folder where your code runs"
+    return f"Data files ({where}):\n" + "\n".join(f"- {p.replace(chr(92), '/').rsplit('/', 1)[-1]}" for p in paths)
 
 
 def _loads(v: Any, default: Any) -> Any:

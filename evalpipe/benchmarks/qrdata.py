@@ -245,8 +245,7 @@ class QRDataAdapter(Adapter):
 
     @staticmethod
     def user_turn(m: dict[str, Any], paths: list[str], protocol: str) -> str:
-        names = [Path(p).name for p in paths] if protocol == "multi_turn" else paths
-        parts = [m["data_description"], files_block(names, "in your working folder" if protocol == "multi_turn" else "paths"),
+        parts = [m["data_description"], files_block(paths, protocol),
                  f"Question: {m['question']}"]
         if m["multiple_choices"]:
             parts.append("Options: " + "; ".join(m["multiple_choices"]))
