@@ -124,9 +124,13 @@ default_models: [perfect]
     "  m: {runner: echo, concurrency: lots}\n",
     "  m: {runner: echo}\n  m: {runner: echo}\n",
     "  m: {runner: ecoh}\n",
+    "METRIC",  # a misspelled metric: today's costliest mistake (found only after every rollout)
 ])
 def test_cli_exits_2_before_any_rollout(home, write_config, bad):
-    write_config(BASE.replace("{repo}", str(__import__("pathlib").Path(__file__).parents[1])) + bad)
+    text = BASE.replace("{repo}", str(__import__("pathlib").Path(__file__).parents[1]))
+    if bad == "METRIC":
+        text, bad = text.replace("metrics: [exact_match]", "metrics: [exact_mach]"), ""
+    write_config(text + bad)
     from evalpipe.cli import main
 
     r = CliRunner().invoke(main, ["run", "--model", "perfect", "--no-progress"])
