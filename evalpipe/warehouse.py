@@ -29,6 +29,7 @@ from evalpipe.schema import TABLES
 
 log = logging.getLogger(__name__)
 _warned: set = set()  # stray files already warned about in this process
+_scanned: dict[str, float] = {}  # table folder -> when it was last scanned for stray files
 
 PART_FILE = "part.parquet"
 STALE_TMP_S = 3600.0  # a temp file this old, or whose writer is gone, is a leftover of a killed write
@@ -231,6 +232,10 @@ class Warehouse:
         for table in TABLES:
             self._ensure_schema_file(table)
             con.execute(f"CREATE VIEW {table} AS {self._view_sql(table)}")
+            root = str(self.table_dir(table))
+            if time.monotonic() - _scanned.get(root, -1e9) < 60:  # a scan per table per minute is plenty
+                continue
+            _scanned[root] = time.monotonic()
             for f in self.stray_files(table):
                 if f not in _warned:
                     _warned.add(f)
