@@ -100,6 +100,8 @@ def sub_answer_right(pred: Any, gold: Any) -> bool:
 
 @register_metric("list_match")
 class ListMatch(Metric):
+    """DAEval's @name[value] answers scored as InfiAgent-DABench's official closed-form evaluation."""
+
     name = "list_match"
 
     def score(self, item: JudgeInput) -> Score:
