@@ -98,7 +98,7 @@ def test_daeval_both_protocols_end_to_end(cli, home):
 
 
 # ---- pipeline level: qrdata and discoverybench (and the scripted judge on loopback-free runner) -----------------
-def _run_split(key, script, judge_metrics=None):
+def _run_split(key, script, home, judge_metrics=None):
     from evalpipe import pipeline
     from evalpipe.config import ModelConfig, load_config
     from evalpipe.runners import build_runner, run_settings_for
@@ -110,7 +110,7 @@ def _run_split(key, script, judge_metrics=None):
     prompts = pipeline.build_prompts(split, model.key, ds)
     runner = build_runner(model)
     roll = pipeline.run_rollouts(split, model, prompts, runner, run_settings_for(model),
-                                 journal_file=Path(cfg.path).parent / f"{key.replace('/', '_')}.sqlite")
+                                 journal_file=home / f"{key.replace('/', '_')}.sqlite")
     j = pipeline.judge(split, prompts, roll, metrics=judge_metrics)
     m = pipeline.compute_metrics(split.key, model.key, j)
     return roll, j, {(r.metric, r.slice): r.value for r in m.itertuples()}
@@ -131,7 +131,7 @@ QRDATA_SCRIPT = [
 @pytest.mark.slow
 @pytest.mark.parametrize("key", ["qrdata/test", "qrdata/test_single"])
 def test_qrdata_end_to_end(home, key):
-    roll, j, m = _run_split(key, QRDATA_SCRIPT)
+    roll, j, m = _run_split(key, QRDATA_SCRIPT, home)
     assert m[("qrdata", "all")] == pytest.approx(0.75) and m[("exact_match", "all")] == pytest.approx(0.75)
     assert m[("qrdata", "question_type=statistical")] == 1.0 and m[("qrdata", "question_type=causal")] == 0.5
     assert m[("qrdata", "answer_kind=numerical")] == 1.0 and m[("qrdata", "answer_kind=multiple_choice")] == 0.5
