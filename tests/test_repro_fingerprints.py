@@ -151,3 +151,39 @@ def test_partition_fingerprints_recorded_mismatch_fails_and_changes_show_in_the_
     assert not r.success
     assert "fingerprint mismatch for smoke/extra: dataset_sha256 header cdcdcdcdcdcd != loaded" in r.partitions[0].error
     assert wh.query("select count(*) n from rollouts where model = 'parrot'")["n"][0] == 0
+
+
+def test_tokenizer_fingerprint_of_a_local_model_folder_and_the_header_check(tmp_path, write_config):
+    from evalpipe.config import ModelConfig
+
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "tokenizer.json").write_text('{"model": {"vocab": {"a": 0}}}')
+    (folder / "model.safetensors").write_bytes(b"weights")
+    m = ModelConfig(key="ckpt", runner="local", model=str(folder))
+    tok = fingerprints.tokenizer_fingerprint(m)
+    assert tok and len(tok) == 64
+    (folder / "model.safetensors").write_bytes(b"other weights")  # weights are not the tokenizer
+    assert fingerprints.tokenizer_fingerprint(m) == tok
+    (folder / "tokenizer.json").write_text('{"model": {"vocab": {"b": 0}}}')
+    assert fingerprints.tokenizer_fingerprint(m) != tok
+    assert fingerprints.tokenizer_fingerprint(ModelConfig(key="x", runner="echo")) is None
+
+    # the partition stage compares the header's tokenizer with the model's, before any model call
+    data = _jsonl(tmp_path / "d.jsonl", ROWS, {"__header__": {"tokenizer_fingerprint": tok}})
+    _config(write_config, data)
+
+    class Runner:
+        def identity(self):
+            return {"runner": "local", "checkpoint": "sig"}
+
+    split = load_config().split("smoke/extra")
+    with pytest.raises(DataError, match=r"smoke/extra x ckpt: tokenizer_fingerprint header \w{12} != loaded"):
+        fingerprints.compute_for_partition(split, m, Runner(), "d" * 64)
+    warned = []
+    _config(write_config, data, "fail_on_fingerprint_mismatch: false")
+    fps, mism = fingerprints.compute_for_partition(load_config().split("smoke/extra"), m, Runner(), "d" * 64,
+                                                   warned.append)
+    assert mism[0][0] == "tokenizer_fingerprint" and "ignored" in warned[0]
+    assert fps["tokenizer_fingerprint"] == fingerprints.tokenizer_fingerprint(m)  # the model's own is recorded
