@@ -187,3 +187,22 @@ def test_tokenizer_fingerprint_of_a_local_model_folder_and_the_header_check(tmp_
                                                    warned.append)
     assert mism[0][0] == "tokenizer_fingerprint" and "ignored" in warned[0]
     assert fps["tokenizer_fingerprint"] == fingerprints.tokenizer_fingerprint(m)  # the model's own is recorded
+
+
+def test_cli_fails_on_drift_and_the_flag_runs_anyway(tmp_path, write_config, home):
+    from click.testing import CliRunner
+
+    from evalpipe.cli import main
+
+    data = _jsonl(tmp_path / "d.jsonl", ROWS, {"__header__": {"dataset_sha256": "ef" * 32}})
+    _config(write_config, data)
+    r = CliRunner().invoke(main, ["run", "--split", "smoke/extra", "--model", "perfect", "--no-progress"])
+    assert r.exit_code == 1 and "fingerprint mismatch for smoke/extra: dataset_sha256 header efefefefefef" in r.output
+    r = CliRunner().invoke(main, ["run", "--split", "smoke/extra", "--model", "perfect", "--no-progress",
+                                  "--no-fail-on-fingerprint-mismatch"])
+    assert r.exit_code == 0, r.output
+    h = CliRunner().invoke(main, ["dataset-header", "--split", "smoke/extra"])
+    assert h.exit_code == 0
+    _jsonl(data, ROWS, json.loads(h.output))  # the header the CLI prints makes the data pass again
+    r = CliRunner().invoke(main, ["run", "--split", "smoke/extra", "--model", "perfect", "--no-progress"])
+    assert r.exit_code == 0, r.output
