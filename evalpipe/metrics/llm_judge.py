@@ -1,5 +1,6 @@
 """Model-graded metrics: `llm_judge` (a judge model grades the answer against the reference) and `llm_score`
-(the data-analysis variant: True/False, numbers right within 1% relative error).
+(DiscoveryBench's discrete LLM scoring, as DSGym runs it: the judge reasons and ends with
+`## The final answer is: True|False`; numbers right within 1% relative error).
 
 Several judges at once (`judges: [a, b, c]`): each verdict is kept in the details; the sample's score is the
 majority (`combine: majority`, ties count as incorrect), the mean (`combine: mean`), or requires all
