@@ -164,7 +164,7 @@ def test_bad_checkpoints_section_is_a_config_error(write_config):
     with pytest.raises(ConfigError, match="neither a benchmark"):
         checkpoint_settings(load_config())
     write_config("benchmarks: {}\nmodels: {}\ncheckpoints: {folder: /x}\n")
-    with pytest.raises(ConfigError, match="unknown keys"):
+    with pytest.raises(ConfigError, match="checkpoints.folder: unknown key"):  # found when the config loads
         checkpoint_settings(load_config())
 
 
@@ -183,8 +183,14 @@ benchmarks:
     metrics: [exact_match]
 models:
   good: {runner: echo}
-  bad: {runner: no-such-runner}
+  bad: {runner: test-sensors-broken}   # can't start: its partition fails (an unknown runner is a config error)
 """)
+    from evalpipe.runners import register_runner
+
+    def broken(model):
+        raise RuntimeError("cannot start the model server")
+
+    register_runner("test-sensors-broken", broken, replace=True)
     sync_model_partitions(instance, ["good", "bad"])
     assert run_assets(["dataset"], "smoke/extra", instance).success
     assert run_assets(CHAIN, "smoke/extra|good", instance).success
