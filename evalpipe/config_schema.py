@@ -414,7 +414,9 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
     declared = set(schema.model_fields) if isinstance(schema, type) and issubclass(schema, BaseModel) else set(schema or ())
     for k in inline:  # `rnner:` is not an option but a typo: say so even when the runner declares nothing
         close = difflib.get_close_matches(str(k), sorted(MODEL_KEYS), n=1, cutoff=0.8)
-        if close and k not in declared and k not in COMMON_MODEL_OPTIONS:
+        # (`mode` is an option some runner may read, not a short `model`: a prefix is not a typo)
+        if close and k not in declared and k not in COMMON_MODEL_OPTIONS and not close[0].startswith(str(k)) \
+                and not str(k).startswith(close[0]):
             report.add((section, name, k), f"unknown key; did you mean {close[0]!r}?")
     try:
         RunOptions.model_validate(merged)

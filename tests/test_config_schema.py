@@ -55,6 +55,7 @@ def problems(text: str, tmp_path) -> list[str]:
      "benchmarks.smoke.metrics.0: unknown metric 'exact_mach'; did you mean 'exact_match'?"),
     ("models:\n  m:\n    runner: litelm\n", 3, "models.m.runner: unknown runner 'litelm'; did you mean 'litellm'?"),
     ("models:\n  m:\n    rnner: echo\n", 3, "models.m.rnner: unknown key; did you mean 'runner'?"),
+    ("models:\n  m:\n    modle: x\n", 3, "models.m.modle: unknown key; did you mean 'model'?"),
     ("benchmarks:\n  smoke:\n    adapter: file\n    split: [a]\n", 4, "benchmarks.smoke.split: unknown key; did you mean 'splits'?"),
     ("benchmark: {}\n", 1, "benchmark: unknown key; did you mean 'benchmarks'?"),
     ("benchmarks:\n  smoke:\n    adapter: file\n    options:\n      limit: -3\n", 5,
@@ -85,6 +86,11 @@ def test_each_mistake_is_one_line_with_file_and_line(tmp_path, text, line, needl
     hit = [p for p in found if needle in p]
     assert hit, found
     assert hit[0].startswith(f"{tmp_path / 'c.yaml'}:{line}: ") and "\n" not in hit[0]
+
+
+def test_runner_options_stay_free_form(tmp_path):
+    text = "models:\n  m: {runner: echo, reply: fixed, text: hi, mode: fast, params_file: p.json, engine: x}\n"
+    assert problems(text, tmp_path) == []
 
 
 def test_every_problem_is_reported_and_the_first_is_the_message(tmp_path):
