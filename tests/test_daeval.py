@@ -208,3 +208,13 @@ def test_matches_the_reference_on_generated_responses():
         assert lm(raw, json.dumps(gold)).value == reference_score(raw, gold), raw
         checked += 1
     assert checked == 400
+
+
+def test_skip_empty_leaves_empty_responses_out_as_the_reference():
+    gold = json.dumps([["a", "1"]])
+    assert lm("", gold).value == 0.0  # default: wrong
+    m = build_metric({"name": "list_match", "skip_empty": True})
+    assert m.score(JudgeInput("q", "", gold, "", raw_output="")).status == "unscored"
+    assert m.score(JudgeInput("q", "", gold, "@a[1]", raw_output="@a[1]")).value == 1.0
+    with pytest.raises(ConfigError, match="unknown setting"):
+        build_metric({"name": "list_match", "tolerance": 1})

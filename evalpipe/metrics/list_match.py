@@ -10,6 +10,10 @@ The semantics are those of the benchmark's official closed-form evaluation (Infi
   `@x[ 0.5]` is right for `0.5`, while `@x[ yes]` is wrong for `yes`); a missing name is wrong;
 - a question is right when all its sub-answers are.
 
+Setting `skip_empty` (false): an empty response is left out (unscored), as the reference script leaves out
+questions whose response is empty; by default it is wrong, like every failed answer in evalpipe. (A rollout that
+failed for good is always counted wrong.)
+
 Per question the score is 1 when every sub-answer is right (the reference's "accuracy by question"); the details
 carry the fraction right (row `list_match_proportional`, "proportional accuracy by sub-question") and the counts
 behind `list_match_by_subquestion` (right sub-answers / all sub-answers over the partition).
@@ -104,7 +108,19 @@ class ListMatch(Metric):
 
     name = "list_match"
 
+    def __init__(self, **settings: Any):
+        unknown = set(settings) - {"skip_empty"}
+        if unknown:
+            from evalpipe.errors import ConfigError
+
+            raise ConfigError(f"list_match: unknown setting(s) {sorted(unknown)}; known: ['skip_empty']")
+        super().__init__(**settings)
+        self.skip_empty = bool(settings.get("skip_empty", False))
+
     def score(self, item: JudgeInput) -> Score:
+        text = item.raw_output if item.raw_output is not None else item.prediction
+        if self.skip_empty and not text:  # the reference leaves questions without a response out of every total
+            return Score.unscored("empty response (skip_empty: left out, as the reference script does)")
         try:
             gold = parse_gold(item.target)
         except BadReference as exc:
@@ -112,7 +128,7 @@ class ListMatch(Metric):
                             f"{str(item.target)[:200]!r}: {exc}; fix the sample's ground truth") from None
         if not gold:
             return Score.unscored("no reference sub-answers")
-        pred = parse_answers(item.raw_output if item.raw_output is not None else item.prediction)
+        pred = parse_answers(text)
         right = {name: sub_answer_right(pred.get(name), value) for name, value in gold.items()}
         n_right = sum(right.values())
         ok = n_right == len(gold)
