@@ -28,6 +28,7 @@ import contextlib
 import json
 import re
 import threading
+import time
 from collections import Counter
 from typing import Any, Iterator
 
@@ -49,12 +50,13 @@ class MockLLM:
         self.tool_script: dict[str, list[dict[str, Any]]] = {}
         self.tool_turns = 0
         self.log: list[tuple[str, int]] = []
+        self.times: list[float] = []  # time.time() of each chat request as received (rate-limit tests count these)
 
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], str] | None:
         """(status, headers, body) for one request, or None to never answer it ("hang")."""
         if method == "GET" and path.endswith("/stats"):
             return 200, {"Content-Type": "application/json"}, json.dumps(
-                {"requests": self.requests, "counts": dict(self.counts)})
+                {"requests": self.requests, "counts": dict(self.counts), "times": self.times})
         if method != "POST" or not path.endswith("/chat/completions"):
             return 404, {}, "not found"
         try:
@@ -62,6 +64,7 @@ class MockLLM:
         except ValueError:
             return 400, {}, json.dumps({"error": {"message": "body is not JSON"}})
         self.requests += 1
+        self.times.append(time.time())
         if self.keep_bodies:
             self.bodies.append(req)
         messages = req.get("messages") or []
