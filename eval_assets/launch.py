@@ -246,6 +246,9 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     if on_progress:
         on_progress(done, total, "done")
     out.leaderboard_ok = r.success
-    if not r.success:
-        raise RunFailed(f"leaderboard failed: {_first_error(r)}")
+    if not r.success:  # one line; a partition that failed too is named after it (often the same cause)
+        failed = [p for p in out.partitions if not p.success]
+        also = (f"; {len(failed)} partition(s) failed too, first {failed[0].benchmark_split} x {failed[0].model}: "
+                f"{failed[0].error}") if failed else ""
+        raise RunFailed(f"leaderboard failed: {_first_error(r)}{also}")
     return out

@@ -201,3 +201,4 @@ models:
     assert len(errors) == 1, out
     assert f"{ro}/warehouse/" in errors[0] and "Read-only file system" in errors[0], errors
     assert "Error occurred while handling output" not in out and "caused by FileNotFoundError" not in out
+    assert "1 partition(s) failed too, first smoke/extra x perfect: dataset: cannot write the datasets" in errors[0]
