@@ -238,9 +238,12 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         return
     instance = get_instance()
 
-    from evalpipe.progress import reporter
+    from evalpipe.progress import keep_terminal, reporter
 
-    with reporter(enabled=not no_progress) as progress:  # per sample over all partitions (evalpipe/progress.py)
+    # Dagster captures each step's stdout/stderr by redirecting the process's file descriptors; with partitions
+    # running in threads the redirections interleave and can leave fd 1/2 pointing at a step's log file.
+    # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
+    with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
         result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
                           on_sample=progress.sample, tags=rp.tags() or None)
     if result.success:

@@ -8,9 +8,11 @@ Three renderings: live with rich in a terminal, a plain line every few seconds w
 """
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, TextIO
 
@@ -183,3 +185,43 @@ def reporter(enabled: bool = True, stream: TextIO | None = None):
     if stream.isatty():
         return RichProgress(stream)
     return PlainProgress(stream)
+
+
+@contextmanager
+def keep_terminal():
+    """Yield a stream on a copy of stderr's file descriptor, and put fds 1 and 2 back as they were on exit.
+
+    In-process Dagster runs capture step output by pointing fds 1/2 at log files and back; runs in concurrent
+    threads can interleave those swaps and leave the process writing into a step's log. The copy keeps the
+    progress display on the terminal meanwhile; the restore brings the final summary back to it."""
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except (OSError, ValueError):
+            pass
+    try:
+        saved = (os.dup(1), os.dup(2))
+    except OSError:  # no real descriptors (embedded interpreters): nothing to protect
+        yield sys.stderr
+        return
+    try:
+        stream = os.fdopen(os.dup(saved[1]), "w", buffering=1, encoding=getattr(sys.stderr, "encoding", None) or "utf-8")
+    except OSError:
+        stream = sys.stderr
+    try:
+        yield stream
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                pass
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+        if stream is not sys.stderr:
+            try:
+                stream.close()
+            except OSError:
+                pass

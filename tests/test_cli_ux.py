@@ -180,3 +180,19 @@ default_models: [perfect]"""))
     assert res.leaderboard_ok
     assert (p.done, p.total, p.errors) == (16, 16, 8)  # 8 samples each; every call to port 9 fails
     assert any(e and d < 16 for d, _, e in seen)  # errors were counted while the run was going
+
+
+def test_keep_terminal_restores_stdout_after_a_step_leaves_it_redirected(tmp_path):
+    """What concurrent in-process runs can do to fds 1/2 (a step's log capture left in place) is undone."""
+    import os
+
+    from evalpipe.progress import keep_terminal
+
+    before = os.fstat(1).st_ino, os.fstat(2).st_ino
+    log = open(tmp_path / "step.log", "w")
+    with keep_terminal() as term:
+        os.dup2(log.fileno(), 1)  # a capture that was never undone
+        os.dup2(log.fileno(), 2)
+        assert os.fstat(term.fileno()).st_ino == before[1]  # the progress display still writes to the old fd 2
+    log.close()
+    assert (os.fstat(1).st_ino, os.fstat(2).st_ino) == before
