@@ -22,8 +22,9 @@ def validate(path: str | None) -> None:
     if not p.exists():
         raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
     try:
-        data, lines = load_yaml(p.read_text(encoding="utf-8"), p)
-        validate_config(data, p, lines)
+        dups: list = []
+        data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
+        validate_config(data, p, lines, dups)
         cfg = parse_config(data or {}, p)  # the checks that need the parsed config (split keys, ...)
     except ConfigError as exc:
         for line in exc.problems or [str(exc)]:

@@ -36,7 +36,8 @@ class _LineLoader(yaml.SafeLoader):
     pass
 
 
-def _index(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, seen_nodes: set[int]) -> None:
+def _index(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, seen_nodes: set[int],
+           dups: list[tuple[int, str]]) -> None:
     if id(node) in seen_nodes:  # an alias of an anchored node: indexed once
         return
     seen_nodes.add(id(node))
@@ -48,20 +49,23 @@ def _index(node: yaml.Node, loc: Loc, lines: dict[Loc, int], path: Path, seen_no
             key = k.value
             line = k.start_mark.line + 1
             if key in first:
-                raise ConfigError(f"{path}:{line}: duplicate key {key!r} (first at line {first[key]}); YAML would "
-                                  "silently keep only the last one: remove or rename one of them")
+                where = ".".join(str(p) for p in loc + (key,))
+                dups.append((line, f"{path}:{line}: {where}: duplicate key {key!r} (first at line {first[key]}); "
+                                   "YAML would silently keep only the last one: remove or rename one of them"))
+                continue
             first[key] = line
             lines[loc + (key,)] = line
-            _index(v, loc + (key,), lines, path, seen_nodes)
+            _index(v, loc + (key,), lines, path, seen_nodes, dups)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             lines[loc + (i,)] = item.start_mark.line + 1
-            _index(item, loc + (i,), lines, path, seen_nodes)
+            _index(item, loc + (i,), lines, path, seen_nodes, dups)
 
 
-def load_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
-    """Parse YAML text; returns (data, {key path: line number}). Duplicate keys and syntax errors raise
-    ConfigError as `file:line: message`."""
+def load_yaml(text: str, path: Path, duplicates: list[tuple[int, str]] | None = None) -> tuple[Any, dict[Loc, int]]:
+    """Parse YAML text; returns (data, {key path: line number}). Syntax errors raise ConfigError as
+    `file:line: message`; so do duplicate keys, unless a `duplicates` list is given to collect them."""
+    dups: list[tuple[int, str]] = [] if duplicates is None else duplicates
     loader = _LineLoader(text)
     try:
         node = loader.get_single_node()
@@ -69,7 +73,9 @@ def load_yaml(text: str, path: Path) -> tuple[Any, dict[Loc, int]]:
         if node is None:
             return None, lines
         lines[()] = node.start_mark.line + 1
-        _index(node, (), lines, path, set())
+        _index(node, (), lines, path, set(), dups)
+        if dups and duplicates is None:
+            raise ConfigError(dups[0][1], problems=[m for _, m in dups])
         return loader.construct_document(node), lines
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
@@ -448,9 +454,11 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
                                    "add it under 'judges:'")
 
 
-def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None) -> None:
+def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
+                    duplicates: list[tuple[int, str]] | None = None) -> None:
     """Check the whole config; raise ConfigError (`file:line: message`, every problem in `.problems`)."""
     report = _Report(Path(path), lines or {})
+    report.issues += list(duplicates or [])
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -522,8 +530,9 @@ def validate_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     if not p.exists():
         raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
-    data, lines = load_yaml(p.read_text(encoding="utf-8"), p)
-    validate_config(data, p, lines)
+    dups: list[tuple[int, str]] = []
+    data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
+    validate_config(data, p, lines, dups)
     return data or {}
 
 

@@ -42,8 +42,9 @@ def problems(text: str, tmp_path) -> list[str]:
     p = tmp_path / "c.yaml"
     p.write_text(text)
     try:
-        data, lines = load_yaml(text, p)
-        validate_config(data, p, lines)
+        dups: list = []
+        data, lines = load_yaml(text, p, dups)
+        validate_config(data, p, lines, dups)
     except ConfigError as exc:
         return exc.problems or [str(exc)]
     return []
@@ -86,6 +87,13 @@ def test_each_mistake_is_one_line_with_file_and_line(tmp_path, text, line, needl
     hit = [p for p in found if needle in p]
     assert hit, found
     assert hit[0].startswith(f"{tmp_path / 'c.yaml'}:{line}: ") and "\n" not in hit[0]
+
+
+def test_duplicate_keys_are_reported_with_the_other_problems(tmp_path):
+    text = "models:\n  m: {runner: echo}\n  m: {runner: ecoh}\nsandbox: nope\n"
+    found = problems(text, tmp_path)
+    assert any(":3: models.m: duplicate key 'm' (first at line 2)" in p for p in found), found
+    assert any("unknown runner 'ecoh'" in p for p in found) and any(":4: sandbox" in p for p in found), found
 
 
 def test_runner_options_stay_free_form(tmp_path):
