@@ -54,7 +54,7 @@ def heatmap_svg(data: dict[str, Any]) -> bytes:
         for j in range(vals.shape[1]):
             v = vals[i, j]
             ax.text(j, i, _MISSING if np.isnan(v) else f"{v:.3f}", ha="center", va="center",
-                    color="white" if np.isnan(v) or v < 0.6 else "black")
+                    color="black" if np.isnan(v) or v >= 0.6 else "white")
     fig.colorbar(im, ax=ax, fraction=0.04)
     ax.set_title("models x benchmarks (official metric, all samples)")
     return _svg(fig)
