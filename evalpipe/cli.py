@@ -162,8 +162,10 @@ def _repro_run_options(f):
 @main.command()
 @click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable; default: default_benchmarks).")
 @click.option("--split", "splits", multiple=True, help="Split name, or a full key like smoke/test (repeatable).")
-@click.option("--model", "models", multiple=True, help="Model key (repeatable; default: default_models).")
-@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N samples of each split.")
+@click.option("--model", "models", multiple=True,
+              help="Model key, or a litellm model string not in the config (repeatable; default: default_models).")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="Only the first N samples of each split, as the model key <model>@limit<N> (kept apart).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
 @click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
