@@ -201,3 +201,13 @@ assert run_assets(["dataset"], {SPLIT!r}, inst).success
     metrics = wh.query("SELECT model, value FROM metrics WHERE slice = 'all' AND metric = 'exact_match' ORDER BY model")
     assert dict(zip(metrics["model"], metrics["value"]))["m1"] == 1.0
     assert dict(zip(metrics["model"], metrics["value"]))["m2"] == 0.0
+
+
+@pytest.mark.parametrize("kind,name", [("celery", "celery_executor"), ("k8s", "k8s"), ("in_process", "in_process")])
+def test_executor_is_chosen_by_env(kind, name):
+    """The same code location runs in process, on celery workers or as Kubernetes jobs (dagster-k8s)."""
+    env = {**os.environ, "EVALS_EXECUTOR": kind, "EVALS_CELERY_BROKER": "redis://127.0.0.1:1/0"}
+    out = subprocess.run([sys.executable, "-c", "from eval_assets.jobs import evaluate_job as j; "
+                          "print(j.executor_def.name)"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == name
