@@ -136,7 +136,7 @@ class RichProgress:
         from rich.progress import BarColumn, Progress, TextColumn
 
         self.progress = SampleProgress(render=self._render, min_interval_s=0.1)
-        self._bar = Progress(TextColumn("{task.description:<36.36}"), BarColumn(),
+        self._bar = Progress(TextColumn("{task.description:<28.28}"), BarColumn(bar_width=16),
                              TextColumn("{task.fields[line]}"),
                              console=Console(file=stream or sys.stderr), transient=True, refresh_per_second=4)
         self._task = self._bar.add_task("starting", total=None, line="")
