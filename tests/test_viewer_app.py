@@ -90,3 +90,14 @@ def test_charts_are_svg_images(client):
         r = client.get(path)
         assert r.status_code == 200 and r.headers["content-type"] == "image/svg+xml" and b"<svg" in r.content
     assert client.get("/chart/slices.svg").status_code == 400  # split is required
+
+
+def test_an_empty_warehouse_says_what_to_do(tmp_path):
+    from evalpipe.warehouse import Warehouse
+
+    c = TestClient(create_app(Warehouse(tmp_path / "warehouse.duckdb")), base_url="http://127.0.0.1")
+    for path in ("/", "/samples", "/compare", "/charts"):
+        r = c.get(path)
+        assert r.status_code == 200, path
+    assert "evalpipe run" in c.get("/").text and "evalpipe run" in c.get("/samples").text
+    assert c.get("/chart/heatmap.svg").status_code == 200
