@@ -77,8 +77,8 @@ def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
 def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource) -> pd.DataFrame:
     split = eval_config.get().split(context.partition_key)
     df = pipeline.build_dataset(split)
-    for line in df.attrs.get("fingerprint_mismatches") and [str(m) for m in df.attrs["fingerprint_mismatches"]] or []:
-        context.log.warning(f"fingerprint mismatch (ignored): {line}")
+    for name, want, got in df.attrs.get("fingerprint_mismatches") or []:  # fail_on_fingerprint_mismatch: false
+        context.log.warning(f"fingerprint mismatch (ignored): {name} header {want} != loaded {got}")
     context.add_output_metadata({
         **_dataset_fingerprint_metadata(df),  # [reproducibility] dataset_sha256, header, shard
         "rows": len(df), "adapter": split.adapter,

@@ -322,7 +322,7 @@ def write_report(report: dict[str, Any], path: str | os.PathLike) -> Path:
 def run_isolated(split_key: str, model_key: str, num_shards: int, **kw: Any) -> dict[str, Any]:
     """`validate` in a fresh Python process under the deterministic environment (PYTHONHASHSEED must be set
     before the interpreter starts); returns the report."""
-    report_path = kw.pop("report_path", None) or tempfile.mktemp(suffix=".json")
+    report_path = kw.pop("report_path", None) or str(Path(tempfile.mkdtemp(prefix="evalpipe-report-")) / "report.json")
     args = {"split_key": split_key, "model_key": model_key, "num_shards": num_shards, "report_path": report_path, **kw}
     env = {**os.environ, **DETERMINISTIC_ENV}
     proc = subprocess.run([sys.executable, "-m", "evalpipe.validate_sharding", json.dumps(args, default=str)],

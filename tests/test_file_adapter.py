@@ -268,6 +268,6 @@ models:
 """)
     result = evaluate(load_config(), ["smoke/test"], ["perfect"], instance=instance)
     assert not result.success
-    assert result.partitions[0].error.endswith(f"{bad} line 2: duplicate id 'a' (first at line 1); ids must be unique")
+    assert f"{bad} line 2: duplicate id 'a' (first at line 1); ids must be unique" in result.partitions[0].error
     assert not list((home / "warehouse").glob("datasets/benchmark_split=*/**/*.parquet"))
     assert not list((home / "warehouse").glob("rollouts/benchmark_split=*/**/*.parquet"))
