@@ -3,6 +3,8 @@ no rollout row written. Also: keys added this round are accepted, declared runne
 0 samples runs to the end with n=0 metrics."""
 import pytest
 from click.testing import CliRunner
+
+import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import, not from ours)
 from pydantic import BaseModel, Field
 
 from evalpipe.config_schema import load_yaml, validate_config

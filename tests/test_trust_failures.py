@@ -12,6 +12,8 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import, not from ours)
+
 from evalpipe.journal import Journal
 from evalpipe.warehouse import Warehouse
 

@@ -12,6 +12,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import, not from ours)
+
 from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.metrics import register_metric
 from evalpipe.metrics.base import Metric
