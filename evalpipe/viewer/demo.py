@@ -132,7 +132,8 @@ if __name__ == "__main__":
 def build_large(path: str | Path, n: int = 100_000, models: tuple[str, ...] = ("model-a", "model-b"),
                 split: str = "big/test", seed: int = 0):
     """A large warehouse, fast: vectorized columns written straight into the warehouse's Parquet layout
-    (`Warehouse.partition_file`, the schemas of evalpipe/schema.py); datasets, rollouts, judgements, metrics."""
+    (`Warehouse.partition_file`, the schemas of evalpipe/schema.py); datasets, prompts (narrow), rollouts,
+    judgements, metrics."""
     import pyarrow.parquet as pq
 
     from evalpipe.warehouse import Warehouse, to_arrow
@@ -159,6 +160,8 @@ def build_large(path: str | Path, n: int = 100_000, models: tuple[str, ...] = ("
         correct = rng.random(n) < 0.3 + 0.3 * mi
         status = np.where(rng.random(n) < 0.01, "error", "ok").astype(object)
         pred = np.where(correct, target, "something else").astype(object)
+        put("prompts", pd.DataFrame({"benchmark_split": split, "model": model, "sample_id": ids,
+                                     "sample_index": np.arange(n), "target": target, "slices": slices}), part)
         put("rollouts", pd.DataFrame({"benchmark_split": split, "model": model, "sample_id": ids, "status": status,
                                       "prediction": pred, "raw_output": pred,
                                       "finish_reason": np.where(rng.random(n) < 0.05, "length", "stop").astype(object),

@@ -82,7 +82,8 @@ def metric_names(con, split: str, model: str | None = None) -> list[str]:
 
 def slice_values(con, split: str) -> list[str]:
     """`key=value` for every slice attribute of the split's samples (e.g. level=1), for the filter menu."""
-    rows = con.execute("SELECT DISTINCT slices FROM datasets WHERE benchmark_split = ? AND slices IS NOT NULL "
+    # from the judgements (complete per partition), not `datasets`, which holds the split's latest load only
+    rows = con.execute("SELECT DISTINCT slices FROM judgements WHERE benchmark_split = ? AND slices IS NOT NULL "
                        "LIMIT 1000", [split]).fetchall()
     out = set()
     for (s,) in rows:
@@ -166,7 +167,8 @@ def samples(con, f: SampleFilter) -> SamplePage:
               "AND r.sample_id = j.sample_id") if need_rollouts else ""
     base = f"""
         FROM (SELECT jj.*, d.sample_index FROM judgements jj
-              LEFT JOIN datasets d ON d.benchmark_split = jj.benchmark_split AND d.sample_id = jj.sample_id
+              LEFT JOIN prompts d ON d.benchmark_split = jj.benchmark_split AND d.model = jj.model
+                   AND d.sample_id = jj.sample_id
               WHERE jj.benchmark_split = ? AND jj.metric = ?) j
         {join_r}
         WHERE {' AND '.join(where)}"""
@@ -278,7 +280,8 @@ def compare(con, split: str, model_a: str, model_b: str, metric: str | None = No
            FROM judgements a
            JOIN judgements b ON b.benchmark_split = a.benchmark_split AND b.sample_id = a.sample_id
                 AND b.metric = a.metric AND b.model = ?
-           LEFT JOIN datasets d ON d.benchmark_split = a.benchmark_split AND d.sample_id = a.sample_id
+           LEFT JOIN prompts d ON d.benchmark_split = a.benchmark_split AND d.model = a.model
+                AND d.sample_id = a.sample_id
            WHERE a.benchmark_split = ? AND a.metric = ? AND a.model = ?
                  AND a.status <> 'unscored' AND b.status <> 'unscored'
            ORDER BY d.sample_index, a.sample_id""", [model_b, split, metric, model_a]))
