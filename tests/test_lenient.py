@@ -92,3 +92,13 @@ def test_last_number_metric():
     assert m.score(item("no digits", "24")).reason == "no number in the reply"
     assert m.score(item("24", "twenty")).reason == "target is not a number"
     assert build_metric({"name": "last_number", "rel_tol": 0.01}).score(item("3.14", "3.1416")).correct is True
+
+
+def test_choice_reads_the_options_from_the_prompt_when_the_sample_has_none():
+    prompt = "Which is the capital of France?\nA. Lyon\nB. Paris\nC. Nice\nAnswer with the letter."
+    m = build_metric("choice")
+    it = JudgeInput(sample_id="s", input=prompt, target="Paris", prediction=None, raw_output="ANSWER: B")
+    assert m.score(it).correct is True
+    it = JudgeInput(sample_id="s", input=prompt, target="B", prediction=None, raw_output="It is Paris.")
+    assert m.score(it).correct is True
+    assert m.options_from_prompt("no options here") is None

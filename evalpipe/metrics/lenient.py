@@ -89,6 +89,9 @@ _LETTER_PATTERNS = [
 ]
 
 
+_OPTION_LINE = re.compile(r"^\s*([A-Z])[.)]\s+(.+?)\s*$", re.MULTILINE)
+
+
 @register_metric("choice")
 class Choice(LenientMetric):
     """Multiple choice: the letter (or option text) read from the reply equals the target (lenient)."""
@@ -131,11 +134,22 @@ class Choice(LenientMetric):
                     return self._letters(len(choices))[i]
         return normalize_text(t)
 
+    @staticmethod
+    def options_from_prompt(text: str | None) -> list[str] | None:
+        """The options as the file adapter writes them into the prompt ("A. Paris" lines, A, B, C... in order),
+        for samples whose `choices` did not reach the judge."""
+        found = _OPTION_LINE.findall(text or "")
+        letters = [f[0] for f in found]
+        if len(found) >= 2 and letters == list(string.ascii_uppercase[:len(found)]):
+            return [f[1].strip() for f in found]
+        return None
+
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
             return Score.unscored()
-        gold = self._target_letter(item.target, item.choices)
-        got = self.extract(_text(item, self.field), item.choices)
+        choices = item.choices or self.options_from_prompt(item.input)
+        gold = self._target_letter(item.target, choices)
+        got = self.extract(_text(item, self.field), choices)
         ok = got is not None and got == gold
         reason = "no choice found in the reply" if got is None else ("same choice" if ok else "different choice")
         return Score(value=float(ok), correct=ok, reason=reason, normalized_prediction=got, normalized_target=gold)
