@@ -69,6 +69,11 @@ def test_installed_plugin_lists_and_runs_through_dagster(installed, home, tmp_pa
     with DagsterInstance.get() as inst:
         ev = inst.get_latest_materialization_event(AssetKey("metrics"))
     assert "contains_answer" in ev.asset_materialization.metadata
+    # the code location the UI loads accepts the plugin's benchmark (partitions come from the config at import)
+    env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(cfg), "PYTHONPATH": str(installed)}
+    d = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+                       env=env, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert d.returncode == 0, d.stdout + d.stderr
     # without the package the same config is a one-line config error naming the adapter
     gone = _run(["run", "--split", "smoke/extra", "--no-progress"], home, cfg, tmp_path)
     assert gone.returncode == 2 and "inline_qa" in gone.stderr and len(gone.stderr.strip().splitlines()) == 1
