@@ -41,6 +41,7 @@ validate-sharding: install  ## prove N shards equal one pass: make validate-shar
 
 bench: install  ## speed benchmarks (see benchmarks/)
 	$(BIN)/python benchmarks/bench_rollouts.py
+	$(BIN)/python benchmarks/bench_light_run.py
 	$(BIN)/python benchmarks/bench_sandbox.py
 
 lock:  ## re-pin requirements.lock from the current venv
