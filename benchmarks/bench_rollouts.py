@@ -108,6 +108,37 @@ def bench_bare(base_url: str, n: int, concurrency: int, latency: float) -> dict:
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": float("nan")}
 
 
+def bench_bare_litellm(base_url: str, n: int, concurrency: int, latency: float) -> dict:
+    """The litellm path's own floor: a bare `litellm.acompletion` loop (C workers, keep the text), same server,
+    same run. The litellm path's target is <= 1.1x this."""
+    import asyncio
+
+    from evalpipe.runners.pricing import import_litellm
+
+    litellm = import_litellm()
+
+    async def go(count: int) -> list[str]:
+        out: list[str] = []
+        it = iter(range(count))
+
+        async def worker() -> None:
+            for i in it:
+                resp = await litellm.acompletion(
+                    model="openai/mock-model", api_base=base_url, api_key="no-key", max_tokens=16, temperature=0,
+                    messages=[{"role": "user", "content": f"What is {i} plus {i}?"}], num_retries=0)
+                out.append(resp.choices[0].message.content)
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return out
+
+    asyncio.run(go(20))  # warm-up
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    got = asyncio.run(go(n))
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    ideal = n * latency / concurrency
+    return {"path": "bare litellm.acompletion loop", "n": n, "c": concurrency, "ok": len(got), "ideal_s": ideal,
+            "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": float("nan")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Time rollouts through the real runner + driver + journal.")
     ap.add_argument("--n", type=int, default=1000)
@@ -127,6 +158,8 @@ def main() -> None:
             results = [bench_bare(url, args.n, args.concurrency, args.latency)]
             results += [bench(p.strip(), url, args.n, args.concurrency, args.latency, Path(tmp))
                         for p in args.paths.split(",") if p.strip()]
+            if "litellm" in args.paths:
+                results.append(bench_bare_litellm(url, args.n, args.concurrency, args.latency))
     finally:
         proc.kill()
         proc.wait()
@@ -140,6 +173,12 @@ def main() -> None:
         rerun = "-" if r["rerun_s"] != r["rerun_s"] else f"{r['rerun_s']:.2f}"
         print(f"| {r['path']} | {r['ok']}/{r['n']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | {r['wall_s'] / floor:.2f} | "
               f"{r['cpu_ms_per_sample']:.2f} | {rerun} |")
+    by = {r["path"]: r for r in results}
+    if "litellm" in by and "bare litellm.acompletion loop" in by:
+        ratio = by["litellm"]["wall_s"] / by["bare litellm.acompletion loop"]["wall_s"]
+        print(f"\nlitellm path / bare litellm.acompletion loop (same run): {ratio:.2f}x wall, "
+              f"{by['litellm']['cpu_ms_per_sample'] / by['bare litellm.acompletion loop']['cpu_ms_per_sample']:.2f}x "
+              "CPU (target <= 1.1x)")
 
 
 if __name__ == "__main__":
