@@ -542,6 +542,9 @@ main.add_command(tools_cmd)
 from evalpipe.cli_sandbox import sandbox_cmd  # noqa: E402  (evalpipe sandbox check|cleanup: evalpipe/cli_sandbox.py)
 
 main.add_command(sandbox_cmd)
+from evalpipe.dryrun import dry_run_command  # noqa: E402  `evalpipe dry-run`: a backfill's cost (issue 15)
+
+main.add_command(dry_run_command)
 
 if __name__ == "__main__":
     main()

@@ -128,3 +128,35 @@ def as_frame(estimates: list[Estimate]) -> pd.DataFrame:
                  "est_output_tokens (max)": sum(e.output_tokens for e in estimates),
                  "est_cost_usd": f"{sum(priced):.4f}" + (" + unpriced" if len(priced) < len(estimates) else "")})
     return pd.DataFrame(rows)
+
+
+def _backfill_command():
+    import click
+
+    @click.command(name="dry-run")
+    @click.option("--partitions", default=None, metavar="KEYS",
+                  help="Comma-separated 'split|model' keys, as `dagster job backfill --partitions` takes them.")
+    @click.option("--all", "all_partitions", is_flag=True, help="Every (split, model) of the config.")
+    def dry_run_cmd(partitions: str | None, all_partitions: bool) -> None:
+        """Cost of a backfill before launching it: per partition the samples, estimated tokens and cost, and the
+        total (the same estimate as `evalpipe run --dry-run`)."""
+        from evalpipe.config import load_config
+        from evalpipe.errors import ConfigError
+
+        cfg = load_config()
+        if all_partitions == bool(partitions):
+            raise ConfigError("give --partitions 'split|model,...' or --all (one of them)")
+        pairs = ([(s, m) for s in cfg.splits for m in cfg.models] if all_partitions else
+                 [tuple(k.strip().split("|", 1)) for k in partitions.split(",") if k.strip()])
+        bad = [p for p in pairs if len(p) != 2]
+        if bad:
+            raise ConfigError(f"--partitions: {bad[0][0]!r} is not a 'split|model' key")
+        est = []
+        for split, model in pairs:
+            est += estimate(cfg, [split], [model])
+        click.echo(as_frame(est).to_markdown(index=False))
+
+    return dry_run_cmd
+
+
+dry_run_command = _backfill_command()

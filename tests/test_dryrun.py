@@ -113,3 +113,16 @@ def test_journaled_samples_are_counted_as_cached(home, write_config):
     assert other.cached == 0 and other.output_tokens == 8 * 11
     assert full.cached == 0
     json.dumps([part.__dict__])  # plain values, printable as JSON
+
+
+def test_backfill_dry_run_takes_dagster_partition_keys(home, write_config):
+    from evalpipe.cli import main
+
+    write_config(CONFIG)
+    res = CliRunner().invoke(main, ["dry-run", "--partitions", "smoke/test|gpt,smoke/test|parrot"])
+    assert res.exit_code == 0, res.output
+    rows = [ln for ln in res.output.splitlines() if ln.startswith("| smoke/test")]
+    assert len(rows) == 2 and "gpt" in rows[0] and "parrot" in rows[1]
+    assert CliRunner().invoke(main, ["dry-run", "--all"]).exit_code == 0
+    bad = CliRunner().invoke(main, ["dry-run", "--partitions", "smoke/test"])
+    assert bad.exit_code == 2 and "split|model" in bad.output
