@@ -215,6 +215,11 @@ class Redactor:
         self.literals = tuple(literals)
         alts += [re.escape(v) for v in self.literals]
         self.regex = re.compile("|".join(alts))
+        # What a model wrote (answers, tool-call arguments) is data that gets scored: a BFCL call
+        # `login(password="abc")` must reach the checker as written. There only the secrets we know of are masked
+        # (configured and env values, provider key shapes, the user's patterns), never `name: value` guesses.
+        generated = [f"(?:{p})" for p in patterns] + TOKEN_PATTERNS + [re.escape(v) for v in self.literals]
+        self.generated_regex = re.compile("|".join(generated))
         # Python's regex engine tries every alternative at every position (~0.3 ms for 600 chars), so most
         # strings are ruled out first by substring checks done in C: a fixed trigger word, or a literal secret.
         self.always = bool(list(patterns))
@@ -239,6 +244,18 @@ class Redactor:
         if not isinstance(text, str) or not text or not self.could_match(text):
             return text
         return self.regex.sub(self._sub, text)
+
+    def redact_generated(self, obj: Any) -> Any:
+        """Model-written content (see `generated_regex`): known secrets masked, key names not consulted."""
+        if isinstance(obj, str):
+            if not obj or not self.could_match(obj):
+                return obj
+            return self.generated_regex.sub(MASK, obj)
+        if isinstance(obj, dict):
+            return {k: self.redact_generated(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [self.redact_generated(v) for v in obj]
+        return obj
 
     def redact_obj(self, obj: Any, key: str | None = None) -> Any:
         """Strings anywhere in a JSON-like structure; whole values under secret-looking keys."""
@@ -305,13 +322,19 @@ def redact_obj(obj: Any) -> Any:
     return get_redactor().redact_obj(obj)
 
 
+# Columns and row fields holding what the model produced, and what is derived from it for scoring: masked by
+# `Redactor.redact_generated` (known secrets only), so a tool call's `password="..."` argument is scored as sent.
+GENERATED_FIELDS = frozenset({"raw_output", "raw_response", "trajectory", "tool_trace", "prediction",
+                              "normalized_prediction", "arguments", "normalized_key"})
+
+
 def redact_frame(df):
     """A copy of a DataFrame with every string cell redacted (the warehouse's write hook)."""
     r = get_redactor()
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object:
-            out[col] = out[col].map(r.redact)
+            out[col] = out[col].map(r.redact_generated if col in GENERATED_FIELDS else r.redact)
     return out
 
 

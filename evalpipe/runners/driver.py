@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.config import ModelConfig
 from evalpipe.journal import Journal
-from evalpipe.redact import get_redactor
+from evalpipe.redact import GENERATED_FIELDS, get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.tools.loop import run_conversation, trace_fields
@@ -178,7 +178,10 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
             row = await attempt(runner, req, settings, limiter, max_tokens, tools)
-            row = redactor.redact_obj(row)  # [operations/redaction] secrets in outputs never reach the journal (or anything after)
+            # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
+            # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
+            row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                   for k, v in row.items()}
             if row["status"] == "ok" and journal is not None:
                 journal.record(req.fingerprint, req.sample_id, row)
             row["cached"] = False
