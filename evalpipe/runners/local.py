@@ -165,6 +165,13 @@ class LocalRunner(Runner):
         # One thread by default: measured here, 2 torch threads on a 2-core machine that is also running the
         # pipeline (or other partitions) were 3-4x slower than 1, as the threads wait on each other.
         self.threads = int(model.options.get("threads", 1))
+        # [scale] batched generation (evalpipe/runners/local_batch.py): `batch_size` requests per `generate` call,
+        # on `device` (auto: cuda, mps, else cpu) in `dtype` (auto: bf16 on a GPU, fp32 on the CPU)
+        self.batch_size = int(model.options.get("batch_size", 1))
+        self.device, self.dtype = model.options.get("device", "auto"), model.options.get("dtype", "auto")
+        if self.batch_size > 1:
+            self.default_concurrency = self.batch_size
+        self._batcher = None
 
     def identity(self) -> dict[str, Any]:
         return {"runner": self.name, "checkpoint": _signature(self.checkpoint), "max_tokens": self.max_tokens,
@@ -182,7 +189,48 @@ class LocalRunner(Runner):
         load(self.checkpoint)
 
     async def generate(self, request: RolloutRequest) -> Generation:
+        if self.batch_size > 1:  # [scale] concurrent requests meet in one batch
+            return await self._batched(request.messages)
         return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages)
+
+    def _decode_kwargs(self, tok: Any) -> dict[str, Any]:
+        kwargs: dict[str, Any] = {"max_new_tokens": self.max_tokens, **self.extra}
+        if self.temperature > 0:
+            kwargs.update(do_sample=True, temperature=self.temperature)
+            if self.top_p is not None:
+                kwargs["top_p"] = float(self.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        if self.stop:
+            kwargs.update(stop_strings=self.stop, tokenizer=tok)
+        return kwargs
+
+    async def _batched(self, messages: list[dict[str, Any]]) -> Generation:
+        from evalpipe.runners import local_batch
+
+        model, tok = load(self.checkpoint)
+        if self._batcher is None:
+            device = local_batch.pick_device(self.device)
+            dtype = local_batch.pick_dtype(self.dtype, device)
+            if device != "cpu" or str(dtype) != "torch.float32":
+                model.to(device=device, dtype=dtype)
+
+            def run(prompts: list[list[int]]) -> list[Any]:
+                return local_batch.generate_batch(model, tok, prompts, self._decode_kwargs(tok), device)
+
+            self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
+        new, n_in = await self._batcher.submit(local_batch.encode(tok, messages))
+        eos = tok.eos_token_id
+        hit_eos = bool(new) and eos is not None and new[-1] == eos
+        text = tok.decode(new, skip_special_tokens=True)
+        stopped = False
+        for s in self.stop:
+            cut = text.find(s)
+            if cut >= 0:
+                text, stopped = text[:cut], True
+        finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
+        return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
+                          cost=0.0)
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                    request: RolloutRequest | None = None) -> Any:
