@@ -22,6 +22,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -325,13 +326,25 @@ def run_isolated(split_key: str, model_key: str, num_shards: int, **kw: Any) -> 
     report_path = kw.pop("report_path", None) or str(Path(tempfile.mkdtemp(prefix="evalpipe-report-")) / "report.json")
     args = {"split_key": split_key, "model_key": model_key, "num_shards": num_shards, "report_path": report_path, **kw}
     env = {**os.environ, **DETERMINISTIC_ENV}
-    proc = subprocess.run([sys.executable, "-m", "evalpipe.validate_sharding", json.dumps(args, default=str)],
-                          env=env, capture_output=True, text=True)
-    if proc.returncode != 0 or not Path(report_path).exists():
+    # The child's output goes to a file, not a pipe: helper processes a run may leave behind (Dagster's compute-log
+    # `tail -F`, which ignores SIGTERM) would hold a pipe open forever. Its own session: they are ended with it.
+    with tempfile.TemporaryFile("w+") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "evalpipe.validate_sharding", json.dumps(args, default=str)],
+                                env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            returncode = proc.wait()
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever of the child's process group is left
+            except (ProcessLookupError, PermissionError):
+                pass
+        log.seek(0)
+        output = log.read()
+    if returncode != 0 or not Path(report_path).exists():
         from evalpipe.errors import EvalError
 
-        tail = (proc.stderr or proc.stdout).strip().splitlines()
-        raise EvalError(f"validate-sharding failed: {tail[-1] if tail else f'exit {proc.returncode}'}")
+        tail = output.strip().splitlines()
+        raise EvalError(f"validate-sharding failed: {tail[-1] if tail else f'exit {returncode}'}")
     return json.loads(Path(report_path).read_text())
 
 
