@@ -3,6 +3,8 @@ and nothing run: no Dagster run, no model call, nothing in the warehouse."""
 import json
 
 import pytest
+
+import eval_assets.launch  # noqa: F401  the partitions are read at import: from the test config, not a test's own
 from click.testing import CliRunner
 
 CONFIG = """

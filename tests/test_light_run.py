@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+import eval_assets.launch  # noqa: F401  the partitions are read at import: from the test config, not a test's own
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
