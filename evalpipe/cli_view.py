@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import sys
 from typing import Any
 
 import click
@@ -53,7 +54,8 @@ def render(df, fmt: str = "table", floatfmt: str = ".4f", width: int | None = No
     from rich.console import Console
     from rich.table import Table
 
-    width = width or shutil.get_terminal_size((120, 24)).columns
+    if width is None:  # wrap to a terminal; piped output (files, CI logs, scripts) keeps each row on one line
+        width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 100_000
     t = Table(show_lines=False, header_style="bold", pad_edge=False, box=None)
     numeric = {c for c in df.columns if str(df[c].dtype) not in ("object", "string", "bool", "boolean")}
     for c in df.columns:
@@ -62,7 +64,7 @@ def render(df, fmt: str = "table", floatfmt: str = ".4f", width: int | None = No
         t.add_row(*[cell(v, floatfmt) for v in row])
     console = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)
     console.print(t)
-    return console.export_text().rstrip()
+    return "\n".join(line.rstrip() for line in console.export_text().splitlines()).rstrip()
 
 
 # ---- evalpipe list ------------------------------------------------------------------------------------------------

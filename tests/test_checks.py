@@ -64,7 +64,9 @@ def test_checks_run_with_the_assets_and_gate_errors_and_parse_failures(instance,
     assert all(p.success for p in result.partitions), result  # checks report; they don't fail the runs
     runs = {p.model: p.run_id for p in result.partitions}
     good, flaky = check_outcomes(instance, runs["good"]), check_outcomes(instance, runs["flaky"])
-    assert set(good) == {("rollouts", "error_rate"), ("metrics", "samples_accounted"), ("metrics", "judge_parse_failures")}
+    assert set(good) == {("rollouts", "error_rate"), ("metrics", "samples_accounted"), ("metrics", "judge_parse_failures"),
+                         ("metrics", "tool_integration_gates")}
+    assert good[("metrics", "tool_integration_gates")].passed  # not a tool-integration split: nothing to gate
     assert good[("rollouts", "error_rate")].passed
     assert not flaky[("rollouts", "error_rate")].passed  # 2 of 4 failed > 0.3
     assert flaky[("rollouts", "error_rate")].metadata["error_rate"].value == 0.5

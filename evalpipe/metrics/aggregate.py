@@ -204,4 +204,6 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
                 rows += _rows_for(metric, name, g.loc[keyed[name]], details, seed)
     if rollouts is not None:
         rows += usage_rows(rollouts)
-    return pd.DataFrame(rows)
+    # an empty partition (an empty shard, `limit: 0`) still has the metrics table's columns
+    return pd.DataFrame(rows, columns=None if rows else
+                        ["metric", "slice", "value", "n", "n_unscored", "n_errors", "stderr", "ci_low", "ci_high"])

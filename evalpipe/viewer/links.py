@@ -31,8 +31,9 @@ def metrics_chart_md(df, usage_slice: str = "usage") -> str:
     for r in df[df["slice"] != usage_slice].itertuples(index=False):
         v = r.value
         ok = isinstance(v, (int, float)) and not math.isnan(v)
-        ci = ("-" if r.ci_low is None or (isinstance(r.ci_low, float) and math.isnan(r.ci_low))
-              else f"{r.ci_low:.3f}-{r.ci_high:.3f}")
+        low, high = getattr(r, "ci_low", None), getattr(r, "ci_high", None)  # an empty partition has no CI columns
+        ci = ("-" if low is None or high is None or (isinstance(low, float) and math.isnan(low))
+              else f"{low:.3f}-{high:.3f}")
         bar = f"`{_bar(v)}`" if ok and 0.0 <= v <= 1.0 else ""
         lines.append(f"| {r.metric} | {r.slice} | {v:.3f} | {ci} | {bar} |" if ok else
                      f"| {r.metric} | {r.slice} | - | {ci} | |")
