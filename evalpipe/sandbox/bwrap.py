@@ -166,8 +166,23 @@ class BwrapSandbox(Sandbox):
         return argv, {}
 
 
-@lru_cache(maxsize=1)
+_USABLE = False  # once bwrap has worked here it is taken as usable; a failed probe is never cached
+
+
 def _probe() -> str | None:
+    """Why bwrap can't run here, or None. A failure is probed again (and once more right away): caching a
+    transient failure (a busy machine, a full process table) would quietly weaken every later run to `process`."""
+    global _USABLE
+    if _USABLE:
+        return None
+    why = _probe_once()
+    if why is not None and shutil.which("bwrap"):
+        why = _probe_once()
+    _USABLE = why is None
+    return why
+
+
+def _probe_once() -> str | None:
     exe = shutil.which("bwrap")
     if not exe:
         return "bwrap is not installed (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap)"
