@@ -29,6 +29,15 @@ def pairs(a, flag):
     return [tuple(a[i + 1:i + 3]) for i, x in enumerate(a) if x == flag]
 
 
+def test_a_python_under_tmp_is_bound_over_the_sandboxs_own_tmp():
+    # a CI checkout in /tmp: the fresh /tmp must come first, or it hides the venv bound inside it
+    a = build_bwrap_argv(["python3"], workdir="/host/tmp/w", env={}, ro_paths=["/usr", "/tmp/ci/.venv"])
+    tmp_at = [i for i, x in enumerate(a) if x == "--tmpfs" and a[i + 1] == "/tmp"][0]
+    venv_at = [i for i, x in enumerate(a) if x == "--ro-bind" and a[i + 1] == "/tmp/ci/.venv"][0]
+    assert tmp_at < venv_at
+    assert "/tmp" not in [a[i + 1] for i, x in enumerate(a) if x == "--dir"]
+
+
 def test_bwrap_argv_isolates_everything_for_a_normal_user():
     a = argv()
     assert a[0] == "bwrap" and "--unshare-all" in a and "--die-with-parent" in a and "--new-session" in a
@@ -43,8 +52,8 @@ def test_bwrap_argv_isolates_everything_for_a_normal_user():
     dirs = [a[i + 1] for i, x in enumerate(a) if x == "--dir"]
     assert dirs == ["/root", "/root/.pyenv", "/root/.pyenv/versions", "/proj"]
     tmpfs = [a[i + 1] for i, x in enumerate(a) if x == "--tmpfs"]
-    assert tmpfs == ["/dev/shm", "/tmp"]
-    assert [a[i + 1] for i, x in enumerate(a) if x == "--size"] == [str(64 * 1024 * 1024), str(256 * 1024 * 1024)]
+    assert tmpfs == ["/tmp", "/dev/shm"]
+    assert [a[i + 1] for i, x in enumerate(a) if x == "--size"] == [str(256 * 1024 * 1024), str(64 * 1024 * 1024)]
     assert ["--dev", "/dev", "--proc", "/proc"] == a[a.index("--dev"):a.index("--dev") + 4]
     assert pairs(a, "--setenv") == [("PATH", "/usr/bin"), ("HOME", WORKDIR)]
     assert a[a.index("--chdir") + 1] == WORKDIR

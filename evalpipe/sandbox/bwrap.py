@@ -53,13 +53,15 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
     else:
         ns = ["--unshare-all"]  # user namespace included; bwrap drops every capability before the command
     argv = [bwrap, *ns, "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+    # /tmp first: a Python or venv that lives under /tmp (a CI checkout) is bound on top of it, not hidden by it
+    argv += ["--perms", "1777"] + (["--size", str(int(tmp_mb) * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/tmp"]
     ro_paths = list(ro_paths)
     parents: list[str] = []  # folders above a bind (e.g. /root above a pyenv Python): empty, traversable
     for path in ro_paths:
         parts = path.strip("/").split("/")[:-1]
         for i in range(1, len(parts) + 1):
             parent = "/" + "/".join(parts[:i])
-            if parent not in parents and parent not in ro_paths:
+            if parent not in parents and parent not in ro_paths and parent != "/tmp":
                 parents.append(parent)
     for parent in parents:
         argv += ["--perms", "0755", "--dir", parent]
@@ -70,7 +72,6 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
     argv += ["--dev", "/dev", "--proc", "/proc"]
     # /dev/shm writable (multiprocessing's semaphores), small
     argv += ["--perms", "1777"] + (["--size", str(64 * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/dev/shm"]
-    argv += ["--perms", "1777"] + (["--size", str(int(tmp_mb) * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/tmp"]
     argv += ["--bind", workdir, workdir_inside]
     for name in read_only_files:
         if "/" in name or name in ("", ".", ".."):
