@@ -232,6 +232,13 @@ def test_process_backend_still_refuses_the_network_and_outside_files(tmp_path):
     assert not r.passed
 
 
+def test_in_ci_the_os_level_sandbox_really_works():
+    # .ci/run installs bubblewrap: there the attack suite must run, not skip because bwrap broke
+    if not os.environ.get("CI"):
+        pytest.skip("enforced in CI only (CI=true), where .ci/run installs bubblewrap")
+    assert backend_status()["bwrap"] is None
+
+
 @needs_bwrap
 def test_bwrap_is_the_default_when_it_works():
     assert DEFAULT == "bwrap" or os.environ.get("EVALS_SANDBOX")
