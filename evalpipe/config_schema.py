@@ -519,6 +519,13 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
             if str(w) not in {str(p) for p in pool}:
                 loc = (key,) if isinstance(wanted, str) else (key, i)
                 report.add(loc, f"default {what} {w!r} is not under '{what}s'{did_you_mean(w, pool)}")
+    backend = data.get("sandbox")
+    if backend in ("bwrap", "docker"):  # named explicitly: it must run here, or the judging fails after the model calls
+        from evalpipe.sandbox import get_sandbox
+
+        why = get_sandbox(backend).probe()
+        if why:
+            report.add(("sandbox",), f"sandbox backend {backend!r} cannot run here: {why}; or set `sandbox: auto`")
     cp = data.get("checkpoints")
     if isinstance(cp, dict) and cp.get("runner") and str(cp["runner"]) not in runners:
         report.add(("checkpoints", "runner"), f"unknown runner {cp['runner']!r}{did_you_mean(cp['runner'], runners)}")

@@ -91,6 +91,16 @@ def test_each_mistake_is_one_line_with_file_and_line(tmp_path, text, line, needl
     assert hit[0].startswith(f"{tmp_path / 'c.yaml'}:{line}: ") and "\n" not in hit[0]
 
 
+def test_a_named_sandbox_backend_that_cannot_run_here_is_a_config_error(tmp_path, monkeypatch):
+    import evalpipe.sandbox.docker as docker
+
+    monkeypatch.setattr(docker.DockerSandbox, "probe", classmethod(lambda cls: "no Docker daemon"))
+    found = problems("sandbox: docker\n", tmp_path)
+    assert any(":1: sandbox: sandbox backend 'docker' cannot run here: no Docker daemon" in p for p in found), found
+    monkeypatch.setattr(docker.DockerSandbox, "probe", classmethod(lambda cls: None))
+    assert not problems("sandbox: docker\n", tmp_path)
+
+
 def test_duplicate_keys_are_reported_with_the_other_problems(tmp_path):
     text = "models:\n  m: {runner: echo}\n  m: {runner: ecoh}\nsandbox: nope\n"
     found = problems(text, tmp_path)
