@@ -42,6 +42,9 @@ def _reason(exc: BaseException) -> str:
 
 def damaged(table: str, path: Path, exc: BaseException) -> WarehouseError:
     """The error for a partition file that doesn't read: which file, and how to get it back."""
+    if isinstance(path, str):  # an object URI (evalpipe/storage.py)
+        return WarehouseError(f"damaged {table} partition object {path} ({_reason(exc)}); re-materialize it or "
+                              "delete the object")
     parts = [p for p in path.parent.relative_to(path.parents[len(path.parents) - 1]).parts if "=" in p][-2:]
     where = " ".join(f"--{'split' if k == 'benchmark_split' else k} {unquote(v)}"
                      for k, v in (p.split("=", 1) for p in parts))
@@ -105,9 +108,12 @@ def to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
 
 
 class Warehouse:
-    def __init__(self, duckdb_path: str | os.PathLike):
+    def __init__(self, duckdb_path: str | os.PathLike, store: Any = None):
         self.duckdb_path = Path(duckdb_path).expanduser().resolve()
         self.root = self.duckdb_path.with_suffix("")  # dagster_home/warehouse/ beside warehouse.duckdb
+        from evalpipe import storage  # object storage when `warehouse.uri` / EVALS_WAREHOUSE_URI says so
+
+        self.store = store if store is not None else storage.from_config()
 
     # ---- layout -------------------------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:
@@ -122,6 +128,8 @@ class Warehouse:
         return d / PART_FILE
 
     def glob(self, table: str) -> str:
+        if self.store:
+            return self.store.glob(table)
         return str(self.table_dir(table) / "**" / "*.parquet")
 
     # ---- writes -------------------------------------------------------------------------------------------
@@ -136,6 +144,8 @@ class Warehouse:
                 raise WarehouseError(f"{table}: row has {dim}={bad!r} but the partition is {dim}={value!r}")
             df[dim] = value
         data = to_arrow(table, df)
+        if self.store:  # object storage: one atomic PUT per partition; views are built per connection
+            return self.store.write(table, data, partition)
         target = self.partition_file(table, partition)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
         try:
@@ -164,6 +174,8 @@ class Warehouse:
 
     def _ensure_schema_file(self, table: str) -> None:
         # A zero-row file per table gives the view its columns before any partition exists.
+        if self.store:
+            return self.store.ensure_schema(table, TABLES[table])
         path = self.table_dir(table) / SCHEMA_FILE
         schema = TABLES[table]
         if path.exists():
@@ -183,6 +195,8 @@ class Warehouse:
 
     # ---- reads (never touch the DuckDB file, so they never wait for or block anyone) -------------------------
     def read(self, table: str, partition: Mapping[str, str]) -> pd.DataFrame:
+        if self.store:
+            return self.store.read(table, partition)
         path = self.partition_file(table, partition)
         if not path.exists():
             where = ", ".join(f"{k}={v}" for k, v in partition.items())
@@ -194,6 +208,8 @@ class Warehouse:
 
     def damaged_files(self, table: str) -> list[Path]:
         """Partition files of a table that don't read as Parquet (truncated, overwritten)."""
+        if self.store:
+            return self.store.damaged_files(table)
         bad = []
         for f in sorted(self.table_dir(table).rglob(PART_FILE)):
             try:
@@ -205,7 +221,7 @@ class Warehouse:
     def stray_files(self, table: str) -> list[Path]:
         """Files under a table's folder that are not its partition files (skipped by the views)."""
         root = self.table_dir(table)
-        if not root.exists():
+        if self.store or not root.exists():  # (object storage: the views only ever match part.parquet)
             return []
         out = []
         for f in sorted(root.rglob("*")):
@@ -217,6 +233,8 @@ class Warehouse:
         return out
 
     def partitions(self, table: str) -> list[dict[str, str]]:
+        if self.store:
+            return self.store.partitions(table)
         out = []
         for f in sorted(self.table_dir(table).rglob(PART_FILE)):
             parts = f.relative_to(self.table_dir(table)).parts[:-1]
@@ -229,6 +247,8 @@ class Warehouse:
         import duckdb
 
         con = duckdb.connect()
+        if self.store:
+            self.store.register(con)
         for table in TABLES:
             self._ensure_schema_file(table)
             con.execute(f"CREATE VIEW {table} AS {self._view_sql(table)}")
@@ -267,7 +287,8 @@ class Warehouse:
     def _view_sql(self, table: str) -> str:
         # only the table's own files, all named part.parquet (partitions and the schema placeholder); a stray
         # file (a copy, a download) is skipped with a warning instead of breaking every query
-        glob = str(self.table_dir(table) / "**" / PART_FILE).replace("'", "''")
+        glob = self.store.glob(table) if self.store else str(self.table_dir(table) / "**" / PART_FILE)
+        glob = glob.replace("'", "''")
         return f"SELECT * FROM read_parquet('{glob}', union_by_name=true, hive_partitioning=false)"
 
     def _signature(self) -> str:
@@ -296,6 +317,8 @@ class Warehouse:
 
     def ensure_views(self, wait_s: float = 10.0) -> None:
         """Create the views in the DuckDB file if they are missing or stale. A no-op (no DuckDB open) otherwise."""
+        if self.store:  # object storage: a DuckDB file can't carry the fsspec filesystem; connect() has the views
+            return
         if self.views_current():
             return
         import duckdb

@@ -1,0 +1,182 @@
+"""The warehouse on object storage (S3; GCS and Azure the same way): partition files as objects, read by DuckDB.
+
+Configured by `warehouse: {uri: s3://bucket/prefix, storage_options: {...}}` in the config file, or by the env
+var `EVALS_WAREHOUSE_URI` (which wins). Without either, the warehouse stays on local disk (evalpipe/warehouse.py).
+
+The layout is the local one: `<uri>/<table>/benchmark_split=<key>/model=<key>/part.parquet`, plus a zero-row
+`<table>/_schema/part.parquet` per table. An object PUT is atomic (a reader sees the old object or the new one,
+never a half-written one), so no temp name + rename is needed: re-materializing a partition replaces its object.
+Reads go through an fsspec filesystem (s3fs for `s3://`, gcsfs for `gs://`, adlfs for `az://`), and DuckDB
+reads through the same filesystem registered on each connection (`con.register_filesystem`), so its httpfs
+extension (which downloads on first use) is not needed.
+"""
+from __future__ import annotations
+
+import os
+from typing import Any, Mapping
+from urllib.parse import quote, unquote
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from evalpipe.errors import WarehouseError
+
+PART_FILE = "part.parquet"
+SCHEMA_KEY = "_schema/part.parquet"
+_PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs",
+             "abfss": "adlfs"}
+
+
+def _reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def settings(config_file: str | os.PathLike | None = None) -> tuple[str | None, dict[str, Any]]:
+    """(uri, storage_options) from `EVALS_WAREHOUSE_URI` or the config's `warehouse:` mapping; (None, {}) = local."""
+    env = os.environ.get("EVALS_WAREHOUSE_URI", "").strip()
+    section: Any = {}
+    try:
+        import yaml
+
+        from evalpipe.config import config_path
+
+        path = config_file or config_path()
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as fh:
+                section = (yaml.safe_load(fh) or {}).get("warehouse") or {}
+    except Exception:  # an unreadable config is reported by `evalpipe check`; storage stays local here
+        section = {}
+    if not isinstance(section, dict):
+        section = {}
+    uri = env or str(section.get("uri") or "").strip() or None
+    options = section.get("storage_options") or {}
+    if not isinstance(options, dict):
+        raise WarehouseError("warehouse.storage_options must be a mapping (e.g. {key: ..., secret: ..., "
+                             "client_kwargs: {endpoint_url: ...}}); fix the config file")
+    if uri and "://" not in uri:
+        return None, {}  # a plain path: the local warehouse
+    if uri and uri.startswith("file://"):
+        return None, {}
+    return uri, dict(options)
+
+
+def from_config(config_file: str | os.PathLike | None = None) -> "ObjectStore | None":
+    uri, options = settings(config_file)
+    return ObjectStore(uri, options) if uri else None
+
+
+class ObjectStore:
+    """Partition objects under one URI prefix, through an fsspec filesystem."""
+
+    def __init__(self, uri: str, storage_options: Mapping[str, Any] | None = None):
+        import fsspec
+
+        self.protocol = uri.split("://", 1)[0].lower()
+        self.uri = uri.rstrip("/")
+        try:
+            self.fs = fsspec.filesystem(self.protocol, **dict(storage_options or {}))
+        except ImportError as exc:
+            pkg = _PACKAGES.get(self.protocol, f"the fsspec package for {self.protocol}://")
+            raise WarehouseError(f"the warehouse URI {self.uri} needs {pkg}; pip install {pkg}") from exc
+        except ValueError as exc:
+            raise WarehouseError(f"unknown storage scheme in warehouse.uri {self.uri} ({_reason(exc)}); use "
+                                 "s3://, gs:// or az://") from exc
+
+    # ---- layout -------------------------------------------------------------------------------------------
+    def table_uri(self, table: str) -> str:
+        return f"{self.uri}/{table}"
+
+    def partition_uri(self, table: str, partition: Mapping[str, str]) -> str:
+        parts = [f"{dim}={quote(str(value), safe='')}" for dim, value in partition.items()]
+        return "/".join([self.table_uri(table), *parts, PART_FILE])
+
+    def glob(self, table: str) -> str:
+        return f"{self.table_uri(table)}/**/{PART_FILE}"
+
+    def _path(self, uri: str) -> str:
+        return self.fs._strip_protocol(uri)
+
+    def _fail(self, what: str, uri: str, exc: BaseException) -> WarehouseError:
+        return WarehouseError(f"cannot {what} {uri}: {_reason(exc)}; check warehouse.uri, the bucket and "
+                              "warehouse.storage_options (credentials, endpoint)")
+
+    # ---- objects --------------------------------------------------------------------------------------------
+    def write(self, table: str, data: pa.Table, partition: Mapping[str, str]) -> str:
+        self.ensure_schema(table, data.schema)
+        target = self.partition_uri(table, partition)
+        try:
+            with self.fs.open(self._path(target), "wb") as fh:  # one PUT (or multipart upload) on close: atomic
+                pq.write_table(data, fh, compression="zstd")
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise self._fail("write the partition object", target, exc) from exc
+        self.fs.invalidate_cache()
+        return target
+
+    def ensure_schema(self, table: str, schema: pa.Schema) -> None:
+        path = self._path(f"{self.table_uri(table)}/{SCHEMA_KEY}")
+        try:
+            if self.fs.exists(path):
+                with self.fs.open(path, "rb") as fh:
+                    if pq.read_schema(fh).equals(schema):
+                        return
+        except Exception:  # a damaged placeholder is rewritten below
+            pass
+        try:
+            with self.fs.open(path, "wb") as fh:
+                pq.write_table(schema.empty_table(), fh)
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise self._fail("write the schema object", f"{self.protocol}://{path}", exc) from exc
+
+    def read(self, table: str, partition: Mapping[str, str]) -> pd.DataFrame:
+        target = self.partition_uri(table, partition)
+        try:
+            if not self.fs.exists(self._path(target)):
+                where = ", ".join(f"{k}={v}" for k, v in partition.items())
+                raise WarehouseError(f"no {table} for partition {where} in {self.uri}; materialize it first")
+            with self.fs.open(self._path(target), "rb") as fh:
+                return pq.read_table(fh).to_pandas()
+        except WarehouseError:
+            raise
+        except (OSError, pa.ArrowException) as exc:
+            raise self._fail("read the partition object", target, exc) from exc
+
+    def part_files(self, table: str) -> list[str]:
+        """Object URIs of a table's partition files (not the schema placeholder), sorted."""
+        root = self._path(self.table_uri(table))
+        try:
+            found = self.fs.glob(f"{root}/**/{PART_FILE}")
+        except FileNotFoundError:
+            return []
+        except OSError as exc:
+            raise self._fail("list", self.table_uri(table), exc) from exc
+        out = []
+        for p in sorted(found):
+            rel = p[len(root):].strip("/").split("/")
+            if len(rel) > 1 and all("=" in x for x in rel[:-1]):
+                out.append(f"{self.protocol}://{p}")
+        return out
+
+    def partitions(self, table: str) -> list[dict[str, str]]:
+        root = self.table_uri(table)
+        out = []
+        for uri in self.part_files(table):
+            parts = uri[len(root):].strip("/").split("/")[:-1]
+            out.append({p.split("=", 1)[0]: unquote(p.split("=", 1)[1]) for p in parts})
+        return out
+
+    def damaged_files(self, table: str) -> list[str]:
+        bad = []
+        for uri in self.part_files(table):
+            try:
+                with self.fs.open(self._path(uri), "rb") as fh:
+                    pq.read_metadata(fh)
+            except (OSError, pa.ArrowException):
+                bad.append(uri)
+        return bad
+
+    def register(self, con: Any) -> None:
+        """Let a DuckDB connection read this store's URIs (no httpfs extension needed)."""
+        self.fs.invalidate_cache()  # objects written by other processes since the last listing
+        con.register_filesystem(self.fs)
