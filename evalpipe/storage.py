@@ -26,6 +26,7 @@ PART_FILE = "part.parquet"
 SCHEMA_KEY = "_schema/part.parquet"
 _PACKAGES = {"s3": "s3fs", "s3a": "s3fs", "gs": "gcsfs", "gcs": "gcsfs", "az": "adlfs", "abfs": "adlfs",
              "abfss": "adlfs"}
+_sections: dict[tuple, Any] = {}  # (config path, mtime, size) -> its `warehouse:` mapping
 
 
 def _reason(exc: BaseException) -> str:
@@ -38,15 +39,20 @@ def settings(config_file: str | os.PathLike | None = None) -> tuple[str | None, 
     env = os.environ.get("EVALS_WAREHOUSE_URI", "").strip()
     section: Any = {}
     try:
-        import yaml
-
         from evalpipe.config import config_path
 
-        path = config_file or config_path()
-        if os.path.exists(path):
+        path = str(config_file or config_path())
+        st = os.stat(path)
+        stamp = (path, st.st_mtime_ns, st.st_size)
+        if stamp not in _sections:  # parsed once per config file version (a Warehouse is made per IO call)
+            import yaml
+
             with open(path, encoding="utf-8") as fh:
-                section = (yaml.safe_load(fh) or {}).get("warehouse") or {}
-    except Exception:  # an unreadable config is reported by `evalpipe check`; storage stays local here
+                data = yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
+            _sections.clear()
+            _sections[stamp] = data.get("warehouse") or {} if isinstance(data, dict) else {}
+        section = _sections[stamp]
+    except Exception:  # a missing or unreadable config is reported by `evalpipe check`; storage stays local here
         section = {}
     if not isinstance(section, dict):
         section = {}

@@ -140,3 +140,14 @@ def test_one_partition_end_to_end(s3_endpoint, home, instance, monkeypatch, tmp_
     assert any(k.startswith("rollouts/benchmark_split=smoke%2Ftest/model=perfect/")
                for k in _objects(s3_endpoint, prefix))
     assert not (home / "warehouse").exists()
+
+
+def test_a_damaged_object_is_named(s3_endpoint, s3_config, home):
+    import s3fs
+
+    wh = Warehouse(home / "warehouse.duckdb")
+    wh.write("rollouts", pd.DataFrame({"sample_id": ["a"]}), {"benchmark_split": "smoke/test", "model": "perfect"})
+    bad = wh.store.partition_uri("rollouts", {"benchmark_split": "smoke/test", "model": "fixed"})
+    s3fs.S3FileSystem(**_options(s3_endpoint)).pipe(bad[len("s3://"):], b"not parquet at all")
+    with pytest.raises(WarehouseError, match=r"damaged rollouts partition object .*model=fixed/part.parquet"):
+        wh.query("select count(*) from rollouts")
