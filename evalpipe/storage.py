@@ -73,6 +73,32 @@ def from_config(config_file: str | os.PathLike | None = None) -> "ObjectStore | 
     return ObjectStore(uri, options) if uri else None
 
 
+class ObjectPath:
+    """What `Warehouse.partition_file` returns on object storage: enough of a Path for `.exists()` checks."""
+
+    def __init__(self, store: "ObjectStore", uri: str):
+        self.store, self.uri = store, uri
+        self.name = uri.rsplit("/", 1)[-1]
+
+    def exists(self) -> bool:
+        try:
+            return bool(self.store.fs.exists(self.store._path(self.uri)))
+        except OSError as exc:
+            raise self.store._fail("check", self.uri, exc) from exc
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def __repr__(self) -> str:
+        return f"ObjectPath({self.uri!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return str(other) == self.uri
+
+    def __hash__(self) -> int:
+        return hash(self.uri)
+
+
 class ObjectStore:
     """Partition objects under one URI prefix, through an fsspec filesystem."""
 

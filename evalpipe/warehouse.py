@@ -123,6 +123,10 @@ class Warehouse:
 
     def partition_file(self, table: str, partition: Mapping[str, str]) -> Path:
         d = self.table_dir(table)
+        if self.store:  # an object: `.exists()` and `str()` work as on a Path
+            from evalpipe.storage import ObjectPath
+
+            return ObjectPath(self.store, self.store.partition_uri(table, partition))  # type: ignore[return-value]
         for dim, value in partition.items():  # dimension order is fixed by the caller (benchmark_split, model)
             d = d / f"{dim}={_encode(value)}"
         return d / PART_FILE

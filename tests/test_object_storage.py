@@ -91,6 +91,10 @@ def test_partitions_are_objects_and_the_views_read_them(s3_endpoint, s3_config, 
     assert sorted(p["model"] for p in wh.partitions("rollouts")) == ["parrot", "perfect"]
     back = wh.read("rollouts", {"benchmark_split": "smoke/test", "model": "perfect"})
     assert list(back["sample_id"]) == ["s0", "s1", "s2"] and back["latency_s"].tolist() == [0.5] * 3
+    # callers that check `wh.partition_file(...).exists()` (the dataset sensor, tool_calls, sharding) see objects
+    assert wh.partition_file("rollouts", {"benchmark_split": "smoke/test", "model": "perfect"}).exists()
+    assert not wh.partition_file("rollouts", {"benchmark_split": "smoke/test", "model": "fixed"}).exists()
+    assert str(wh.partition_file("rollouts", {"benchmark_split": "smoke/test", "model": "perfect"})) == uri
     with pytest.raises(WarehouseError, match="materialize it first"):
         wh.read("rollouts", {"benchmark_split": "smoke/test", "model": "fixed"})
 
