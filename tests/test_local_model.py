@@ -33,6 +33,7 @@ def ask(cfg, *questions):
 
 
 def test_shipped_model_answers_and_its_converted_weights_are_cached(in_home):
+    local._LOADED.clear()  # another test file in this process may have loaded it from another DAGSTER_HOME
     cfg = ModelConfig(key="smollm2-135m", runner="local", params={"max_tokens": 12})
     (row,) = ask(cfg, "What is the capital of France? Answer with one word.")
     assert row["status"] == "ok", row["error"]

@@ -220,17 +220,7 @@ class LocalRunner(Runner):
 
             self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
         new, n_in = await self._batcher.submit(local_batch.encode(tok, messages))
-        eos = tok.eos_token_id
-        hit_eos = bool(new) and eos is not None and new[-1] == eos
-        text = tok.decode(new, skip_special_tokens=True)
-        stopped = False
-        for s in self.stop:
-            cut = text.find(s)
-            if cut >= 0:
-                text, stopped = text[:cut], True
-        finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
-        return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
-                          cost=0.0)
+        return self._finish(tok, new, n_in)
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                    request: RolloutRequest | None = None) -> Any:
@@ -273,6 +263,11 @@ class LocalRunner(Runner):
             out = model.generate(**enc, pad_token_id=eos if tok.pad_token_id is None else tok.pad_token_id, **kwargs)
         n_in = int(enc["input_ids"].shape[1])
         new = out[0, n_in:].tolist()
+        return self._finish(tok, new, n_in)
+
+    def _finish(self, tok: Any, new: list[int], n_in: int) -> Generation:
+        """The generation from new token ids: decoded, cut at the first stop string, with its finish reason."""
+        eos = tok.eos_token_id
         hit_eos = bool(new) and eos is not None and new[-1] == eos
         text = tok.decode(new, skip_special_tokens=True)
         stopped = False
