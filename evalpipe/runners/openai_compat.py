@@ -126,7 +126,8 @@ class OpenAICompatRunner(ApiRunner):
         self._session = None
 
 
-def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
+def _first_choice(text: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]:
+    """(reply, choice, message, content) of a chat-completions body; ModelError when it is not one."""
     try:
         data = json.loads(text)
     except ValueError:
@@ -140,6 +141,11 @@ def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
     content = message.get("content")
     if isinstance(content, list):  # some servers return content parts
         content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    return data, choice, message, content
+
+
+def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
+    data, choice, message, content = _first_choice(text)
     trajectory: list[dict[str, Any]] = []
     if message.get("tool_calls"):
         trajectory.append({"type": "tool_calls", "tool_calls": message["tool_calls"]})
@@ -151,19 +157,7 @@ def parse_chat_completion(text: str, runner: ApiRunner) -> Generation:
 
 def parse_chat_turn(text: str, runner: ApiRunner) -> ChatTurn:
     """A chat-completions reply as one assistant turn: content and tool calls (arguments kept as sent)."""
-    try:
-        data = json.loads(text)
-    except ValueError:
-        raise ModelError(f"reply is not JSON: {text[:200]!r}") from None
-    choices = data.get("choices") if isinstance(data, dict) else None
-    if not choices:
-        err = data.get("error") if isinstance(data, dict) else None
-        raise ModelError(f"reply has no choices: {str(err or text)[:200]}")
-    choice = choices[0]
-    message = choice.get("message") or {}
-    content = message.get("content")
-    if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    data, choice, message, content = _first_choice(text)
     calls = []
     for c in message.get("tool_calls") or []:
         if not isinstance(c, dict):
