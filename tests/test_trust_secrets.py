@@ -24,7 +24,7 @@ S = {
     "query_key": "PLANTEDquerykey0002abc",          # api_base: ...?key=<this>
     "custom_auth": "PLANTEDcustomauth0003",         # extra_headers: X-Custom-Auth
     "ocp": "PLANTEDocpapim0004subscription",        # extra_headers: Ocp-Apim-Subscription-Key
-    "userinfo": "PLANTEDuserinfo0005pw",            # warehouse: {uri: postgres://u:<this>@db/x}
+    "userinfo": "PLANTEDuserinfo0005pw",            # settings: {results_db: postgres://u:<this>@db/x}
     "nested": "PLANTEDnestedpassword0006",          # settings: {service: {password: <this>}}
 }
 ECHO = "echo the headers back"
@@ -159,8 +159,7 @@ models:
     params:
       extra_headers: {{X-Custom-Auth: {S['custom_auth']}, Ocp-Apim-Subscription-Key: {S['ocp']}}}
     max_retries: 0
-warehouse: {{uri: "postgresql://bob:{S['userinfo']}@db:5432/evals"}}
-settings: {{service: {{password: {S['nested']}}}}}
+settings: {{service: {{password: {S['nested']}}}, results_db: "postgresql://bob:{S['userinfo']}@db:5432/evals"}}
 checks: {{max_error_rate: 1.0}}
 """)
         from evalpipe.cli import main
