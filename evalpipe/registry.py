@@ -1,7 +1,7 @@
 """A tiny name -> factory registry, shared by adapters, runners and metrics."""
 from __future__ import annotations
 
-from typing import Callable, Generic, TypeVar
+from typing import Any, Callable, Generic, TypeVar
 
 from evalpipe.errors import ConfigError
 
@@ -41,3 +41,21 @@ def _load_plugins() -> None:
     from evalpipe.plugins import ensure_loaded
 
     ensure_loaded()
+
+
+def import_callable(spec: str, label: str) -> Callable[..., Any]:
+    """The callable named by `package.module:attr.path`; ConfigError messages start with `label` (e.g. "agent 'x'")."""
+    import importlib
+
+    module_name, _, attr = spec.partition(":")
+    try:
+        obj: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"{label}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
+    for part in attr.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            raise ConfigError(f"{label}: {module_name!r} has no attribute {attr!r}")
+    if not callable(obj):
+        raise ConfigError(f"{label} is not callable")
+    return obj

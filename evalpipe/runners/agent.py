@@ -26,7 +26,6 @@ changes and its old answers should be re-run.
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 import json
 import os
@@ -77,18 +76,9 @@ class AgentTask:
 def load_callable(spec: str | None) -> Callable[..., Any]:
     if not spec or ":" not in spec:
         raise ConfigError(f"agent model {spec!r} must be 'package.module:callable'")
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"agent {spec!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise ConfigError(f"agent {spec!r}: {module_name!r} has no attribute {attr!r}")
-    if not callable(obj):
-        raise ConfigError(f"agent {spec!r} is not callable")
-    return obj
+    from evalpipe.registry import import_callable
+
+    return import_callable(spec, f"agent {spec!r}")
 
 
 def normalize(result: Any, task: AgentTask) -> Generation:

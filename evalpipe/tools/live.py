@@ -10,7 +10,6 @@ expression's value. `bash` runs a command in the same session's folder and sandb
 from __future__ import annotations
 
 import asyncio
-import importlib
 import inspect
 from typing import Any, Callable
 
@@ -23,18 +22,9 @@ def load_function(spec: str, where: str = "tools") -> Callable[..., Any]:
     if ":" not in spec:
         raise ConfigError(f"{where}: live tool {spec!r} must be 'package.module:function' or a registered tool "
                           f"({', '.join(list_tools())})")
-    module_name, _, attr = spec.partition(":")
-    try:
-        obj: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{where}: live tool {spec!r}: cannot import {module_name!r} ({exc}); is it on PYTHONPATH?") from None
-    for part in attr.split("."):
-        obj = getattr(obj, part, None)
-        if obj is None:
-            raise ConfigError(f"{where}: live tool {spec!r}: {module_name!r} has no attribute {attr!r}")
-    if not callable(obj):
-        raise ConfigError(f"{where}: live tool {spec!r} is not callable")
-    return obj
+    from evalpipe.registry import import_callable
+
+    return import_callable(spec, f"{where}: live tool {spec!r}")
 
 
 def function_tool(fn: Callable[..., Any], name: str | None = None, description: str | None = None,
