@@ -25,6 +25,15 @@ def test_wilson_matches_the_formula(k, n):
     assert lo == pytest.approx(max(0.0, elo), abs=1e-9) and hi == pytest.approx(min(1.0, ehi), abs=1e-9)
 
 
+@pytest.mark.parametrize("k,n", [(0, 1), (1, 1), (0, 29), (3, 29), (29, 29), (499, 1000), (1, 1_000_000)])
+@pytest.mark.parametrize("level", [0.95, 0.9, 0.99])
+def test_wilson_equals_scipy(k, n, level):
+    from scipy.stats import binomtest
+
+    ci = binomtest(k, n).proportion_ci(confidence_level=level, method="wilson")
+    assert wilson_ci(k, n, level) == pytest.approx((ci.low, ci.high), rel=1e-12, abs=1e-15)
+
+
 def test_zero_of_29_is_not_a_degenerate_interval():
     lo, hi = wilson_ci(0, 29)
     assert lo == 0.0 and hi == pytest.approx(0.1170, abs=1e-4)  # statsmodels proportion_confint(0, 29, method="wilson")
