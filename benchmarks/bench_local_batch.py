@@ -1,13 +1,11 @@
 """Tokens per second of `runner: local`, batched against unbatched, in the same invocation.
 
     .venv/bin/python benchmarks/bench_local_batch.py                       # CPU, SmolLM2-135M, batch 8 vs 1
-    .venv/bin/python benchmarks/bench_local_batch.py --device cuda --model /path/to/hf-checkpoint --n 256 \\
-        --batch-size 32 --plain-loop                                       # a GPU machine (not run here)
 
 Both go through the real runner and driver (`pipeline`-free: `run_requests` without a journal), greedy decoding,
-the same prompts. `--plain-loop` adds the baseline a GPU comparison asks for: a plain transformers `generate`
-loop, one prompt at a time, on the same device. Reported: output tokens per second, and how many batched answers
-equal the unbatched ones.
+the same prompts. Reported: output tokens per second, and how many batched answers equal the unbatched ones.
+On a GPU machine, benchmarks/gpu_local_batch.py compares the runner (transformers and vLLM engines) against a
+plain transformers `generate` loop on the same GPU.
 """
 from __future__ import annotations
 
@@ -23,13 +21,13 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
-def _runner(model: str | None, batch: int, max_tokens: int, device: str):
+def _runner(model: str | None, batch: int, max_tokens: int, device: str, **options):
     from evalpipe.config import ModelConfig
     from evalpipe.runners import build_runner
 
     return build_runner(ModelConfig(key=f"b{batch}", runner="local", model=model,
                                     params={"max_tokens": max_tokens},
-                                    options={"batch_size": batch, "device": device}))
+                                    options={"batch_size": batch, "device": device, **options}))
 
 
 def _requests(n: int):
@@ -57,7 +55,6 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=32)
     ap.add_argument("--device", default="cpu")
-    ap.add_argument("--plain-loop", action="store_true", help="also a plain transformers generate loop")
     args = ap.parse_args()
     reqs = _requests(args.n)
     one, many = _runner(args.model, 1, args.max_tokens, args.device), _runner(args.model, args.batch_size,
@@ -71,22 +68,6 @@ def main() -> None:
     for name, wall, rows in (("unbatched (batch 1)", wall1, rows1), (f"batched (batch {args.batch_size})", wallb, rowsb)):
         toks = sum(int(r["output_tokens"] or 0) for r in rows if r["status"] == "ok")
         results[name] = (wall, toks, toks / wall)
-    if args.plain_loop:
-        import torch
-
-        from evalpipe.runners.local import load
-
-        model, tok = load(one.checkpoint)
-        t0, toks = time.perf_counter(), 0
-        for r in reqs:
-            enc = tok.apply_chat_template(r.messages, add_generation_prompt=True, return_tensors="pt",
-                                          return_dict=True).to(args.device)
-            with torch.inference_mode():
-                out = model.generate(**enc, max_new_tokens=args.max_tokens, do_sample=False,
-                                     pad_token_id=tok.eos_token_id)
-            toks += int(out.shape[1] - enc["input_ids"].shape[1])
-        wall = time.perf_counter() - t0
-        results["plain transformers generate loop"] = (wall, toks, toks / wall)
     same = sum(a["raw_output"] == b["raw_output"] for a, b in zip(rows1, rowsb))
     print(f"\nN={args.n} prompts, max_tokens={args.max_tokens}, device={args.device}, greedy, "
           f"{os.cpu_count()} CPUs, same run\n")

@@ -430,6 +430,9 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
         report.add_pydantic(exc, RunOptions, remap=lambda loc: loc_of(loc[0]) + tuple(loc[1:]) if loc else loc_of(None))
     if factory is not None:
         _check_declared(report, schema, merged, loc_of, f"runner {runner!r}", COMMON_MODEL_OPTIONS)
+        # a runner's own "can't run here" checks (e.g. `engine: vllm` without vllm installed), before any model call
+        for key, problem in getattr(factory, "config_problems", lambda _options: [])(merged):
+            report.add(loc_of(key), problem)
 
 
 def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = ()) -> None:

@@ -9,6 +9,8 @@ transformers dequantizes a GGUF file to fp32 on load, which takes ~20 s; the con
 under `$DAGSTER_HOME/model_cache/` and later loads take under a second. Generation is CPU-bound, so it runs in
 one worker thread per process (the event loop stays free) and requests queue there: concurrency 1 by default.
 Decoding is greedy unless `temperature` > 0.
+
+`engine: vllm` generates through vLLM instead (evalpipe/runners/local_vllm.py): same prompts, params and records.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from typing import Any
 from evalpipe.config import ModelConfig, dagster_home
 from evalpipe.errors import ConfigError
 from evalpipe.fingerprint import fingerprint
+from evalpipe.runners import local_batch, local_vllm
 from evalpipe.runners.base import Runner, register_runner
 from evalpipe.types import Generation, RolloutRequest
 
@@ -106,6 +109,29 @@ def load(checkpoint: Path) -> tuple[Any, Any]:
         return model, tok
 
 
+def hf_folder(checkpoint: Path) -> Path:
+    """A Hugging Face model folder for the checkpoint: itself, or for a GGUF file the converted copy under
+    `$DAGSTER_HOME/model_cache/` (made once by `load`; engines other than transformers read plain folders)."""
+    if checkpoint.is_dir():
+        return checkpoint
+    cache = _cache_dir(checkpoint)
+    if not (cache / "config.json").exists():
+        load(checkpoint)
+        with _LOCK:  # the CPU copy was only needed for the conversion
+            _LOADED.pop(str(checkpoint), None)
+    if not (cache / "config.json").exists():
+        raise ConfigError(f"could not save the converted {checkpoint.name} under {cache.parent}; "
+                          "check that DAGSTER_HOME is writable")
+    return cache
+
+
+def _tokenizer(folder: Path) -> Any:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder)
+
+
 def _quiet_gguf_conversion() -> None:
     """The GGUF converter draws its own tqdm bar (not covered by `disable_progress_bar`); silence it."""
     try:
@@ -169,18 +195,37 @@ class LocalRunner(Runner):
         # on `device` (auto: cuda, mps, else cpu) in `dtype` (auto: bf16 on a GPU, fp32 on the CPU)
         self.batch_size = int(model.options.get("batch_size", 1))
         self.device, self.dtype = model.options.get("device", "auto"), model.options.get("dtype", "auto")
+        # `engine: vllm` (evalpipe/runners/local_vllm.py): vLLM generates instead of transformers; checked here too,
+        # for options given per run (`--runner-option engine=vllm`) that the config file's validation never saw
+        self.engine = str(model.options.get("engine") or "transformers")
+        problem = local_vllm.engine_problem(self.engine)
+        if problem:
+            raise ConfigError(f"model {model.key!r}: {problem}")
+        if self.engine == "vllm":
+            self.batch_size = int(model.options.get("batch_size", local_vllm.DEFAULT_BATCH_SIZE))
+            self.vllm_args = dict(model.options.get("vllm_args") or {})  # passed to vllm.LLM(...) as they are
         if self.batch_size > 1:
             self.default_concurrency = self.batch_size
         self._batcher = None
 
+    @staticmethod
+    def config_problems(options: dict[str, Any]) -> list[tuple[str, str]]:
+        """Checked by `evalpipe validate` and every config load (evalpipe/config_schema.py): (option, problem)."""
+        problem = local_vllm.engine_problem(options.get("engine"))
+        return [("engine", problem)] if problem else []
+
     def identity(self) -> dict[str, Any]:
-        return {"runner": self.name, "checkpoint": _signature(self.checkpoint), "max_tokens": self.max_tokens,
-                "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "stop": self.stop,
-                "extra": self.extra}
+        ident = {"runner": self.name, "checkpoint": _signature(self.checkpoint), "max_tokens": self.max_tokens,
+                 "temperature": self.temperature, "top_p": self.top_p, "seed": self.seed, "stop": self.stop,
+                 "extra": self.extra}
+        if self.engine != "transformers":  # only then: fingerprints of transformers runs stay what they were
+            ident["engine"] = self.engine
+        return ident
 
     async def start(self) -> None:
         # Loading can take ~20 s the first time: done before the per-sample timeouts start counting.
-        await asyncio.get_running_loop().run_in_executor(_executor(), self._load)
+        await asyncio.get_running_loop().run_in_executor(
+            _executor(), self._start_vllm if self.engine == "vllm" else self._load)
 
     def _load(self) -> None:
         import torch
@@ -189,6 +234,8 @@ class LocalRunner(Runner):
         load(self.checkpoint)
 
     async def generate(self, request: RolloutRequest) -> Generation:
+        if self.engine == "vllm":
+            return await self._vllm_batched(request.messages)
         if self.batch_size > 1:  # [scale] concurrent requests meet in one batch
             return await self._batched(request.messages)
         return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages)
@@ -206,8 +253,6 @@ class LocalRunner(Runner):
         return kwargs
 
     async def _batched(self, messages: list[dict[str, Any]]) -> Generation:
-        from evalpipe.runners import local_batch
-
         model, tok = load(self.checkpoint)
         if self._batcher is None:
             device = local_batch.pick_device(self.device)
@@ -221,6 +266,28 @@ class LocalRunner(Runner):
             self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
         new, n_in = await self._batcher.submit(local_batch.encode(tok, messages))
         return self._finish(tok, new, n_in)
+
+    def _start_vllm(self) -> None:
+        """The vLLM engine for this checkpoint (a GGUF file goes through its converted folder) and the tokenizer
+        whose chat template makes the prompts; both once per process."""
+        folder = hf_folder(self.checkpoint)
+        self._tok = _tokenizer(folder)
+        self._llm = local_vllm.engine_for(folder, local_vllm.vllm_dtype(self.dtype), self.vllm_args)
+        self._sampling = local_vllm.make_sampling_params(local_vllm.sampling_kwargs(
+            self.max_tokens, self.temperature, self.top_p, self.seed, self.stop, self.extra))
+
+    async def _vllm_batched(self, messages: list[dict[str, Any]]) -> Generation:
+        if self._batcher is None:
+            if getattr(self, "_llm", None) is None:  # generate() without start(): load now
+                await asyncio.get_running_loop().run_in_executor(_executor(), self._start_vllm)
+
+            def run(prompts: list[list[int]]) -> list[Any]:
+                return local_vllm.generate_batch(self._llm, self._sampling, prompts)
+
+            self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
+        prompt = local_batch.encode(self._tok, messages)
+        text, token_ids, finish = await self._batcher.submit(prompt)
+        return local_vllm.generation_from_output(text, token_ids, finish, len(prompt), self.stop)
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                    request: RolloutRequest | None = None) -> Any:
@@ -247,15 +314,7 @@ class LocalRunner(Runner):
         else:  # a base checkpoint without a chat template: plain text
             text = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages) + "\n\nassistant:"
             enc = tok(text, return_tensors="pt")
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_tokens, **self.extra}
-        if self.temperature > 0:
-            kwargs.update(do_sample=True, temperature=self.temperature)
-            if self.top_p is not None:
-                kwargs["top_p"] = float(self.top_p)
-        else:
-            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if self.stop:
-            kwargs.update(stop_strings=self.stop, tokenizer=tok)
+        kwargs = self._decode_kwargs(tok)
         eos = tok.eos_token_id
         with torch.inference_mode():
             if self.seed is not None:
@@ -269,12 +328,7 @@ class LocalRunner(Runner):
         """The generation from new token ids: decoded, cut at the first stop string, with its finish reason."""
         eos = tok.eos_token_id
         hit_eos = bool(new) and eos is not None and new[-1] == eos
-        text = tok.decode(new, skip_special_tokens=True)
-        stopped = False
-        for s in self.stop:
-            cut = text.find(s)
-            if cut >= 0:
-                text, stopped = text[:cut], True
+        text, stopped = local_batch.cut_at_stop(tok.decode(new, skip_special_tokens=True), self.stop)
         finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
         return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
                           cost=0.0)

@@ -44,6 +44,12 @@ def encode(tok: Any, messages: list[dict[str, Any]]) -> list[int]:
     return list(tok(text)["input_ids"])
 
 
+def cut_at_stop(text: str, stop: list[str]) -> tuple[str, bool]:
+    """The text up to its first stop string (of any), and whether one was found; both engines use it."""
+    cuts = [i for i in (text.find(s) for s in stop if s) if i >= 0]
+    return (text[: min(cuts)], True) if cuts else (text, False)
+
+
 def generate_batch(model: Any, tok: Any, prompts: list[list[int]], kwargs: dict[str, Any],
                    device: str = "cpu") -> list[tuple[list[int], int]]:
     """One `generate` call for many prompts (token ids), left-padded; per prompt (new tokens, prompt length)."""
