@@ -24,7 +24,7 @@ from evalpipe.types import Generation
 
 ENGINES = ("transformers", "vllm")
 INSTALL_HINT = "`pip install vllm` on a Linux machine with a CUDA GPU"
-# vLLM schedules up to `max_num_seqs` (256 by default) sequences at once: hand it that many per call.
+# vLLM schedules up to its `max_num_seqs` sequences at once (a few hundred): hand it that many per call.
 DEFAULT_BATCH_SIZE = 256
 _DTYPES = {"auto": "bfloat16", "bf16": "bfloat16", "bfloat16": "bfloat16", "fp16": "float16", "float16": "float16",
            "fp32": "float32", "float32": "float32"}

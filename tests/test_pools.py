@@ -1,0 +1,92 @@
+"""Dagster concurrency pools for run-level limits (docs/deployment.md#pools): the `rollouts` step is in the pool
+`model_calls`; a limit on it caps how many rollouts steps run at once across runs, processes and workers.
+
+Real components: the shipped dagster_home/dagster.yaml (its storages and concurrency section) with a limit of 1 on a
+temp instance, two `evalpipe run` processes started together, a mock model server whose replies take 3 s."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_rollouts_is_the_step_in_the_model_calls_pool():
+    from eval_assets import assets
+
+    pools = {a.key.to_user_string(): a.op.pool for a in (assets.dataset, assets.prompts, assets.rollouts,
+                                                          assets.judgements, assets.metrics)}
+    assert pools == {"dataset": None, "prompts": None, "rollouts": "model_calls", "judgements": None, "metrics": None}
+
+
+def test_the_shipped_instance_enforces_pools_per_step_without_a_default_limit():
+    """No default limit (a kill -9'd run would keep its slot for good), and `op` granularity (else in-process
+    `evalpipe run`s would never wait)."""
+    pools = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())["concurrency"]["pools"]
+    assert pools == {"granularity": "op"}
+
+
+def _step_times(instance, run_id: str, step: str) -> tuple[float, float, list[str]] | None:
+    start = end = None
+    messages = []
+    for rec in instance.all_logs(run_id):
+        ev = rec.dagster_event
+        if ev is None or ev.step_key != step:
+            continue
+        if ev.event_type_value == "STEP_START":
+            start = rec.timestamp
+        elif ev.event_type_value in ("STEP_SUCCESS", "STEP_FAILURE"):
+            end = rec.timestamp
+        elif ev.event_type_value == "ENGINE_EVENT":
+            messages.append(rec.user_message)
+    return (start, end, messages) if start is not None and end is not None else None
+
+
+def test_limit_1_makes_concurrent_runs_take_turns_in_rollouts(home, tmp_path):
+    shipped = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())
+    shipped["concurrency"]["pools"]["default_limit"] = 1
+    (home / "dagster.yaml").write_text(yaml.safe_dump(shipped))
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", "3"], cwd=ROOT,
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(proc.stdout.readline().split()[1])
+        models = "".join(f"  m{i}:\n    runner: litellm\n    model: openai/mock-{i}\n"
+                         f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n" for i in range(2))
+        cfg = tmp_path / "evals.yaml"
+        cfg.write_text(f"""
+benchmarks:
+  smoke:
+    adapter: file
+    splits:
+      test: {{path: {ROOT}/data/smoke/test.jsonl}}
+    options:
+      columns: {{prompt: question, target: answer, id: id}}
+    metrics: [exact_match]
+models:
+{models}""")
+        env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(home)}
+        from dagster import DagsterInstance
+
+        with DagsterInstance.get():  # create the schema once: concurrent first opens of a fresh home race
+            pass
+        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "run", "--model", f"m{i}", "--no-progress",
+                                  "--benchmark-option", "limit=1"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True) for i in range(2)]
+        outs = [r.communicate(timeout=600)[0] for r in runs]
+        assert all(r.returncode == 0 for r in runs), "\n".join(o[-3000:] for o in outs)
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+    with DagsterInstance.get() as instance:
+        steps = [t for t in (_step_times(instance, r.run_id, "rollouts") for r in instance.get_runs()) if t]
+        assert len(steps) == 2
+        (s1, e1, m1), (s2, e2, m2) = sorted(steps)
+        assert e1 - s1 >= 3 and e2 - s2 >= 3  # each really spent the mock's 3 s in the step
+        assert s2 >= e1, f"rollouts overlapped: [{s1}, {e1}] and [{s2}, {e2}]"
+        # the second waited for the first's slot (not merely started later by chance)
+        assert any("blocked by limit for pool model_calls" in m for m in m2), m2
+        info = instance.event_log_storage.get_concurrency_info("model_calls")
+        assert info.slot_count == 1 and info.active_slot_count == 0 and info.pending_step_count == 0  # all freed
