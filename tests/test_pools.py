@@ -2,7 +2,8 @@
 `model_calls`; a limit on it caps how many rollouts steps run at once across runs, processes and workers.
 
 Real components: the shipped dagster_home/dagster.yaml (its storages and concurrency section) with a limit of 1 on a
-temp instance, two `evalpipe run` processes started together, a mock model server whose replies take 3 s."""
+temp instance, two `evalpipe run` processes started together, a mock model server whose replies take 5 s (so that,
+started together, their rollouts steps would overlap without the limit, even on a loaded machine)."""
 import os
 import subprocess
 import sys
@@ -48,7 +49,7 @@ def test_limit_1_makes_concurrent_runs_take_turns_in_rollouts(home, tmp_path):
     shipped = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())
     shipped["concurrency"]["pools"]["default_limit"] = 1
     (home / "dagster.yaml").write_text(yaml.safe_dump(shipped))
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", "3"], cwd=ROOT,
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", "5"], cwd=ROOT,
                             stdout=subprocess.PIPE, text=True)
     try:
         port = int(proc.stdout.readline().split()[1])
@@ -84,7 +85,7 @@ models:
         steps = [t for t in (_step_times(instance, r.run_id, "rollouts") for r in instance.get_runs()) if t]
         assert len(steps) == 2
         (s1, e1, m1), (s2, e2, m2) = sorted(steps)
-        assert e1 - s1 >= 3 and e2 - s2 >= 3  # each really spent the mock's 3 s in the step
+        assert e1 - s1 >= 5 and e2 - s2 >= 5  # each really spent the mock's 5 s in the step
         assert s2 >= e1, f"rollouts overlapped: [{s1}, {e1}] and [{s2}, {e2}]"
         # the second waited for the first's slot (not merely started later by chance)
         assert any("blocked by limit for pool model_calls" in m for m in m2), m2
