@@ -144,6 +144,13 @@ def test_engine_given_per_run_is_checked_when_the_runner_is_built(no_vllm, check
     assert build_runner(ModelConfig(key="m", runner="local", model=str(checkpoint))).engine == "transformers"
 
 
+def test_vllm_args_must_be_a_mapping(stand_in):
+    from evalpipe.runners.local import LocalRunner
+
+    assert LocalRunner.config_problems({"engine": "vllm", "vllm_args": {"max_model_len": 2048}}) == []
+    assert [k for k, _ in LocalRunner.config_problems({"engine": "vllm", "vllm_args": "0.8"})] == ["vllm_args"]
+
+
 # ---- pure functions -------------------------------------------------------------------------------------------------
 def test_sampling_params_mapping():
     greedy = local_vllm.sampling_kwargs(32, 0.0, 0.9, None, ["\n\n"], {"repetition_penalty": 1.1})

@@ -211,8 +211,13 @@ class LocalRunner(Runner):
     @staticmethod
     def config_problems(options: dict[str, Any]) -> list[tuple[str, str]]:
         """Checked by `evalpipe validate` and every config load (evalpipe/config_schema.py): (option, problem)."""
+        problems = []
         problem = local_vllm.engine_problem(options.get("engine"))
-        return [("engine", problem)] if problem else []
+        if problem:
+            problems.append(("engine", problem))
+        if options.get("vllm_args") is not None and not isinstance(options["vllm_args"], dict):
+            problems.append(("vllm_args", "must be a mapping of vllm.LLM arguments, e.g. {gpu_memory_utilization: 0.8}"))
+        return problems
 
     def identity(self) -> dict[str, Any]:
         ident = {"runner": self.name, "checkpoint": _signature(self.checkpoint), "max_tokens": self.max_tokens,
