@@ -93,12 +93,16 @@ class ApiRunner(Runner):
             return key
         return None
 
-    def cost(self, input_tokens: int | None, output_tokens: int | None) -> float:
-        """USD for one reply from the per-token prices (looked up once, on the first reply); 0 without a price."""
+    def prices(self) -> tuple[float, float]:
+        """(USD per input token, USD per output token), looked up once per runner; (0, 0) without a price."""
         if self._prices is None:
             try:
                 self._prices = token_prices(self.model.model, self.provider, self.model.options.get("pricing"))
             except Exception:  # a price must never fail a sample
                 self._prices = (0.0, 0.0)
-        pin, pout = self._prices
+        return self._prices
+
+    def cost(self, input_tokens: int | None, output_tokens: int | None) -> float:
+        """USD for one reply from the per-token prices; 0 without a price."""
+        pin, pout = self._prices if self._prices is not None else self.prices()
         return (input_tokens or 0) * pin + (output_tokens or 0) * pout

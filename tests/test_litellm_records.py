@@ -1,0 +1,84 @@
+"""The litellm path keeps its records while it spares litellm per-call work (docs/runners.md, "The litellm runner").
+
+Against a real loopback HTTP server (benchmarks/mock_server.py) and litellm's own success callbacks.
+"""
+import asyncio
+
+import pytest
+
+from benchmarks.mock_server import MockLLM, serve_in_thread
+from evalpipe.config import ModelConfig
+from evalpipe.runners import RunSettings, build_runner, run_requests
+from evalpipe.runners.pricing import import_litellm
+from evalpipe.types import RolloutRequest
+
+pytestmark = pytest.mark.slow  # imports litellm (3-15 s)
+
+
+@pytest.fixture
+def mock():
+    with serve_in_thread(MockLLM()) as (m, url):
+        m.url = url
+        yield m
+
+
+@pytest.fixture
+def litellm_costs(monkeypatch):
+    """The cost litellm itself computed for each reply, as its success callbacks receive it."""
+    litellm = import_litellm()
+    from litellm.integrations.custom_logger import CustomLogger
+
+    seen: list[tuple[object, object]] = []
+
+    class Capture(CustomLogger):
+        async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
+            payload = kwargs.get("standard_logging_object") or {}
+            seen.append((kwargs.get("response_cost"), payload.get("response_cost")))
+
+    # fresh callback lists (restored after the test): litellm copies `callbacks` into its per-event lists once
+    for name in ("input_callback", "success_callback", "failure_callback", "_async_success_callback",
+                 "_async_failure_callback"):
+        monkeypatch.setattr(litellm, name, [])
+    monkeypatch.setattr(litellm, "callbacks", [Capture()])
+    return seen
+
+
+def run_one(mock, model: str, **kw) -> dict:
+    cfg = ModelConfig(key="m", runner="litellm", model=model, api_base=mock.url,
+                      options={"fast_path": False, **kw.pop("options", {})}, **kw)
+    req = RolloutRequest(sample_id="s0", messages=[{"role": "user", "content": "one two three"}], fingerprint="fp")
+
+    async def go():
+        rows = await run_requests(build_runner(cfg), [req], None, RunSettings(concurrency=1, timeout_s=10))
+        for _ in range(100):  # litellm logs success in a background task of this loop
+            await asyncio.sleep(0.02)
+        return rows[0]
+
+    return asyncio.run(go())
+
+
+@pytest.mark.parametrize("model, options, price_in, price_out", [
+    ("openai/gpt-4o-mini", {}, None, None),  # None: litellm's cost map
+    ("openai/my-finetune", {}, 0.0, 0.0),  # no price anywhere
+    ("openai/my-finetune", {"pricing": {"input_cost_per_mtok": 1.0, "output_cost_per_mtok": 2.0}}, 1e-6, 2e-6),
+])
+def test_recorded_cost_is_the_price_map_and_litellm_computes_the_same(mock, litellm_costs, model, options,
+                                                                      price_in, price_out):
+    litellm = import_litellm()
+    entry_before = dict(litellm.model_cost.get(model.split("/", 1)[1]) or {})
+    size_before = len(litellm.model_cost)
+    if price_in is None:
+        entry = litellm.model_cost["gpt-4o-mini"]
+        price_in, price_out = entry["input_cost_per_token"], entry["output_cost_per_token"]
+        assert price_in > 0 and price_out > 0
+
+    row = run_one(mock, model, options=options)
+
+    assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("ok", 3, 4)
+    assert row["cost"] == pytest.approx(3 * price_in + 4 * price_out, abs=0)
+    assert len(litellm_costs) == 1, litellm_costs  # litellm's own logging still runs, once per call
+    assert litellm_costs[0] == (pytest.approx(row["cost"], abs=1e-15), pytest.approx(row["cost"], abs=1e-15))
+    # the prices handed to litellm are litellm-side settings: not sent to the provider, not written to its map
+    assert set(mock.bodies[-1]) == {"model", "messages"}
+    assert len(litellm.model_cost) == size_before
+    assert dict(litellm.model_cost.get(model.split("/", 1)[1]) or {}) == entry_before
