@@ -11,15 +11,41 @@ from evalpipe import fingerprints, pipeline, sample_progress, tracing
 from evalpipe.prompt_wrappers import wrapper_for
 from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
+from evalpipe.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version
+from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
 from evalpipe.redact import redact
+from evalpipe.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
 RUN_ID_TAG = "evalpipe/run_id"  # [reproducibility] `evalpipe run --run-id`
 IO = "warehouse_io_manager"
+
+
+# [scale] Each asset streams its partition (docs/scale.md): it reads its inputs as `PartitionReader`s batch by batch,
+# runs the stage's kernel in evalpipe/pipeline.py on one batch at a time, appends the result to a `PartitionWriter`
+# (renamed into place when complete) and returns the reader of what it wrote (the IO manager writes nothing again).
+def _batch_rows(cfg) -> int:
+    return int(cfg.raw.get("stream_batch_rows") or DEFAULT_BATCH_ROWS)
+
+
+class _Counts:
+    """Per-batch tallies for an asset's metadata, and the first rows for its preview."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self.sums: dict[str, float] = {}
+        self.head: pd.DataFrame | None = None
+
+    def add(self, df: pd.DataFrame, **sums: float) -> None:
+        self.rows += len(df)
+        for k, v in sums.items():
+            self.sums[k] = self.sums.get(k, 0) + v
+        if self.head is None or (len(self.head) < 30 and len(df)):
+            self.head = df.head(30) if self.head is None or not len(self.head) else self.head
 
 
 def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue:
@@ -74,66 +100,104 @@ def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
 
 @asset(partitions_def=benchmark_split_partitions, io_manager_key=IO, group_name=GROUP,
        description="The benchmark split's samples, loaded by its adapter.")
-def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource) -> pd.DataFrame:
-    split = eval_config.get().split(context.partition_key)
-    df = pipeline.build_dataset(split)
-    for name, want, got in df.attrs.get("fingerprint_mismatches") or []:  # fail_on_fingerprint_mismatch: false
+def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
+            warehouse: WarehouseResource) -> PartitionReader:
+    cfg = eval_config.get()
+    split = cfg.split(context.partition_key)
+    wh, part, attrs, n = warehouse.get(), {"benchmark_split": split.key}, {}, _Counts()
+    with wh.writer("datasets", part) as out:
+        for df in pipeline.dataset_batches(split, _batch_rows(cfg), attrs):
+            out.write(df)
+            n.add(df, with_ground_truth=int(df["target"].notna().sum()))
+    for name, want, got in attrs.get("fingerprint_mismatches") or []:  # fail_on_fingerprint_mismatch: false
         context.log.warning(f"fingerprint mismatch (ignored): {name} header {want} != loaded {got}")
+    summary = pd.DataFrame()
+    summary.attrs.update(attrs)
     context.add_output_metadata({
-        **_dataset_fingerprint_metadata(df),  # [reproducibility] dataset_sha256, header, shard
-        "rows": len(df), "adapter": split.adapter,
-        "with_ground_truth": int(df["target"].notna().sum()) if len(df) else 0,
-        "preview": _preview(df, ["sample_id", "input", "target"]),
+        **_dataset_fingerprint_metadata(summary),  # [reproducibility] dataset_sha256, header, shard
+        "rows": n.rows, "adapter": split.adapter, "with_ground_truth": int(n.sums.get("with_ground_truth", 0)),
+        "preview": _preview(n.head, ["sample_id", "input", "target"]),
     })
-    return df
+    return wh.reader("datasets", part)
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-            dataset: pd.DataFrame) -> pd.DataFrame:
+            warehouse: WarehouseResource, dataset: PartitionReader) -> PartitionReader:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     model = cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
     split = cfg.split(dims["benchmark_split"])
     # [reproducibility] the prompt wrapper of the model (or --prompt-wrapper), else of the benchmark
     wrapper = wrapper_for(split, model_runner.model_config_for(model))
-    df = pipeline.build_prompts(split, dims["model"], dataset, wrapper=wrapper)
-    context.add_output_metadata({"rows": len(df), "preview": _preview(df, ["sample_id", "prompt_text"])})
-    return df
+    wh, n = warehouse.get(), _Counts()
+    with wh.writer("prompts", dims) as out:
+        for batch in dataset.batches(_batch_rows(cfg)):
+            df = pipeline.build_prompts(split, dims["model"], batch, wrapper=wrapper)
+            out.write(df)
+            n.add(df)
+    context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"])})
+    return wh.reader("prompts", dims)
 
 
-def _write_tool_calls(wh, dims: dict, df: pd.DataFrame) -> dict:
-    """[tools] Write the partition's `tool_calls` rows beside `rollouts`; counts for the UI (docs/tools.md)."""
-    calls = pipeline.tool_calls_frame(df)
-    if not len(calls) and not df["stop_reason"].notna().any():
-        if wh.partition_file("tool_calls", dims).exists():  # a previous run's calls must not linger
-            wh.write("tool_calls", calls, dims)
-        return {}
-    wh.write("tool_calls", calls, dims)
-    err = calls["error"] if len(calls) else pd.Series(dtype=object)
-    stops = df["stop_reason"].dropna().value_counts()
-    meta = {"tool_calls": len(calls), "fixture_misses": int((err == "fixture_miss").sum()),
-            "tools_not_allowed": int((err == "tool_not_allowed").sum()),
-            "invalid_tool_args": int((calls["arguments_valid"] == False).sum()) if len(calls) else 0,  # noqa: E712
-            "stop_reasons": MetadataValue.json({str(k): int(v) for k, v in stops.items()})}
-    if df.attrs.get("tool_registry_sha256"):
-        meta["tool_registry_sha256"] = MetadataValue.text(df.attrs["tool_registry_sha256"])
-    return meta
+class _ToolCalls:
+    """[tools] The partition's `tool_calls` rows, written beside `rollouts` batch by batch; counts for the UI
+    (docs/tools.md). The table's partition file is written only when some sample made a conversation, or when a
+    previous run's file must not linger."""
+
+    def __init__(self, wh, dims: dict):
+        self.wh, self.dims = wh, dims
+        self.out = None
+        self.calls = self.misses = self.not_allowed = self.invalid = 0
+        self.stops: dict[str, int] = {}
+
+    def add(self, df: pd.DataFrame) -> None:
+        calls = pipeline.tool_calls_frame(df)
+        if not len(calls) and not df["stop_reason"].notna().any():
+            return
+        if self.out is None:
+            self.out = self.wh.writer("tool_calls", self.dims)
+        self.out.write(calls)
+        err = calls["error"] if len(calls) else pd.Series(dtype=object)
+        self.calls += len(calls)
+        self.misses += int((err == "fixture_miss").sum())
+        self.not_allowed += int((err == "tool_not_allowed").sum())
+        self.invalid += int((calls["arguments_valid"] == False).sum()) if len(calls) else 0  # noqa: E712
+        for k, v in df["stop_reason"].dropna().value_counts().items():
+            self.stops[str(k)] = self.stops.get(str(k), 0) + int(v)
+
+    def abort(self) -> None:
+        if self.out is not None:
+            self.out.abort()
+
+    def close(self, registry_sha: str | None) -> dict:
+        if self.out is None:
+            if self.wh.partition_file("tool_calls", self.dims).exists():  # a previous run's calls must not linger
+                self.wh.write("tool_calls", pd.DataFrame(columns=["benchmark_split", "model", "sample_id"]), self.dims)
+            return {}
+        self.out.close()
+        meta = {"tool_calls": self.calls, "fixture_misses": self.misses, "tools_not_allowed": self.not_allowed,
+                "invalid_tool_args": self.invalid, "stop_reasons": MetadataValue.json(self.stops)}
+        if registry_sha:
+            meta["tool_registry_sha256"] = MetadataValue.text(registry_sha)
+        return meta
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+       pool="model_calls",  # [scale] a limit on this Dagster pool caps rollouts steps across runs (docs/deployment.md)
        description="Each sample run through the model: prediction, raw output, usage, cost, latency, errors.")
 def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-             warehouse: WarehouseResource, tools: ToolsResource, prompts: pd.DataFrame) -> pd.DataFrame:
+             warehouse: WarehouseResource, tools: ToolsResource, prompts: PartitionReader) -> PartitionReader:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
     step = max(1, len(prompts) // 10)
+    key = context.partition_key  # (a property that parses the run's tags: not once per sample)
 
     def progress(done: int, total: int, errors: int | None = None) -> None:
         # [scale] per-sample progress, in-process caller; [viewer/CLI] with the failed samples so far
-        sample_progress.report(context.partition_key, done, total, errors)
+        sample_progress.report(key, done, total, errors)
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
@@ -142,20 +206,33 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         # [reproducibility] fingerprints checked against the dataset header before any model call
         fps, _ = fingerprints.compute_for_partition(split, model_runner.model_config_for(model), runner,
                                                     _dataset_sha(context, split), context.log.warning)
-        df = pipeline.run_rollouts(split, model_runner.model_config_for(model), prompts, runner,
-                                   model_runner.settings(model), progress, tools_mode=tools.mode_override())
-    fp_meta = _record_fingerprints(warehouse.get(), dims, fps)
-    tool_meta = _write_tool_calls(warehouse.get(), dims, df)  # [tools] the tool_calls table, same partition
-    ok = df["status"] == "ok"
+        wh, n = warehouse.get(), _Counts()
+        calls = _ToolCalls(wh, dims)  # [tools] the tool_calls table, same partition
+        try:
+            with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
+                    split, model_runner.model_config_for(model), runner, model_runner.settings(model), progress,
+                    tools_mode=tools.mode_override(), total=len(prompts)) as session:
+                for batch in prompts.batches(_batch_rows(cfg)):
+                    df = session.run(batch)
+                    out.write(df)
+                    calls.add(df)
+                    ok = df["status"] == "ok"
+                    n.add(df, ok=int(ok.sum()), errors=int((~ok).sum()), from_journal=int(df["cached"].sum()),
+                          input_tokens=int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
+                          output_tokens=int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
+                          cost_usd=float(pd.to_numeric(df["cost"]).fillna(0).sum()))
+        except BaseException:
+            calls.abort()
+            raise
+    fp_meta = _record_fingerprints(wh, dims, fps)
+    tool_meta = calls.close(session.tool_registry_sha256)
     context.add_output_metadata({
-        **fp_meta, **tool_meta,
-        "rows": len(df), "ok": int(ok.sum()), "errors": int((~ok).sum()), "from_journal": int(df["cached"].sum()),
-        "input_tokens": int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
-        "output_tokens": int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
-        "cost_usd": float(pd.to_numeric(df["cost"]).fillna(0).sum()),
-        "preview": _preview(df, ["sample_id", "status", "prediction", "error"]),
+        **fp_meta, **tool_meta, "rows": n.rows,
+        **{k: int(n.sums.get(k, 0)) for k in ("ok", "errors", "from_journal", "input_tokens", "output_tokens")},
+        "cost_usd": float(n.sums.get("cost_usd", 0.0)),
+        "preview": _preview(n.head, ["sample_id", "status", "prediction", "error"]),
     })
-    return df
+    return wh.reader("rollouts", dims)
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
@@ -164,29 +241,48 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
        # shows judgements as stale; re-materializing it reads rollouts from the warehouse (no model calls)
        code_version=judging_version(load_config()))
 def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
-               prompts: pd.DataFrame, rollouts: pd.DataFrame) -> Output[pd.DataFrame]:
+               warehouse: WarehouseResource, prompts: PartitionReader,
+               rollouts: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
-    split = eval_config.get().split(dims["benchmark_split"])
-    with tracing.scope(context.run_id, "judgements", **dims):
-        df = pipeline.judge(split, prompts, rollouts, metric_settings=judge.metric_settings(), metrics=judge.metrics)
+    cfg = eval_config.get()
+    split = cfg.split(dims["benchmark_split"])
+    wh, n, versions, sandboxes = warehouse.get(), _Counts(), [], set()
+    # rollouts side by side with the prompts (same sample order; only the columns judging reads)
+    paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
+    with tracing.scope(context.run_id, "judgements", **dims), wh.writer("judgements", dims) as out:
+        for batch in prompts.batches(_batch_rows(cfg)):
+            df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
+                                metrics=judge.metrics)
+            out.write(df)
+            status = df["status"] if len(df) else pd.Series(dtype=object)
+            n.add(df, scored=int((status == "scored").sum()), unscored=int((status == "unscored").sum()),
+                  parse_errors=int((status == "parse_error").sum()))
+            versions.append(judgements_version(df))
+            sandboxes.update(x for x in sandbox_used(df).split(", ") if x != "-")
     context.add_output_metadata({
-        "rows": len(df), "scored": int((df["status"] == "scored").sum()) if len(df) else 0,
-        "unscored": int((df["status"] == "unscored").sum()) if len(df) else 0,
-        "parse_errors": int((df["status"] == "parse_error").sum()) if len(df) else 0,
-        "sandbox": sandbox_used(df),  # the code sandbox backend(s) that really ran (docs/sandbox.md)
-        "preview": _preview(df, ["sample_id", "metric", "score", "prediction", "target"]),
+        "rows": n.rows, **{k: int(n.sums.get(k, 0)) for k in ("scored", "unscored", "parse_errors")},
+        # the code sandbox backend(s) that really ran (docs/sandbox.md)
+        "sandbox": ", ".join(sorted(sandboxes)) or "-",
+        "preview": _preview(n.head, ["sample_id", "metric", "score", "prediction", "target"]),
     })
-    # the data version is the verdicts' content: `metrics` goes stale only when a verdict actually changed
-    return Output(df, data_version=DataVersion(judgements_version(df)))
+    # the data version is the verdicts' content (hashed batch by batch, in order): `metrics` goes stale only when a
+    # verdict actually changed
+    version = versions[0] if len(versions) == 1 else fingerprint(versions, 16)
+    return Output(wh.reader("judgements", dims), data_version=DataVersion(version))
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
 def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
-            judgements: pd.DataFrame, rollouts: pd.DataFrame) -> pd.DataFrame:
+            judgements: PartitionReader, rollouts: PartitionReader) -> pd.DataFrame:
     dims = partition_dims(context.partition_key)
-    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], judgements, rollouts=rollouts,
+    rows = _batch_rows(eval_config.get())
+    # only the columns aggregation reads, held compactly (~150 bytes per judgement; docs/scale.md)
+    verdicts = compact_judgements(judgements.batches(rows, AGGREGATE_COLUMNS))
+    usage = rollouts.to_pandas(USAGE_COLUMNS)  # a few numbers per sample for the latency/token/cost rows
+    df = pipeline.compute_metrics(dims["benchmark_split"], dims["model"], verdicts, rollouts=usage,
                                   split=eval_config.get().split(dims["benchmark_split"]))
+    del verdicts, usage
     overall = df[df["slice"] == "all"] if len(df) else df
     meta: dict = {"rows": len(df), "preview": _preview(df, ["metric", "slice", "value", "n", "ci_low", "ci_high"], 30)}
     for r in overall.itertuples(index=False):
@@ -202,13 +298,15 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
         # a user-given `evalpipe run --run-id` (tag evalpipe/run_id) names the run's folder; else Dagster's run id
         run_id = context.run.tags.get(RUN_ID_TAG) or context.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
-                                 {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started})
+                                 {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started},
+                                 batch_rows=rows)
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
-        from evalpipe.tooleval.report import write_partition_report  # [tool integration] report JSON (issue 10)
+        from evalpipe.tooleval.report import METRIC, write_partition_report  # [tool integration] report (issue 10)
 
-        report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), judgements,
-                                        started, folder)
+        tool_rows = judgements.select(lambda b: b["metric"] == METRIC, rows) if (df["metric"] == METRIC).any() else None
+        report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), tool_rows,
+                                        started, folder) if tool_rows is not None else None
         if report is not None:
             meta["tool_integration_report"] = MetadataValue.path(str(report))
     context.add_output_metadata(meta)

@@ -22,6 +22,7 @@ from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeve
 from eval_assets.assets import dataset, metrics, rollouts
 from evalpipe.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
+from evalpipe.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
 from partitions import benchmark_split_partitions, eval_partitions
 from resources import EvalConfigResource
 
@@ -88,15 +89,16 @@ def parse_failure_result(judgements: pd.DataFrame, max_rate: float) -> tuple[boo
 @asset_check(asset=rollouts, name="error_rate", partitions_def=eval_partitions,
              description="Share of failed rollouts is at most checks.max_error_rate (default 0.1).")
 def rollouts_error_rate(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
-                        rollouts: pd.DataFrame) -> AssetCheckResult:
+                        rollouts: PartitionReader) -> AssetCheckResult:
     t = thresholds(eval_config)
-    ok, meta = error_rate_result(rollouts, float(t["max_error_rate"]))
+    ok, meta = error_rate_result(rollouts.to_pandas(["status", "error"]), float(t["max_error_rate"]))
     return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta,
                             description=f"{meta['errors']}/{meta['rollouts']} rollouts failed")
 
 
 @asset_check(asset=metrics, name="samples_accounted", partitions_def=eval_partitions, blocking=True,
-             additional_ins={"prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")},
+             additional_ins={"prompts": AssetIn("prompts", metadata={"columns": ["sample_id"]}),  # [scale] only these
+                             "judgements": AssetIn("judgements", metadata={"columns": ["sample_id", "metric", "status"]})},
              description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric.")
 def metrics_samples_accounted(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
                               metrics: pd.DataFrame, prompts: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
@@ -107,7 +109,7 @@ def metrics_samples_accounted(context: AssetCheckExecutionContext, eval_config: 
 
 
 @asset_check(asset=metrics, name="judge_parse_failures", partitions_def=eval_partitions,
-             additional_ins={"judgements": AssetIn("judgements")},
+             additional_ins={"judgements": AssetIn("judgements", metadata={"columns": ["metric", "status"]})},
              description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05).")
 def metrics_judge_parse_failures(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
                                  metrics: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
@@ -123,7 +125,7 @@ EVAL_CHECKS = [rollouts_error_rate, metrics_samples_accounted, metrics_judge_par
 # Not Dagster-blocking: a gate the dataset marks `blocking` fails with severity ERROR (the CLI exits 3) while the
 # partition's results stay materialized and visible; non-blocking gates and "insufficient" ones are WARN.
 @asset_check(asset=metrics, name="tool_integration_gates", partitions_def=eval_partitions,
-             additional_ins={"judgements": AssetIn("judgements")},
+             additional_ins={"judgements": AssetIn("judgements", metadata={"columns": ["metric", "details"]})},
              description="The tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, F1 "
                          "thresholds from the header). A failed blocking gate is an ERROR (CLI exit 3); a gate with "
                          "too few eligible items is 'insufficient' (WARN, never a pass). Other partitions: passes.")
@@ -149,7 +151,7 @@ TOOL_FIXTURE_MIN_HIT_RATE = 0.95
                          "and padded queries, reordered keys, null extras, top_k omitted/null/3 for web.search*), "
                          "still hits its fixture in at least 95% of lookups. Splits without fixtures: passes.")
 def dataset_tool_fixtures(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
-                          dataset: pd.DataFrame) -> AssetCheckResult:
+                          dataset: PartitionReader) -> AssetCheckResult:
     from evalpipe.tools import ToolEnv
 
     env = ToolEnv.for_split(eval_config.get().split(context.partition_key))

@@ -80,8 +80,8 @@ def _loads(v: Any, default: Any = None) -> Any:
 
 def _clean(v: Any) -> Any:
     """pandas/numpy scalars and NaN -> plain JSON values."""
-    if v is None:
-        return None
+    if v is None or type(v) is str:  # the common cases first: this runs for every value of every sample
+        return v
     if isinstance(v, float) and v != v:
         return None
     if hasattr(v, "item") and not isinstance(v, (str, bytes)):
@@ -145,6 +145,13 @@ def _model_files_signature(path: str | None) -> list[list[Any]] | None:
     return [[str(f.relative_to(p.parent if p.is_file() else p)), f.stat().st_size] for f in files[:500]]
 
 
+def _reader(wh: Any, table: str, partition: dict[str, str]) -> Any:
+    try:
+        return wh.reader(table, partition)
+    except WarehouseError:
+        return None
+
+
 def _read_or_empty(wh: Any, table: str, partition: dict[str, str]) -> pd.DataFrame:
     try:
         return wh.read(table, partition)
@@ -152,69 +159,159 @@ def _read_or_empty(wh: Any, table: str, partition: dict[str, str]) -> pd.DataFra
         return pd.DataFrame()
 
 
+class _ListHash:
+    """`fingerprint(list)` of a list seen piece by piece: SHA-256 of its canonical JSON, "[" item,item... "]"."""
+
+    def __init__(self) -> None:
+        import hashlib
+
+        self.h = hashlib.sha256(b"[")
+        self.n = 0
+
+    def add(self, items: list[Any]) -> None:
+        from evalpipe.fingerprint import canonical_json
+
+        if items:
+            text = ",".join(canonical_json(x) for x in items)
+            self.h.update(("," + text if self.n else text).encode("utf-8"))
+            self.n += len(items)
+
+    def hexdigest(self, length: int = 32) -> str:
+        h = self.h.copy()
+        h.update(b"]")
+        return h.hexdigest()[:length]
+
+
+def _sorted_hash(parts: list[Any]) -> str:
+    """`fingerprint(sorted(values))` of string values collected batch by batch as numpy byte strings (UTF-8
+    byte order is code-point order: the same order as `sorted` of the strings): ~32 bytes per value."""
+    import numpy as np
+
+    values = np.sort(np.concatenate(parts)) if parts else np.array([], dtype="S1")
+    h = _ListHash()
+    for lo in range(0, len(values), 50_000):
+        h.add([v.decode("utf-8") for v in values[lo:lo + 50_000]])
+    return h.hexdigest()
+
+
+def _as_bytes(col: pd.Series) -> Any:
+    import numpy as np
+
+    vals = col.dropna()
+    return np.array([str(v).encode("utf-8") for v in vals], dtype=bytes) if len(vals) else np.array([], dtype="S1")
+
+
+ROLLOUT_COLUMNS = ["sample_id", "prediction", "raw_output", "status", "error", "input_tokens", "output_tokens",
+                   "cost", "latency_s", "attempts", "cached", "finish_reason", "trajectory", "tool_trace",
+                   "fingerprint"]
+SCORE_FIELDS = ("score", "correct", "status", "reason", "normalized_prediction", "normalized_target")
+
+
 # ---- the folder ---------------------------------------------------------------------------------------------------
-def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
-                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The artifact contents as Python objects (file name -> object, or list of records for .jsonl)."""
+def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_rows: int | None = None) -> dict[str, Any]:
+    """The per-sample records (samples, events, errors), built batch by batch from the warehouse (prompts, with
+    the rollouts and judgements of the same samples side by side) and handed to `sink(name, records)`; returns
+    the counts and the fingerprints of the partition's data."""
     part = {"benchmark_split": split_key, "model": model_key}
-    dataset = _read_or_empty(wh, "datasets", {"benchmark_split": split_key})
-    prompts = _read_or_empty(wh, "prompts", part)
-    rollouts = _read_or_empty(wh, "rollouts", part)
-    judgements = _read_or_empty(wh, "judgements", part)
-    if metrics is None:
-        metrics = _read_or_empty(wh, "metrics", part)
-    if prompts.empty and rollouts.empty and not any(  # a 0-sample partition (limit: 0) has empty files: fine
-            wh.partition_file(t, part).exists() for t in ("prompts", "rollouts")):
+    prompts, rollouts, judgements = (_reader(wh, t, part) for t in ("prompts", "rollouts", "judgements"))
+    if prompts is None and rollouts is None:
         raise WarehouseError(f"no prompts or rollouts for {split_key} x {model_key} in {wh.root}; "
                              "materialize the partition first (evalpipe run)")
+    roll_cur = rollouts.cursor(ROLLOUT_COLUMNS, batch_rows) if rollouts is not None else None
+    judge_cur = (judgements.cursor(["metric", *SCORE_FIELDS, "judge_fingerprint"], batch_rows)
+                 if judgements is not None else None)
+    counts = {"samples": 0, "ok": 0, "errors": 0, "from_journal": 0, "input_tokens": 0, "output_tokens": 0,
+              "cost_usd": 0.0}
+    prompt_fps: list[Any] = []
+    rollout_fps: list[Any] = []
+    judges: set[str] = set()
+    batches = prompts.batches(batch_rows) if prompts is not None else iter([pd.DataFrame(columns=["sample_id"])])
+    for p_batch in batches:
+        ids = p_batch["sample_id"]
+        r_batch = roll_cur.take(ids) if roll_cur is not None else pd.DataFrame(columns=ROLLOUT_COLUMNS)
+        j_batch = judge_cur.take(ids) if judge_cur is not None else pd.DataFrame()
+        if "prompt_fingerprint" in p_batch:
+            prompt_fps.append(_as_bytes(p_batch["prompt_fingerprint"]))
+        if "fingerprint" in r_batch:
+            rollout_fps.append(_as_bytes(r_batch["fingerprint"]))
+        if "judge_fingerprint" in j_batch:
+            judges.update(j_batch["judge_fingerprint"].dropna().unique().tolist())
+        scores: dict[str, dict[str, Any]] = {}
+        for r in _records(j_batch):
+            scores.setdefault(r["sample_id"], {})[r["metric"]] = {k: r.get(k) for k in SCORE_FIELDS}
+        roll = {r["sample_id"]: r for r in _records(r_batch)}
+        samples, events, errors = [], [], []
+        for p in _records(p_batch):
+            sid = p["sample_id"]
+            r = roll.get(sid, {})
+            messages = _loads(p.get("messages"), [])
+            usage = {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")}
+            samples.append({
+                "sample_id": sid, "sample_index": p.get("sample_index"), "prompt": messages, "target": p.get("target"),
+                "metadata": _loads(p.get("metadata"), {}), "slices": _loads(p.get("slices"), {}),
+                "prediction": r.get("prediction"), "raw_output": r.get("raw_output"), "status": r.get("status"),
+                "error": r.get("error"), "scores": scores.get(sid, {}), "usage": usage,
+                "finish_reason": r.get("finish_reason"),
+                # the final answer, the whole trajectory (tool calls and their output) and the data files it used
+                "final_answer": r.get("prediction"), "files": _loads(p.get("files"), []),
+                "trajectory": _loads(r.get("trajectory"), None), "tool_calls": _loads(r.get("tool_trace"), None),
+            })
+            counts["samples"] += 1
+            counts["ok"] += r.get("status") == "ok"
+            counts["from_journal"] += bool(usage.get("cached"))
+            counts["input_tokens"] += int(usage.get("input_tokens") or 0)
+            counts["output_tokens"] += int(usage.get("output_tokens") or 0)
+            counts["cost_usd"] += float(usage.get("cost") or 0.0)
+            if r.get("status") not in (None, "ok"):
+                errors.append({"sample_id": sid, "error": r.get("error"), "attempts": r.get("attempts"),
+                               "latency_s": r.get("latency_s")})
+            trajectory = samples[-1]["trajectory"]
+            if isinstance(trajectory, list) and trajectory:
+                source, evs = "trajectory", _with_tool_calls(trajectory, samples[-1]["tool_calls"])
+            else:  # no agent trajectory: the conversation itself is the event list
+                source = "conversation"
+                evs = [{"type": "message", **m} for m in messages]
+                if r.get("status") == "ok":
+                    evs.append({"type": "message", "role": "assistant", "content": r.get("raw_output")})
+                elif r.get("status") is not None:
+                    evs.append({"type": "error", "error": r.get("error")})
+            for i, ev in enumerate(evs):
+                flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
+                events.append({"sample_id": sid, "event_index": i, "source": source, **flat})
+        counts["errors"] += len(errors)
+        sink("samples.jsonl", samples)
+        sink("events.jsonl", events)
+        sink("errors.jsonl", errors)
+    counts["ok"] = int(counts["ok"])
+    counts["cost_usd"] = round(counts["cost_usd"], 6)
+    dataset_fp = _ListHash()
+    dataset = _reader(wh, "datasets", {"benchmark_split": split_key})
+    if dataset is not None and len(dataset):
+        for d in dataset.batches(batch_rows, ["sample_id", "input", "target", "choices", "files"]):
+            dataset_fp.add([[_clean(v) for v in row] for row in d.itertuples(index=False, name=None)])
+    fps = {
+        "dataset": dataset_fp.hexdigest() if dataset_fp.n else None,
+        "prompts": _sorted_hash(prompt_fps) if prompts is not None and "prompt_fingerprint" in prompts.columns else None,
+        "rollouts": _sorted_hash(rollout_fps) if rollouts is not None and "fingerprint" in rollouts.columns else None,
+        "judges": sorted(judges),
+    }
+    return {"counts": counts, "fingerprints": fps}
 
-    scores: dict[str, dict[str, Any]] = {}
-    for r in _records(judgements):
-        scores.setdefault(r["sample_id"], {})[r["metric"]] = {
-            k: r.get(k) for k in ("score", "correct", "status", "reason", "normalized_prediction", "normalized_target")}
-    roll = {r["sample_id"]: r for r in _records(rollouts)}
-    samples, events, errors = [], [], []
-    for p in _records(prompts):
-        sid = p["sample_id"]
-        r = roll.get(sid, {})
-        messages = _loads(p.get("messages"), [])
-        row = {
-            "sample_id": sid, "sample_index": p.get("sample_index"), "prompt": messages, "target": p.get("target"),
-            "metadata": _loads(p.get("metadata"), {}), "slices": _loads(p.get("slices"), {}),
-            "prediction": r.get("prediction"), "raw_output": r.get("raw_output"), "status": r.get("status"),
-            "error": r.get("error"), "scores": scores.get(sid, {}),
-            "usage": {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")},
-            "finish_reason": r.get("finish_reason"),
-            # the final answer, the whole trajectory (tool calls and their output) and the data files the sample used
-            "final_answer": r.get("prediction"), "files": _loads(p.get("files"), []),
-            "trajectory": _loads(r.get("trajectory"), None), "tool_calls": _loads(r.get("tool_trace"), None),
-        }
-        samples.append(row)
-        if r.get("status") not in (None, "ok"):
-            errors.append({"sample_id": sid, "error": r.get("error"), "attempts": r.get("attempts"),
-                           "latency_s": r.get("latency_s")})
-        trajectory = _loads(r.get("trajectory"), None)
-        if isinstance(trajectory, list) and trajectory:
-            source, evs = "trajectory", _with_tool_calls(trajectory, _loads(r.get("tool_trace"), None))
-        else:  # no agent trajectory: the conversation itself is the event list
-            source = "conversation"
-            evs = [{"type": "message", **m} for m in messages]
-            if r.get("status") == "ok":
-                evs.append({"type": "message", "role": "assistant", "content": r.get("raw_output")})
-            elif r.get("status") is not None:
-                evs.append({"type": "error", "error": r.get("error")})
-        for i, ev in enumerate(evs):
-            flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
-            events.append({"sample_id": sid, "event_index": i, "source": source, **flat})
+
+def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
+                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
+                    sink: Any = None, batch_rows: int | None = None) -> dict[str, Any]:
+    """The artifact contents as Python objects (file name -> object, or list of records for .jsonl). With `sink`,
+    the per-sample .jsonl records go to `sink(name, records)` batch by batch instead (`write_artifacts`)."""
+    part = {"benchmark_split": split_key, "model": model_key}
+    if metrics is None:
+        metrics = _read_or_empty(wh, "metrics", part)
+    kept: dict[str, list] = {"samples.jsonl": [], "events.jsonl": [], "errors.jsonl": []}
+    streamed = stream_samples(split_key, model_key, wh, sink or (lambda name, recs: kept[name].extend(recs)),
+                              batch_rows)
+    counts = streamed["counts"]
 
     metric_rows = _records(metrics)
-    n = len(samples)
-    n_err = len(errors)
-    counts = {"samples": n, "ok": sum(1 for s in samples if s["status"] == "ok"), "errors": n_err,
-              "from_journal": sum(1 for s in samples if s["usage"].get("cached")),
-              "input_tokens": sum(int(s["usage"].get("input_tokens") or 0) for s in samples),
-              "output_tokens": sum(int(s["usage"].get("output_tokens") or 0) for s in samples),
-              "cost_usd": round(sum(float(s["usage"].get("cost") or 0.0) for s in samples), 6)}
     run = dict(run or {})
     started, finished = run.get("started_at"), run.get("finished_at") or time.time()
     timing = {"started_at": _iso(started), "finished_at": _iso(finished),
@@ -234,17 +331,15 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
         split_dict = {k: v for k, v in asdict(split_cfg).items() if k != "base_dir"}
         split_dict["base_dir"] = str(split_cfg.base_dir)
     model_dict = asdict(model_cfg) if model_cfg is not None else None
+    data_fps = streamed["fingerprints"]
     fps = {
-        "dataset": fingerprint([[d.get("sample_id"), d.get("input"), d.get("target"), d.get("choices"), d.get("files")]
-                                for d in _records(dataset)]) if len(dataset) else None,
-        "prompts": fingerprint(sorted(prompts["prompt_fingerprint"].dropna().tolist())) if "prompt_fingerprint" in prompts else None,
+        "dataset": data_fps["dataset"], "prompts": data_fps["prompts"],
         "prompt_template": fingerprint(split_cfg.prompt_template) if split_cfg is not None else None,
         "runner": fingerprint({"runner": model_cfg.runner, "api_base": model_cfg.api_base,
                                "options": model_cfg.options}) if model_cfg is not None else None,
         "model": fingerprint({"model": model_cfg.model, "params": model_cfg.params,
                               "files": _model_files_signature(model_cfg.model)}) if model_cfg is not None else None,
-        "rollouts": fingerprint(sorted(rollouts["fingerprint"].dropna().tolist())) if "fingerprint" in rollouts else None,
-        "judges": sorted(judgements["judge_fingerprint"].dropna().unique().tolist()) if "judge_fingerprint" in judgements else [],
+        "rollouts": data_fps["rollouts"], "judges": data_fps["judges"],
     }
     fp_rows = _records(_read_or_empty(wh, "fingerprints", part))
     if fp_rows:  # [reproducibility] the partition's recorded fingerprints (evalpipe/fingerprints.py)
@@ -259,8 +354,10 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
         "counts": counts, "files": list(FILES), "dataset_header": _dataset_header(split_cfg),
         "experiment": (model_cfg.options.get("experiment") if model_cfg is not None else None),
     }
-    return {"manifest.json": manifest, "samples.jsonl": samples, "events.jsonl": events, "errors.jsonl": errors,
-            "summary.json": summary, "summary.md": summary_markdown(summary)}
+    out = {"manifest.json": manifest, "summary.json": summary, "summary.md": summary_markdown(summary)}
+    if sink is None:
+        out.update(kept)
+    return out
 
 
 def _dataset_header(split_cfg: Any) -> dict[str, Any] | None:
@@ -336,11 +433,11 @@ def _dump(obj: Any) -> str:
 
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
-                    out_dir: str | os.PathLike | None = None) -> Path:
+                    out_dir: str | os.PathLike | None = None, batch_rows: int | None = None) -> Path:
     """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/<run_id>/`, with
     `<artifacts root>/<split>/<model>/latest` pointing at it); returns its path. Folders of earlier runs are kept;
-    the same run id written again replaces its own folder whole."""
-    contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run)
+    the same run id written again replaces its own folder whole. The per-sample files are written batch by batch
+    (`batch_rows` samples at a time), so the partition never sits in memory whole."""
     run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     if out_dir:
         target = Path(out_dir).expanduser().resolve()
@@ -351,12 +448,19 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
     tmp.mkdir()
     r = get_redactor()
     try:
+        lines = {name: open(tmp / name, "w", encoding="utf-8") for name in FILES if name.endswith(".jsonl")}
+        try:
+            def sink(name: str, records: list[dict[str, Any]]) -> None:  # one batch of per-sample records
+                if records:
+                    lines[name].write("".join(_dump(r.redact_obj(rec)) + "\n" for rec in records))
+
+            contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows)
+        finally:
+            for fh in lines.values():
+                fh.close()
         for name, obj in contents.items():
             with open(tmp / name, "w", encoding="utf-8") as fh:
-                if name.endswith(".jsonl"):
-                    for rec in obj:
-                        fh.write(_dump(r.redact_obj(rec)) + "\n")
-                elif name.endswith(".json"):
+                if name.endswith(".json"):
                     fh.write(json.dumps(r.redact_obj(obj), ensure_ascii=False, default=str, indent=2) + "\n")
                 else:
                     fh.write(r.redact(obj))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 from urllib.parse import quote
 
 import pandas as pd
@@ -29,42 +29,124 @@ def _loads(s: Any, default: Any) -> Any:
 
 
 # ---- dataset ----------------------------------------------------------------------------------------------------
+DATASET_COLUMNS = ["benchmark_split", "sample_id", "sample_index", "input", "target", "choices", "system", "files",
+                   "metadata", "slices", "messages", "tools"]
+
+
 def build_dataset(split: SplitConfig) -> pd.DataFrame:
+    """The whole split as one DataFrame (small splits, tests); the `dataset` asset streams `dataset_batches`."""
+    attrs: dict[str, Any] = {}
+    frames = list(dataset_batches(split, None, attrs))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    df.attrs.update(attrs)
+    return df
+
+
+def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str, Any]) -> Iterator[pd.DataFrame]:
+    """The split's samples as DataFrames of at most `batch_rows` rows (None: one frame), in load order; at least
+    one (maybe empty) frame. When the generator is exhausted, `attrs` holds `dataset_sha256`, `header`, `shard` and
+    `fingerprint_mismatches`: the fingerprint covers every loaded sample (before limit and sharding), so a header
+    mismatch that must fail the run raises only after the last batch (the partition writer then discards them)."""
     from evalpipe import fingerprints, sharding
+    from evalpipe.errors import ConfigError
 
     adapter = adapter_for(split)
-    samples = list(adapter.load())
-    # [reproducibility] the loaded content's fingerprint (before limit and sharding), checked against the header
+    limit = split.options.get("limit")
+    if limit is not None and int(limit) < 0:  # checked with the config too; a negative slice would drop samples
+        raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
+    shard = sharding.shard_spec(split.options)
+    n = max(1, int(batch_rows)) if batch_rows else None
+    sha = DatasetSha()
+    seen: set[int] = set()  # hashes of the ids so far: 1M ids in ~70 MB instead of the strings' ~130 MB
+    batch: list[tuple[int, Sample]] = []
+    yielded = False
+    for i, s in enumerate(adapter.load()):
+        sha.add(s)
+        if limit is not None and i >= int(limit):
+            continue  # [reproducibility] still fingerprinted: the header pins the file's content, not the slice
+        if shard is not None and sharding.shard_of(s.id, shard[0]) != shard[1]:
+            continue
+        h = hash(s.id)
+        if h in seen:  # (a 64-bit hash: a false alarm needs ~4e9 samples)
+            raise DataError(f"{split.key}: duplicate sample id {s.id!r}; ids must be unique within a split")
+        seen.add(h)
+        batch.append((i, s))  # sample_index: the position in the split, the same in every shard
+        if n is not None and len(batch) >= n:
+            yield _dataset_frame(split, adapter, batch)
+            yielded, batch = True, []
+    if batch or not yielded:
+        yield _dataset_frame(split, adapter, batch)
     header = adapter.header() if hasattr(adapter, "header") else None
-    dataset_sha = fingerprints.dataset_sha256(samples)
+    dataset_sha = sha.hexdigest()
     mismatches = fingerprints.check_header(split.key, header, {"dataset_sha256": dataset_sha}, ["dataset_sha256"],
                                            split.options)
-    limit = split.options.get("limit")
-    if limit is not None:
-        if int(limit) < 0:  # checked with the config too; a negative slice would drop samples from the end
-            from evalpipe.errors import ConfigError
+    attrs.update({"dataset_sha256": dataset_sha, "header": header, "shard": shard,
+                  "fingerprint_mismatches": mismatches})
 
-            raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
-        samples = samples[: int(limit)]
-    indexed = list(enumerate(samples))  # sample_index: the position in the split, the same in every shard
-    shard = sharding.shard_spec(split.options)
-    if shard is not None:
-        indexed = sharding.select(indexed, *shard, key=lambda p: p[1].id)
-    seen: set[str] = set()
-    for _, s in indexed:
-        if s.id in seen:
-            raise DataError(f"{split.key}: duplicate sample id {s.id!r}; ids must be unique within a split")
-        seen.add(s.id)
-    df = pd.DataFrame([{
+
+def _dataset_frame(split: SplitConfig, adapter: Any, batch: list[tuple[int, Sample]]) -> pd.DataFrame:
+    return pd.DataFrame([{
         "benchmark_split": split.key, "sample_id": s.id, "sample_index": i, "input": s.input, "target": s.target,
         "choices": _json(s.choices), "system": s.system, "files": _json(s.files), "metadata": _json(s.metadata),
         "slices": _json(adapter.slices(s)), "messages": _json(s.messages), "tools": _json(s.tools),
-    } for i, s in indexed], columns=["benchmark_split", "sample_id", "sample_index", "input", "target",
-                                                "choices", "system", "files", "metadata", "slices", "messages",
-                                                "tools"])
-    df.attrs.update({"dataset_sha256": dataset_sha, "header": header, "shard": shard,
-                     "fingerprint_mismatches": mismatches})
-    return df
+    } for i, s in batch], columns=DATASET_COLUMNS)
+
+
+class DatasetSha:
+    """`fingerprints.dataset_sha256` computed while the samples stream by, with the same value: the canonical JSON
+    of the records sorted by id. Records are kept in memory up to `spill_rows`, then sorted runs go to temp files
+    and are merged (heapq.merge, stable like `sorted`) when the digest is asked for."""
+
+    def __init__(self, spill_rows: int = 50_000):
+        self.spill_rows = spill_rows
+        self._rows: list[tuple[str, str]] = []
+        self._runs: list[Any] = []
+
+    def add(self, sample: Sample) -> None:
+        from evalpipe.fingerprint import canonical_json
+        from evalpipe.fingerprints import canonical_sample
+
+        rec = canonical_sample(sample)
+        self._rows.append((str(rec["id"]), canonical_json(rec)))
+        if len(self._rows) >= self.spill_rows:
+            self._spill()
+
+    def _spill(self) -> None:
+        import tempfile
+
+        self._rows.sort(key=lambda r: r[0])
+        fh = tempfile.TemporaryFile("w+", encoding="utf-8")
+        for key, text in self._rows:  # JSON-quoted key: one line per record whatever the id holds
+            fh.write(json.dumps(key) + "\t" + text + "\n")
+        fh.seek(0)
+        self._runs.append(fh)
+        self._rows = []
+
+    def hexdigest(self) -> str:
+        import hashlib
+        import heapq
+
+        h = hashlib.sha256(b"[")
+        if self._runs:
+            if self._rows:
+                self._spill()
+
+            def lines(fh: Any) -> Iterator[tuple[str, str]]:
+                for line in fh:
+                    key, _, text = line.rstrip("\n").partition("\t")
+                    yield json.loads(key), text
+            records: Iterator[tuple[str, str]] = heapq.merge(*(lines(fh) for fh in self._runs), key=lambda r: r[0])
+        else:
+            records = iter(sorted(self._rows, key=lambda r: r[0]))
+        first = True
+        for _, text in records:
+            h.update((text if first else "," + text).encode("utf-8"))
+            first = False
+        h.update(b"]")
+        for fh in self._runs:
+            fh.close()
+        self._runs, self._rows = [], []
+        return h.hexdigest()
 
 
 def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
@@ -86,16 +168,17 @@ def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wra
     adapter = adapter_for(split)
     config_tools = split_tool_schemas(split)  # [tools] schemas the benchmark config offers every sample
     rows = []
-    for s, (_, d) in zip(samples_from_frame(dataset), dataset.iterrows()):
+    extra = dataset[["sample_index", "files", "metadata", "slices"]].itertuples(index=False)
+    for s, d in zip(samples_from_frame(dataset), extra):
         tools = merge_tools(s.tools, config_tools)
         if wrapper is not None and not s.messages:  # [reproducibility] native chat messages are sent unwrapped
             messages = wrapper.render(user=s.input, system=s.system, tools=getattr(s, "tools", None))
         else:
             messages = adapter.build_messages(s)
         rows.append({
-            "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d["sample_index"],
+            "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d.sample_index,
             "messages": _json(messages), "prompt_text": render_messages(messages), "target": s.target,
-            "files": d["files"], "metadata": d["metadata"], "slices": d["slices"],
+            "files": d.files, "metadata": d.metadata, "slices": d.slices,
             "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}
                                               | ({"wrapper": wrapper.sha256} if wrapper is not None else {})
                                               | ({"tools": tools} if tools is not None else {})),
@@ -184,39 +267,108 @@ def tool_calls_frame(rollouts: pd.DataFrame) -> pd.DataFrame:
 def run_rollouts(split: SplitConfig, model: ModelConfig, prompts: pd.DataFrame, runner: Runner,
                  settings: RunSettings, progress: Callable[[int, int], None] | None = None,
                  journal_file: Path | None = None, tools_mode: str | None = None) -> pd.DataFrame:
-    """`tools_mode` overrides the split's `tools.mode` (replay | live) for this run."""
-    adapter = adapter_for(split)
-    tools_env = tools_env_for(split, prompts, tools_mode)
-    requests = rollout_requests(runner, prompts, tools_env)
-    n_shards = int(model.options.get("rollout_shards") or split.options.get("rollout_shards") or 1)
-    # [tools] conversations need the split's tool layer, which lives in this process: they are not sharded
-    if n_shards > 1 and len(requests) > 1 and tools_env is None:  # [reproducibility] N worker processes by stable-hash shard, merged
-        from evalpipe.sharding import run_sharded
+    """`tools_mode` overrides the split's `tools.mode` (replay | live) for this run. One frame of prompts; the
+    `rollouts` asset streams batches through one `RolloutSession` (the same code)."""
+    with RolloutSession(split, model, runner, settings, progress, journal_file, tools_mode, total=len(prompts)) as rs:
+        return rs.run(prompts)
 
-        rows = run_sharded(model, requests, settings, n_shards,
-                           journal_file or journal_path("rollouts", split.key, model.key), progress)
-    else:
-        with Journal(journal_file or journal_path("rollouts", split.key, model.key)) as journal:
-            rows = asyncio.run(run_requests(runner, requests, journal, settings, progress, tools=tools_env))
-    from evalpipe.runners.driver import ROW_FIELDS
 
-    df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
-    for c in TRACE_COLUMNS:  # [tools] conversation columns (null for one-shot samples)
-        if c not in df.columns:
-            df[c] = None
-    df["tool_trace"] = [_json(t) if isinstance(t, list) else t for t in df["tool_trace"]]
-    if tools_env is not None:
-        df.attrs["tool_registry_sha256"] = tools_env.tool_registry_sha256()
-    df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
-                        for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
-    after = getattr(adapter, "after_rollouts", None)  # e.g. single_turn code run once (benchmarks/protocols.py)
-    if after is not None:
-        df = after(df, prompts)
-    df["benchmark_split"], df["model"] = split.key, model.key
-    return df
+class RolloutSession:
+    """Rollouts of one partition, batch by batch: one event loop, one started runner, one open journal and one
+    progress count across every batch, so a batch is only the unit of memory, never of setup. Within a batch
+    requests run concurrently as before (evalpipe/runners/driver.py); `total` is the partition's sample count for
+    progress. The journal commits each finished sample, so a run killed mid-partition resumes from it."""
+
+    def __init__(self, split: SplitConfig, model: ModelConfig, runner: Runner, settings: RunSettings,
+                 progress: Callable[..., None] | None = None, journal_file: Path | None = None,
+                 tools_mode: str | None = None, total: int | None = None):
+        self.split, self.model, self.runner, self.settings = split, model, runner, settings
+        self.adapter = adapter_for(split)
+        self.tools_mode, self.total = tools_mode, total
+        self.journal_file = journal_file or journal_path("rollouts", split.key, model.key)
+        self.n_shards = int(model.options.get("rollout_shards") or split.options.get("rollout_shards") or 1)
+        self.done = self.failed = 0
+        from evalpipe.runners.driver import _with_errors
+
+        self._progress = _with_errors(progress)  # (inspects the callback once, not per sample)
+        self._tools_env: Any = None
+        self._tools_checked = False
+        self._loop: asyncio.Runner | None = None
+        self._journal: Journal | None = None
+        self._started = False  # runner.start() ran (the driver calls it for the first batch with work)
+        self._used = False  # a batch ran in this process: the runner is closed on exit
+        self.tool_registry_sha256: str | None = None
+
+    def __enter__(self) -> "RolloutSession":
+        self._loop = asyncio.Runner()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self._used and self._loop is not None:
+                self._loop.run(self.runner.aclose())
+        finally:
+            if self._journal is not None:
+                self._journal.close()
+            if self._loop is not None:
+                self._loop.close()
+
+    def _env(self, prompts: pd.DataFrame) -> Any:
+        if not self._tools_checked or (self._tools_env is None and "tools" in prompts.columns
+                                       and prompts["tools"].notna().any()):
+            self._tools_env = tools_env_for(self.split, prompts, self.tools_mode)
+            self._tools_checked = True
+        return self._tools_env
+
+    def _report(self, done: int, total: int, errors: int = 0) -> None:
+        if self._progress is not None:
+            self._progress(self.done + done, self.total or total, self.failed + errors)
+
+    def run(self, prompts: pd.DataFrame) -> pd.DataFrame:
+        """The rollouts of one batch of prompts (one row per prompt, in prompt order)."""
+        assert self._loop is not None, "use RolloutSession as a context manager"
+        tools_env = self._env(prompts)
+        requests = rollout_requests(self.runner, prompts, tools_env)
+        progress = self._report if self._progress is not None else None
+        # [tools] conversations need the split's tool layer, which lives in this process: they are not sharded
+        if self.n_shards > 1 and len(requests) > 1 and tools_env is None:  # [reproducibility] N worker processes by stable-hash shard, merged
+            from evalpipe.sharding import run_sharded
+
+            rows = run_sharded(self.model, requests, self.settings, self.n_shards, self.journal_file, progress)
+        else:
+            if self._journal is None:
+                self._journal = Journal(self.journal_file)
+            self._used = True
+            rows = self._loop.run(run_requests(self.runner, requests, self._journal, self.settings, progress,
+                                               close=False, tools=tools_env, start=not self._started))
+            self._started = self._started or any(not r.get("cached") for r in rows)
+        self.done += len(rows)
+        self.failed += sum(1 for r in rows if r.get("status") != "ok")
+        from evalpipe.runners.driver import ROW_FIELDS
+
+        df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
+        for c in TRACE_COLUMNS:  # [tools] conversation columns (null for one-shot samples)
+            if c not in df.columns:
+                df[c] = None
+        df["tool_trace"] = [_json(t) if isinstance(t, list) else t for t in df["tool_trace"]]
+        if tools_env is not None:
+            self.tool_registry_sha256 = df.attrs["tool_registry_sha256"] = tools_env.tool_registry_sha256()
+        adapter = self.adapter
+        df["prediction"] = [adapter.extract_answer(t) if s == "ok" else None
+                            for t, s in zip(df.get("raw_output", [None] * len(df)), df["status"])]
+        after = getattr(adapter, "after_rollouts", None)  # e.g. single_turn code run once (benchmarks/protocols.py)
+        if after is not None:
+            df = after(df, prompts)
+        df["benchmark_split"], df["model"] = self.split.key, self.model.key
+        return df
 
 
 # ---- judgements -------------------------------------------------------------------------------------------------
+# the rollouts columns `judge` reads (the judgements asset reads only these, side by side with the prompts)
+JUDGE_ROLLOUT_COLUMNS = ["sample_id", "status", "error", "prediction", "raw_output", "trajectory", "tool_trace",
+                         "stop_reason"]
+
+
 def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
           metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None) -> pd.DataFrame:
     adapter = adapter_for(split)
@@ -224,8 +376,10 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
     trace_cols = [c for c in ("trajectory", "tool_trace", "stop_reason") if c in rollouts.columns]  # [tools]
     merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output", *trace_cols]],
                            on="sample_id", how="left", validate="one_to_one")
-    rows = []
+    per_metric: list[list[dict[str, Any]]] = []
     for spec in specs:
+        rows: list[dict[str, Any]] = []
+        per_metric.append(rows)
         metric = build_metric(spec, metric_settings)
         judge_fp = fingerprint(metric.identity())
         ok = merged[merged["status"] == "ok"]
@@ -251,7 +405,9 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
                 "normalized_target": sc.normalized_target, "slices": r.slices, "details": _json(sc.details or None),
                 "judge_fingerprint": judge_fp,
             })
-    return pd.DataFrame(rows)
+    # sample-major (each sample's metrics together), in prompt order: every per-sample table of a partition is
+    # then in the same order, which lets later stages read them side by side batch by batch (docs/scale.md)
+    return pd.DataFrame([row for group in zip(*per_metric) for row in group] if per_metric else [])
 
 
 def _trace_inputs(r: Any) -> dict[str, Any]:

@@ -5,7 +5,8 @@ var `EVALS_WAREHOUSE_URI` (which wins). Without either, the warehouse stays on l
 
 The layout is the local one: `<uri>/<table>/benchmark_split=<key>/model=<key>/part.parquet`, plus a zero-row
 `<table>/_schema/part.parquet` per table. An object PUT is atomic (a reader sees the old object or the new one,
-never a half-written one), so no temp name + rename is needed: re-materializing a partition replaces its object.
+never a half-written one): a partition is written batch by batch to a local temp file and uploaded as one object
+when complete; re-materializing a partition replaces its object.
 Reads go through an fsspec filesystem (s3fs for `s3://`, gcsfs for `gs://`, adlfs for `az://`), and DuckDB
 reads through the same filesystem registered on each connection (`con.register_filesystem`), so its httpfs
 extension (which downloads on first use) is not needed.
@@ -16,7 +17,6 @@ import os
 from typing import Any, Mapping
 from urllib.parse import quote, unquote
 
-import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -135,13 +135,14 @@ class ObjectStore:
                               "warehouse.storage_options (credentials, endpoint)")
 
     # ---- objects --------------------------------------------------------------------------------------------
-    def write(self, table: str, data: pa.Table, partition: Mapping[str, str]) -> str:
-        self.ensure_schema(table, data.schema)
+    def put(self, table: str, local_file: Any, partition: Mapping[str, str], schema: pa.Schema) -> str:
+        """Upload a partition file written locally (evalpipe/warehouse.py PartitionWriter) as the partition's
+        object: one PUT (or multipart upload completed on close), so readers never see half of it."""
+        self.ensure_schema(table, schema)
         target = self.partition_uri(table, partition)
         try:
-            with self.fs.open(self._path(target), "wb") as fh:  # one PUT (or multipart upload) on close: atomic
-                pq.write_table(data, fh, compression="zstd")
-        except (OSError, pa.ArrowException, ValueError) as exc:
+            self.fs.put_file(str(local_file), self._path(target))
+        except (OSError, ValueError) as exc:
             raise self._fail("write the partition object", target, exc) from exc
         self.fs.invalidate_cache()
         return target
@@ -161,17 +162,13 @@ class ObjectStore:
         except (OSError, pa.ArrowException, ValueError) as exc:
             raise self._fail("write the schema object", f"{self.protocol}://{path}", exc) from exc
 
-    def read(self, table: str, partition: Mapping[str, str]) -> pd.DataFrame:
+    def open_partition(self, table: str, partition: Mapping[str, str]) -> Any:
+        """The partition object opened for reading (a file object for pyarrow: it reads the footer and then only
+        the column chunks asked for)."""
         target = self.partition_uri(table, partition)
         try:
-            if not self.fs.exists(self._path(target)):
-                where = ", ".join(f"{k}={v}" for k, v in partition.items())
-                raise WarehouseError(f"no {table} for partition {where} in {self.uri}; materialize it first")
-            with self.fs.open(self._path(target), "rb") as fh:
-                return pq.read_table(fh).to_pandas()
-        except WarehouseError:
-            raise
-        except (OSError, pa.ArrowException) as exc:
+            return self.fs.open(self._path(target), "rb")
+        except (OSError, ValueError) as exc:
             raise self._fail("read the partition object", target, exc) from exc
 
     def part_files(self, table: str) -> list[str]:

@@ -138,43 +138,22 @@ class Warehouse:
 
     # ---- writes -------------------------------------------------------------------------------------------
     def write(self, table: str, df: pd.DataFrame, partition: Mapping[str, str]) -> Path:
-        """Atomically replace one partition of a table. Returns the partition file's path."""
-        from evalpipe.redact import redact_frame
+        """Atomically replace one partition of a table with one frame. Returns the partition file's path."""
+        with self.writer(table, partition) as w:
+            w.write(df)
+        return w.path
 
-        df = redact_frame(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
-        for dim, value in partition.items():
-            if dim in df.columns and len(df) and not (df[dim] == value).all():
-                bad = df.loc[df[dim] != value, dim].iloc[0]
-                raise WarehouseError(f"{table}: row has {dim}={bad!r} but the partition is {dim}={value!r}")
-            df[dim] = value
-        data = to_arrow(table, df)
-        if self.store:  # object storage: one atomic PUT per partition; views are built per connection
-            return self.store.write(table, data, partition)
-        target = self.partition_file(table, partition)
-        tmp = target.with_name(f".{target.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
-        try:
-            self._ensure_schema_file(table)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            clean_stale_tmp(target.parent)
-            pq.write_table(data, tmp, compression="zstd")
-            with open(tmp, "rb") as fh:
-                os.fsync(fh.fileno())
-            os.replace(tmp, target)
-        except (OSError, pa.ArrowException) as exc:  # disk full, file too large, read-only folder
-            raise WarehouseError(f"cannot write the {table} partition file {target}: {_reason(exc)}; free space "
-                                 "or fix the folder's permissions (EVALS_WAREHOUSE moves it), then re-run") from exc
-        finally:
-            try:
-                if tmp.exists():
-                    tmp.unlink()
-            except OSError:
-                pass
+    def writer(self, table: str, partition: Mapping[str, str]) -> "PartitionWriter":
+        """A writer that appends batches to the partition's next version; `close()` (or leaving the `with` block
+        without an error) puts it into place atomically, an error leaves the old version as it was."""
+        return PartitionWriter(self, table, partition)
+
+    def _views_after_write(self, target: Any) -> None:
         try:  # the partition is written; views that can't be updated now are rebuilt by a later write
             self.ensure_views(wait_s=1.0)
         except (WarehouseError, OSError) as exc:
             log.warning("%s written; the DuckDB views were not rebuilt (%s); the next write rebuilds them", target,
                         _reason(exc))
-        return target
 
     def _ensure_schema_file(self, table: str) -> None:
         # A zero-row file per table gives the view its columns before any partition exists.
@@ -198,17 +177,13 @@ class Warehouse:
                                  "folder must be writable (EVALS_WAREHOUSE moves it)") from None
 
     # ---- reads (never touch the DuckDB file, so they never wait for or block anyone) -------------------------
-    def read(self, table: str, partition: Mapping[str, str]) -> pd.DataFrame:
-        if self.store:
-            return self.store.read(table, partition)
-        path = self.partition_file(table, partition)
-        if not path.exists():
-            where = ", ".join(f"{k}={v}" for k, v in partition.items())
-            raise WarehouseError(f"no {table} for partition {where} in {self.root}; materialize it first")
-        try:
-            return pq.read_table(path).to_pandas()
-        except (OSError, pa.ArrowException) as exc:
-            raise damaged(table, path, exc) from exc
+    def read(self, table: str, partition: Mapping[str, str], columns: list[str] | None = None) -> pd.DataFrame:
+        """One whole partition as a DataFrame (small partitions; large ones: `reader(...).batches()`)."""
+        return self.reader(table, partition).to_pandas(columns)
+
+    def reader(self, table: str, partition: Mapping[str, str]) -> "PartitionReader":
+        """The partition, read lazily: batches of the columns asked for. Raises if it is missing or damaged."""
+        return PartitionReader(self, table, partition)
 
     def damaged_files(self, table: str) -> list[Path]:
         """Partition files of a table that don't read as Parquet (truncated, overwritten)."""
@@ -351,3 +326,251 @@ class Warehouse:
             tmp = self._sidecar.with_name(self._sidecar.name + f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps({"signature": self._signature(), "root": str(self.root)}))
             os.replace(tmp, self._sidecar)
+
+
+# ---- streaming: partitions written and read in batches (docs/scale.md) ------------------------------------------------
+DEFAULT_BATCH_ROWS = 20_000  # rows per batch when the config has no `stream_batch_rows`
+
+
+class PartitionWriter:
+    """One partition's next version, written batch by batch (each `write` appends a Parquet row group to a temp
+    file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one.
+    On object storage the temp file is local and `close()` uploads it as one object (an atomic PUT).
+    Use it as a context manager: an exception inside the block discards the temp file (`abort()`)."""
+
+    def __init__(self, wh: Warehouse, table: str, partition: Mapping[str, str]):
+        from evalpipe.redact import redact_frame
+
+        self.wh, self.table, self.partition = wh, table, dict(partition)
+        wh.table_dir(table)  # an unknown table name raises here
+        self.schema = TABLES[table]
+        self.rows = 0
+        self.path: Any = wh.partition_file(table, partition)
+        self._redact = redact_frame
+        if wh.store:
+            import tempfile
+
+            fd, name = tempfile.mkstemp(prefix=f".{table}.", suffix=".parquet.tmp")
+            os.close(fd)
+            self._tmp = Path(name)
+        else:
+            wh._ensure_schema_file(table)
+            try:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._cannot(exc) from exc
+            clean_stale_tmp(self.path.parent)
+            self._tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{uuid.uuid4().hex}.tmp")
+        try:
+            self._writer: pq.ParquetWriter | None = pq.ParquetWriter(self._tmp, self.schema, compression="zstd")
+        except (OSError, pa.ArrowException) as exc:
+            self._discard()
+            raise self._cannot(exc) from exc
+
+    def _cannot(self, exc: BaseException) -> WarehouseError:
+        return WarehouseError(f"cannot write the {self.table} partition file {self.path}: {_reason(exc)}; free space "
+                              "or fix the folder's permissions (EVALS_WAREHOUSE moves it), then re-run")
+
+    def write(self, df: pd.DataFrame) -> None:
+        """Append one batch (conformed to the table's schema, redacted, partition columns checked and filled)."""
+        if self._writer is None:
+            raise WarehouseError(f"{self.table} writer for {self.path} is already closed")
+        df = self._redact(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
+        for dim, value in self.partition.items():
+            if dim in df.columns and len(df) and not (df[dim] == value).all():
+                bad = df.loc[df[dim] != value, dim].iloc[0]
+                raise WarehouseError(f"{self.table}: row has {dim}={bad!r} but the partition is {dim}={value!r}")
+            df[dim] = value
+        data = to_arrow(self.table, df)
+        try:
+            self._writer.write_table(data)
+        except (OSError, pa.ArrowException) as exc:  # disk full, file too large
+            self.abort()
+            raise self._cannot(exc) from exc
+        self.rows += len(df)
+
+    def close(self) -> Any:
+        """Put the written partition into place (atomically); returns its path (an object URI on object storage)."""
+        if self._writer is None:
+            return self.path
+        try:
+            self._writer.close()
+            self._writer = None
+            if self.wh.store:
+                self.path = self.wh.store.put(self.table, self._tmp, self.partition, self.schema)
+            else:
+                with open(self._tmp, "rb") as fh:
+                    os.fsync(fh.fileno())
+                os.replace(self._tmp, self.path)
+        except (OSError, pa.ArrowException) as exc:
+            raise self._cannot(exc) from exc
+        finally:
+            self._writer = None
+            self._discard()
+        if not self.wh.store:
+            self.wh._views_after_write(self.path)
+        return self.path
+
+    def abort(self) -> None:
+        """Discard what was written: the partition keeps its previous version (or stays missing)."""
+        if self._writer is not None:
+            try:
+                self._writer.close()
+            except (OSError, pa.ArrowException):
+                pass
+            self._writer = None
+        self._discard()
+
+    def _discard(self) -> None:
+        try:
+            if self._tmp.exists():
+                self._tmp.unlink()
+        except OSError:
+            pass
+
+    def __enter__(self) -> "PartitionWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class PartitionReader:
+    """One partition read lazily: `batches()` yields DataFrames of at most `batch_rows` rows of the columns asked
+    for (pyarrow `iter_batches`), so a stage holds one batch at a time. The file's footer is read on creation:
+    a missing or damaged partition fails here, with the message saying how to get it back."""
+
+    def __init__(self, wh: Warehouse, table: str, partition: Mapping[str, str]):
+        self.wh, self.table, self.partition = wh, table, dict(partition)
+        self.path: Any = wh.partition_file(table, partition)
+        if not self.path.exists():
+            where = ", ".join(f"{k}={v}" for k, v in partition.items())
+            raise WarehouseError(f"no {table} for partition {where} in {wh.store.uri if wh.store else wh.root}; "
+                                 "materialize it first")
+        with self._open() as pf:
+            self.num_rows = pf.metadata.num_rows
+            self.columns = list(pf.schema_arrow.names)
+
+    @contextmanager
+    def _open(self) -> Iterator[pq.ParquetFile]:
+        if self.wh.store:
+            with self.wh.store.open_partition(self.table, self.partition) as fh:
+                try:
+                    yield pq.ParquetFile(fh)
+                except (OSError, pa.ArrowException) as exc:
+                    raise self.wh.store._fail("read the partition object", str(self.path), exc) from exc
+            return
+        try:
+            pf = pq.ParquetFile(self.path)
+        except (OSError, pa.ArrowException) as exc:
+            raise damaged(self.table, self.path, exc) from exc
+        try:
+            yield pf
+        except (OSError, pa.ArrowException) as exc:
+            raise damaged(self.table, self.path, exc) from exc
+        finally:
+            pf.close()
+
+    def __len__(self) -> int:
+        return self.num_rows
+
+    def __repr__(self) -> str:
+        return f"PartitionReader({self.table}, {self.partition}, rows={self.num_rows})"
+
+    def batches(self, batch_rows: int | None = None, columns: list[str] | None = None) -> Iterator[pd.DataFrame]:
+        """DataFrames of at most `batch_rows` rows, in file order. A column the file lacks (written before the
+        column existed) comes back as nulls. An empty partition yields one empty frame (with its columns), so a
+        stage runs its kernel once either way."""
+        want = list(columns) if columns is not None else self.columns
+        have = [c for c in want if c in self.columns]
+        n = max(1, int(batch_rows or DEFAULT_BATCH_ROWS))
+        with self._open() as pf:
+            empty = True
+            for batch in pf.iter_batches(batch_size=n, columns=have, use_threads=False):
+                empty = False
+                yield self._frame(batch.to_pandas(), want)
+            if empty:
+                yield self._frame(pf.schema_arrow.empty_table().select(have).to_pandas(), want)
+
+    def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
+        """The whole partition (or some of its columns) as one DataFrame: for small partitions and tests."""
+        want = list(columns) if columns is not None else self.columns
+        with self._open() as pf:
+            df = pf.read(columns=[c for c in want if c in self.columns], use_threads=False).to_pandas()
+        return self._frame(df, want)
+
+    def select(self, keep: Any, batch_rows: int | None = None, columns: list[str] | None = None) -> pd.DataFrame:
+        """The rows for which `keep(batch)` (a boolean Series) is true, read batch by batch: a small part of a
+        large partition without holding the rest."""
+        parts = [b[keep(b)] for b in self.batches(batch_rows, columns)]
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0].reset_index(drop=True)
+
+    def cursor(self, columns: list[str] | None = None, batch_rows: int | None = None) -> "SampleCursor":
+        """Rows handed out for consecutive batches of sample ids (see SampleCursor)."""
+        return SampleCursor(self, columns, batch_rows)
+
+    @staticmethod
+    def _frame(df: pd.DataFrame, want: list[str]) -> pd.DataFrame:
+        for c in want:
+            if c not in df.columns:
+                df[c] = None
+        return df[want] if list(df.columns) != want else df
+
+
+class SampleCursor:
+    """A per-sample table (rollouts, judgements: one or several rows per sample) read side by side with the
+    partition's prompts. Every stage writes its rows in prompt order, so the rows for the next batch of prompts are
+    the next rows of the file: `take(ids)` hands them out from a read-ahead buffer of about one batch. Should a
+    file not be in that order (written by hand, or by an older version), `take` falls back to scanning the whole
+    file for the ids of each batch: slower, the same rows."""
+
+    def __init__(self, reader: PartitionReader, columns: list[str] | None = None, batch_rows: int | None = None,
+                 key: str = "sample_id"):
+        self.reader, self.key, self.batch_rows = reader, key, batch_rows
+        self.columns = None if columns is None else list(dict.fromkeys([key, *columns]))
+        self._batches = reader.batches(batch_rows, self.columns)
+        self._buf: pd.DataFrame | None = None
+        self._exhausted = False
+        self.in_order = True
+
+    def take(self, ids: Any) -> pd.DataFrame:
+        """The rows whose key is in `ids` (a batch of prompts' sample ids, in prompt order), in file order."""
+        wanted = set(ids)
+        if self.in_order:
+            rows = self._next_rows(wanted)
+            if rows is not None:
+                return rows
+            self.in_order = False
+            log.warning("%s rows are not in prompt order; reading the file once per batch instead (slower)",
+                        self.reader.table)
+        return self.reader.select(lambda b: b[self.key].isin(wanted), self.batch_rows, self.columns)
+
+    def _next_rows(self, wanted: set) -> pd.DataFrame | None:
+        while True:
+            buf = self._buf
+            if buf is not None and len(buf):
+                inside = buf[self.key].isin(wanted).to_numpy()
+                if not inside.all():
+                    cut = int(inside.argmin())  # the first row of a later batch
+                    break
+            if self._exhausted:
+                cut = len(buf) if buf is not None else 0
+                break
+            nxt = next(self._batches, None)
+            if nxt is None:
+                self._exhausted = True
+            elif buf is None or not len(buf):
+                self._buf = nxt
+            else:
+                self._buf = pd.concat([buf, nxt], ignore_index=True)
+        buf = self._buf
+        if buf is None:
+            return None if wanted else pd.DataFrame(columns=self.columns or [self.key])
+        head = buf.iloc[:cut]
+        if set(head[self.key]) != wanted:
+            return None
+        self._buf = buf.iloc[cut:].reset_index(drop=True)
+        return head.reset_index(drop=True)

@@ -57,7 +57,7 @@ def test_a_failed_write_keeps_the_previous_partition(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise OSError("disk full")
 
-    monkeypatch.setattr(pq, "write_table", boom)
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)  # partitions are written batch by batch
     from evalpipe.errors import WarehouseError
 
     with pytest.raises(WarehouseError, match="cannot write the metrics partition file .*part.parquet: OSError: disk full"):

@@ -22,7 +22,7 @@ Per metric and slice (`all`, plus `key=value` for each slice attribute the adapt
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -34,14 +34,25 @@ USAGE_METRICS = ("latency_s_p50", "latency_s_p95", "latency_s_mean", "input_toke
                  "cost_usd_total", "rollout_error_rate")
 
 
+RESAMPLE_CHUNK = 4_000_000  # indices drawn at once (32 MB); one (1000, n) array would be 8 GB at n = 1M
+
+
+def resample_indices(n: int, seed: int) -> Iterator[np.ndarray]:
+    """The seeded bootstrap's (BOOTSTRAP_RESAMPLES, n) resample indices in row chunks of at most RESAMPLE_CHUNK
+    values. Drawing the rows in chunks from one generator gives exactly the values of one big draw (numpy fills
+    row after row), so the intervals are those of `rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))`."""
+    rng = np.random.default_rng(seed)
+    rows = max(1, RESAMPLE_CHUNK // max(n, 1))
+    for lo in range(0, BOOTSTRAP_RESAMPLES, rows):
+        yield rng.integers(0, n, size=(min(rows, BOOTSTRAP_RESAMPLES - lo), n))
+
+
 def bootstrap_ci(values: np.ndarray, seed: int, level: float = 0.95) -> tuple[float, float]:
     """Seeded percentile-bootstrap CI of the mean."""
     n = len(values)
     if n == 0:
         return (float("nan"), float("nan"))
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(BOOTSTRAP_RESAMPLES, n))
-    stats = values[idx].mean(axis=1)
+    stats = np.concatenate([values[idx].mean(axis=1) for idx in resample_indices(n, seed)])
     lo, hi = np.quantile(stats, [(1 - level) / 2, 1 - (1 - level) / 2])
     return float(lo), float(hi)
 
@@ -118,6 +129,8 @@ def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series,
     n_errors = int(g["status"].isin(["error", "parse_error"]).sum())
     vals = counted["score"].fillna(0.0).to_numpy(dtype=float)  # an errored sample counts as wrong, and is counted
     rows = [_mean_row(metric, slice_name, vals, seed, n_unscored, n_errors)]
+    if not details.attrs.get("any_details", True):  # no sample wrote details (rule-based metrics): no derived rows
+        return rows
     det = [details[i] for i in counted.index]
 
     names = sorted({c for d in det for c in (d.get("components") or {})})
@@ -142,9 +155,11 @@ def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series,
 
             lo = hi = se = float("nan")
             if total:  # bootstrap over samples (a question's sub-answers stay together)
-                idx = np.random.default_rng(seed).integers(0, len(num), size=(BOOTSTRAP_RESAMPLES, len(num)))
-                d = den[idx].sum(axis=1)
-                stats = np.divide(num[idx].sum(axis=1), d, out=np.full(len(d), np.nan), where=d > 0)
+                parts = []
+                for idx in resample_indices(len(num), seed):
+                    d = den[idx].sum(axis=1)
+                    parts.append(np.divide(num[idx].sum(axis=1), d, out=np.full(len(d), np.nan), where=d > 0))
+                stats = np.concatenate(parts)
                 lo, hi = (float(x) for x in np.nanquantile(stats, [0.025, 0.975]))
                 se = float(np.nanstd(stats, ddof=1)) if len(num) > 1 else float("nan")
             rows.append({"metric": f"{metric}_{r}", "slice": slice_name, "value": value, "n": int(total),
@@ -189,27 +204,67 @@ def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
              "stderr": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")} for m, v in values.items()]
 
 
+USAGE_COLUMNS = ["status", "latency_s", "input_tokens", "output_tokens", "cost"]  # what usage_rows reads
+AGGREGATE_COLUMNS = ["sample_id", "metric", "status", "score", "target", "slices", "details"]
+_NO_DETAILS: dict = {}  # shared by every row without details (never mutated)
+
+
+def compact_judgements(batches: Iterable[pd.DataFrame]) -> pd.DataFrame:
+    """The columns aggregation needs, from judgements read batch by batch, held compactly: metric, status and
+    slices as categoricals (a million rows repeat a few values), scores as floats; about 150 bytes per row."""
+    frames = []
+    for b in batches:
+        b = b[[c for c in AGGREGATE_COLUMNS if c in b.columns]].copy()
+        for c in ("metric", "status", "slices"):
+            if c in b.columns:
+                b[c] = b[c].astype("category")
+        frames.append(b)
+    if not frames:
+        return pd.DataFrame(columns=AGGREGATE_COLUMNS)
+    from pandas.api.types import union_categoricals
+
+    out = {}
+    for c in frames[0].columns:
+        cols = [f[c] for f in frames]
+        if isinstance(cols[0].dtype, pd.CategoricalDtype) and len(cols) > 1:
+            out[c] = pd.Series(union_categoricals(cols, ignore_order=True))
+        else:
+            out[c] = pd.concat(cols, ignore_index=True) if len(cols) > 1 else cols[0].reset_index(drop=True)
+    return pd.DataFrame(out)
+
+
 def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per metric and slice: `all`, plus `key=value` for each slice attribute of the samples;
     then the partition's usage rows when `rollouts` is given."""
     rows: list[dict] = []
     if not judgements.empty:
         judgements = judgements.reset_index(drop=True)
-        slices = judgements["slices"].map(lambda s: json.loads(s) if isinstance(s, str) and s else {})
-        details = (judgements["details"] if "details" in judgements else pd.Series([None] * len(judgements))).map(
-            lambda s: json.loads(s) if isinstance(s, str) and s else {})
+        slice_col = judgements["slices"].astype("category")
+        slice_maps = [json.loads(v) if isinstance(v, str) and v else {} for v in slice_col.cat.categories]
+        slice_codes = slice_col.cat.codes.to_numpy()
+        raw_details = judgements["details"] if "details" in judgements else pd.Series([None] * len(judgements))
+        has = raw_details.notna().to_numpy()
+        details = pd.Series([_NO_DETAILS] * len(judgements), dtype=object)
+        if has.any():
+            details[has] = pd.Series([json.loads(s) if isinstance(s, str) and s else _NO_DETAILS
+                                      for s in raw_details[has]], index=details.index[has], dtype=object)
+        details.attrs["any_details"] = bool(has.any())
         if "target" not in judgements:
             judgements = judgements.assign(target=None)
-        for metric, g in judgements.groupby("metric", sort=True):
+        for metric, g in judgements.groupby("metric", sort=True, observed=True):
             rows += _rows_for(metric, "all", g, details, seed)
             rows += _summary_rows(metric, g, details, seed)
-            keyed: dict[str, list[int]] = {}
-            for idx, sl in slices[g.index].items():
-                for k, v in sl.items():
+            # slice name -> the slices values (category codes) that carry it; rows follow by their code
+            names: dict[str, list[int]] = {}
+            codes = slice_codes[g.index]
+            for code in np.unique(codes):
+                if code < 0:
+                    continue
+                for k, v in slice_maps[code].items():
                     for one in (dict.fromkeys(v) if isinstance(v, list) else [v]):  # a list: one slice per value
-                        keyed.setdefault(f"{k}={one}", []).append(idx)
-            for name in sorted(keyed):
-                rows += _rows_for(metric, name, g.loc[keyed[name]], details, seed)
+                        names.setdefault(f"{k}={one}", []).append(int(code))
+            for name in sorted(names):
+                rows += _rows_for(metric, name, g[np.isin(codes, names[name])], details, seed)
     if rollouts is not None:
         rows += usage_rows(rollouts)
     # an empty partition (an empty shard, `limit: 0`) still has the metrics table's columns

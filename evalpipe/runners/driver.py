@@ -3,7 +3,7 @@
 The hot path is kept cheap on purpose (it is what a 1000-sample run at concurrency 100 spends its CPU on):
 a fixed pool of worker coroutines pulls from one shared iterator (never one task per sample, so 100k samples
 hold at most `concurrency` requests in flight), each attempt is bounded with `asyncio.timeout` (no extra task),
-and a finished sample costs one small JSON encode and one SQLite WAL commit.
+and a finished sample costs one small JSON encode and a share of one SQLite WAL commit (grouped).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.config import ModelConfig
-from evalpipe.journal import Journal
+from evalpipe.journal import FLUSH_S, Journal
 from evalpipe.redact import GENERATED_FIELDS, get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
@@ -139,12 +139,14 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
 
 async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journal: Journal | None,
                        settings: RunSettings, progress: Callable[[int, int], None] | None = None,
-                       close: bool = True, tools: Any = None) -> list[dict[str, Any]]:
+                       close: bool = True, tools: Any = None, start: bool = True) -> list[dict[str, Any]]:
     """Rows for every request, in request order (fields: `ROW_FIELDS` + `cached`). Samples already in the
     journal are not sent again; each newly finished ok sample is committed to it as soon as it finishes.
     Failed samples are returned (status `error`) but not journaled, so the next run retries them.
-    `close=False` keeps the runner open (a caller issuing several batches, e.g. a judge).
-    `tools` (a `ToolEnv`): requests with `tools` set run as whole conversations through it."""
+    `close=False` keeps the runner open (a caller issuing several batches, e.g. a judge, the rollouts stage);
+    `start=False` skips `runner.start()` (such a caller already started it for an earlier batch).
+    `tools` (a `ToolEnv`): requests with `tools` set run as whole conversations through it.
+    Journal commits are grouped: a finished sample is committed within `journal.FLUSH_S` (evalpipe/journal.py)."""
     requests = requests if isinstance(requests, list) else list(requests)
     done = journal.lookup([r.fingerprint for r in requests]) if journal is not None else {}
     results: list[dict[str, Any] | None] = [None] * len(requests)
@@ -172,6 +174,12 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
+    loop = asyncio.get_running_loop()
+    flush_at: list[Any] = []  # the scheduled group commit, if any
+
+    def flush() -> None:
+        flush_at.clear()
+        journal.flush()
 
     async def worker() -> None:
         nonlocal finished, failed
@@ -183,7 +191,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
             row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
                    for k, v in row.items()}
             if row["status"] == "ok" and journal is not None:
-                journal.record(req.fingerprint, req.sample_id, row)
+                journal.record(req.fingerprint, req.sample_id, row, commit=False)
+                if not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
+                    flush_at.append(loop.call_later(FLUSH_S, flush))
             row["cached"] = False
             results[i] = row
             finished += 1
@@ -195,7 +205,8 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
 
     try:
         if todo:
-            await runner.start()
+            if start:
+                await runner.start()
             async with asyncio.TaskGroup() as tg:  # one failure (fail_fast) cancels the other workers
                 for _ in range(min(concurrency, len(todo))):
                     tg.create_task(worker())
@@ -203,6 +214,10 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         # Surface the first real error (FailFast, or a journal write failure) rather than the group.
         raise group.exceptions[0] from None
     finally:
+        for handle in flush_at:
+            handle.cancel()
+        if journal is not None:
+            journal.flush()  # whatever finished is committed before the rows are handed on (or the error raised)
         if close:
             await runner.aclose()
     return results  # type: ignore[return-value]
