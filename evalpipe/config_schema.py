@@ -257,6 +257,7 @@ class TopLevel(_Strict):
     sandbox: Optional[Literal["auto", "bwrap", "docker", "process"]] = None
     plugins: Optional[list[str]] = None
     max_concurrent_partitions: Optional[int] = Field(default=None, ge=1)
+    stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
 
