@@ -16,6 +16,7 @@ from partitions import MODEL, eval_key
 from resources import default_resources
 
 CHAIN = ["prompts", "rollouts", "judgements", "metrics"]
+DATASET_VERSION_TAG = "evalpipe/dataset_version"  # on `dataset` runs: what the materialized samples were read from
 # Dagster's console logger prints every step event at DEBUG; runs launched from Python only show warnings
 # (the CLI shows its own progress). EVALS_DAGSTER_LOG_LEVEL=DEBUG brings the events back.
 CONSOLE_LOG_LEVEL_ENV = "EVALS_DAGSTER_LOG_LEVEL"
@@ -65,6 +66,51 @@ def run_assets(selection: list[str], partition_key: Any = None, instance: Dagste
                        instance=instance or get_instance(), resources={**default_resources(), **(resources or {})},
                        raise_on_error=False, tags=tags,
                        run_config={"loggers": {"console": {"config": {"log_level": level}}}})
+
+
+def dataset_version(split: Any) -> str | None:
+    """One hash of everything a split's `dataset` materialization depends on: the adapter and its effective options,
+    the prompt template, the adapter's `source_version()` (e.g. data files' size and mtime) and the code that loads
+    it. None when the adapter can't tell what it reads without loading it (then the split is loaded every run)."""
+    import inspect
+
+    from evalpipe import pipeline
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.fingerprint import fingerprint
+
+    adapter = adapter_for(split)
+    source = adapter.source_version()
+    if source is None:
+        return None
+    code = []
+    for f in {inspect.getfile(type(adapter)), inspect.getfile(pipeline)}:
+        st = os.stat(f)
+        code.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+    return fingerprint({"adapter": split.adapter, "options": split.options, "template": split.prompt_template,
+                        "source": source, "code": sorted(code)})
+
+
+def current_dataset_run(instance: DagsterInstance, split_key: str, version: str | None) -> str | None:
+    """The run whose `dataset` materialization of this split is still current (same `dataset_version`, its
+    warehouse partition still there); None when the split must be loaded again."""
+    if version is None:
+        return None
+    from dagster import AssetKey, AssetRecordsFilter
+
+    from evalpipe.config import warehouse_path
+    from evalpipe.schema import ASSET_TABLES
+    from evalpipe.warehouse import Warehouse
+
+    recs = instance.fetch_materializations(
+        AssetRecordsFilter(asset_key=AssetKey("dataset"), asset_partitions=[split_key]), limit=1).records
+    if not recs:
+        return None
+    run = instance.get_run_by_id(recs[0].run_id)
+    if run is None or run.tags.get(DATASET_VERSION_TAG) != version:
+        return None
+    if not Warehouse(warehouse_path()).partition_file(ASSET_TABLES["dataset"], {"benchmark_split": split_key}).exists():
+        return None
+    return run.run_id
 
 
 @dataclass
@@ -166,9 +212,13 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
              tags: dict[str, str] | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
              on_sample: Callable[[str, str, int, int], None] | None = None,
-             max_concurrent: int | None = None) -> EvaluateResult:
+             max_concurrent: int | None = None, reload_datasets: bool = False) -> EvaluateResult:
     """dataset per split, the chain per (split, model), then the leaderboard: the fewest Dagster runs the graph
-    allows (assets with different partitions can't share a run), all in this process on the real instance.
+    allows, all in this process on the real instance. Assets with different partitions can't share a run, but
+    - a split's `dataset` is not materialized again while it is current (`dataset_version`: same adapter,
+      options, source files and loading code as the materialization on record; `reload_datasets` forces it);
+    - the unpartitioned `leaderboard` rides in the run of the last chain when there is only one (split, model).
+    So a re-run of one partition is one Dagster run, and a first run two.
     Up to `concurrent_partitions(cfg, max_concurrent)` runs go at once (threads: model calls and a local model
     overlap); a split's chains start as soon as its dataset is loaded. Failures are collected, not raised.
     `on_progress(done, total, label)` is called when a run starts (done = runs finished so far) and at the end;
@@ -185,7 +235,9 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     say = on_event or (lambda msg: None)
     sync_model_partitions(instance, models)
     out = EvaluateResult()
-    total, done = len(splits) * (1 + len(models)) + 1, 0
+    fold_leaderboard = len(splits) * len(models) == 1  # one chain: the leaderboard joins its run
+    effective = resources["eval_config"].get() if resources and "eval_config" in resources else cfg
+    total, done = len(splits) * (1 + len(models)) + (0 if fold_leaderboard else 1), 0
     lock = threading.RLock()
     results: dict[tuple[str, str], PartitionResult] = {}
 
@@ -209,7 +261,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
             sample_progress.listen(key, listener)
         try:
             step(f"evaluate {split} x {model}")
-            r = run_assets(CHAIN, key, instance, resources, tags)
+            r = run_assets(CHAIN + (["leaderboard"] if fold_leaderboard else []), key, instance, resources, tags)
         finally:
             sample_progress.unlisten(key)
         finished()
@@ -220,8 +272,15 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
             step(f"{split} x {model} failed: {res.error}")
 
     def load(split: str, pool: ThreadPoolExecutor) -> list:
+        version = dataset_version(effective.split(split))
+        current = None if reload_datasets else current_dataset_run(instance, split, version)
+        if current is not None:
+            step(f"dataset {split} unchanged (loaded by run {current[:8]})")
+            finished()
+            return [pool.submit(chain, split, m) for m in models]
         step(f"dataset {split}")
-        r = run_assets(["dataset"], split, instance, resources, tags)
+        r = run_assets(["dataset"], split, instance, resources,
+                       {**(tags or {}), **({DATASET_VERSION_TAG: version} if version else {})})
         finished()
         if not r.success:
             err = _first_error(r)
@@ -240,13 +299,16 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         for f in chains:
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
     out.partitions = [results[(s, m)] for s in splits for m in models]
-    step("leaderboard")
-    r = run_assets(["leaderboard"], None, instance, resources, tags)
-    finished()
+    if fold_leaderboard and out.partitions[0].success:
+        r = None  # materialized in the chain's run
+    else:
+        step("leaderboard")
+        r = run_assets(["leaderboard"], None, instance, resources, tags)
+        finished(0 if fold_leaderboard else 1)
     if on_progress:
         on_progress(done, total, "done")
-    out.leaderboard_ok = r.success
-    if not r.success:  # one line; a partition that failed too is named after it (often the same cause)
+    out.leaderboard_ok = r is None or r.success
+    if not out.leaderboard_ok:  # one line; a partition that failed too is named after it (often the same cause)
         failed = [p for p in out.partitions if not p.success]
         also = (f"; {len(failed)} partition(s) failed too, first {failed[0].benchmark_split} x {failed[0].model}: "
                 f"{failed[0].error}") if failed else ""

@@ -24,7 +24,7 @@ import pandas as pd
 
 OPTION_NAMES = ("limit", "concurrency", "timeout_s", "experiment", "run_id", "prompt_wrapper", "num_shards",
                 "shard_index", "fail_on_fingerprint_mismatch", "benchmark_options", "runner_options", "splits",
-                "config", "instance")
+                "config", "instance", "reload_datasets")
 
 
 @dataclass
@@ -113,7 +113,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit`, `concurrency`,
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
     `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
-    params), `config` (a config file path; must be the one the Dagster code was loaded with), `instance`."""
+    params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
+    config file path; must be the one the Dagster code was loaded with), `instance`."""
     unknown = set(options) - set(OPTION_NAMES)
     if unknown:
         from evalpipe.errors import ConfigError
@@ -146,7 +147,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     instance = options.get("instance") or get_instance()
-    result = launch_evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None)
+    result = launch_evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None,
+                             reload_datasets=bool(options.get("reload_datasets")))
     if result.success:
         rp.after_run(cfg, chosen, model_keys, instance)
     wh = Warehouse(warehouse_path())

@@ -177,6 +177,8 @@ def _repro_run_options(f):
               help="How tool calls are answered in this run: replay (fixtures) or live (docs/tools.md).")
 @click.option("--dry-run", is_flag=True, help="Print per partition the samples, estimated tokens and cost (litellm's "
               "price map), and the total; run nothing (evalpipe/dryrun.py).")
+@click.option("--reload-datasets", is_flag=True, help="Load every chosen split again, even when its dataset on record "
+              "is current (same files, options and loading code; docs/operations.md#what-a-run-materializes).")
 @_repro_run_options  # --num-shards/--shard-index, --prompt-wrapper, --experiment, --run-id, ... (evalpipe/cli_repro.py)
 @_ux_run_options  # --api-base/--api-key-env for an ad-hoc --model, --include-limited, --tasks (evalpipe/cli_run.py)
 @click.pass_context
@@ -189,6 +191,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     api_base, api_key_env = repro.pop("api_base", None), repro.pop("api_key_env", None)
     include_limited, tasks = repro.pop("include_limited", False), repro.pop("tasks", None)
     dry_run = repro.pop("dry_run", False)  # [scale] --dry-run (evalpipe/dryrun.py)
+    reload_datasets = repro.pop("reload_datasets", False)
     tools_mode = repro.pop("tools_mode", None)  # [tools] --tools-mode (resources/tools.py)
     if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
         from evalpipe.cli_view import list_cmd
@@ -247,7 +250,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
         result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
-                          on_sample=progress.sample, tags=rp.tags() or None)
+                          on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
     if result.success:
         for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
             click.echo(_redact_line(line), err=True)

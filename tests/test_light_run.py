@@ -109,3 +109,106 @@ def test_max_concurrent_partitions_one_is_sequential(home, write_config, monkeyp
     write_config("benchmarks: {}\nmodels: {}\nmax_concurrent_partitions: 1\n")
     assert concurrent_partitions(load_config()) == 1
     assert concurrent_partitions(load_config(), 3) == 3
+
+
+def _runs_by_assets(inst) -> list[tuple[str, ...]]:
+    """Each run of the instance as the sorted asset keys it materialized, oldest first."""
+    from dagster import DagsterEventType
+
+    out = []
+    for rec in reversed(inst.get_run_records()):
+        mats = inst.all_logs(rec.dagster_run.run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)
+        out.append(tuple(sorted({m.dagster_event.asset_key.to_user_string() for m in mats})))
+    return out
+
+
+def _one_split_config(write_config, data: Path, models: str = "m: {runner: echo, reply: target}") -> None:
+    write_config(f"""
+benchmarks:
+  smoke:
+    adapter: file
+    splits:
+      extra: {{path: {data}}}
+    options:
+      columns: {{prompt: question, target: answer, id: id}}
+    metrics: [exact_match]
+models:
+  {models}
+""")
+
+
+def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, write_config, tmp_path):
+    """First run: `dataset`, then one run with the chain and the leaderboard. Re-run with nothing changed: only the
+    chain's run (the dataset on record is current). The data file changes: `dataset` is loaded again, and the
+    new sample is evaluated. `reload_datasets` forces a reload."""
+    from dagster import DagsterInstance
+
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join((ROOT / "data/smoke/test.jsonl").read_text().splitlines(keepends=True)[:3]))
+    _one_split_config(write_config, data)
+    chain = ("judgements", "leaderboard", "metrics", "prompts", "rollouts")
+    with DagsterInstance.get() as inst:
+        assert evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst).success
+        assert _runs_by_assets(inst) == [("dataset",), chain]
+        assert evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst).success
+        assert _runs_by_assets(inst) == [("dataset",), chain, chain]
+        with data.open("a") as fh:  # a fourth sample
+            fh.write((ROOT / "data/smoke/test.jsonl").read_text().splitlines(keepends=True)[3])
+        assert evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst).success
+        assert _runs_by_assets(inst)[3:] == [("dataset",), chain]
+        assert evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst, reload_datasets=True).success
+        assert _runs_by_assets(inst)[5:] == [("dataset",), chain]
+    from evalpipe.config import warehouse_path
+    from evalpipe.warehouse import Warehouse
+
+    n = Warehouse(warehouse_path()).query("SELECT count(*) AS n FROM rollouts WHERE model = 'm'")["n"].iloc[0]
+    assert n == 4
+
+
+def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard_run(fast_home, write_config, tmp_path):
+    """A different `limit` (an option) makes the dataset on record stale; with two models the leaderboard is a run
+    of its own, after both chains."""
+    from dagster import DagsterInstance
+
+    from eval_assets.launch import evaluate
+    from evalpipe.config import load_config
+    from resources import EvalConfigResource
+
+    _one_split_config(write_config, ROOT / "data/smoke/test.jsonl",
+                      "a: {runner: echo, reply: target}\n  b: {runner: echo, reply: target}")
+    chain = ("judgements", "metrics", "prompts", "rollouts")
+    with DagsterInstance.get() as inst:
+        two = {"eval_config": EvalConfigResource(split_options={"limit": 2})}
+        assert evaluate(load_config(), ["smoke/extra"], ["a", "b"], resources=two, instance=inst).success
+        assert _runs_by_assets(inst) == [("dataset",), chain, chain, ("leaderboard",)]
+        three = {"eval_config": EvalConfigResource(split_options={"limit": 3})}
+        assert evaluate(load_config(), ["smoke/extra"], ["a"], resources=three, instance=inst).success
+        assert _runs_by_assets(inst)[4:] == [("dataset",), tuple(sorted(chain + ("leaderboard",)))]
+        assert evaluate(load_config(), ["smoke/extra"], ["a"], resources=three, instance=inst).success
+        assert _runs_by_assets(inst)[6:] == [tuple(sorted(chain + ("leaderboard",)))]
+
+
+def test_new_instance_databases_use_small_pages(fast_home):
+    """Every database the fast storage creates has 1 KB pages (an event rewrites ~9 pages: 4x fewer bytes than
+    SQLite's default 4 KB), and Dagster's own tables are in them."""
+    from dagster import DagsterInstance
+
+    from evalpipe.instance_storage import PAGE_SIZE
+
+    with DagsterInstance.get() as inst:
+        inst.add_dynamic_partitions("model", ["x"])
+        assert inst.has_dynamic_partition("model", "x") and not inst.has_dynamic_partition("model", "y")
+    for db in (fast_home / "history" / "runs.db", fast_home / "history" / "runs" / "index.db",
+               fast_home / "schedules" / "schedules.db"):
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("PRAGMA page_size").fetchone()[0] == PAGE_SIZE == 1024, db
+            tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+        assert "alembic_version" in tables, (db, tables)
+    assert "dynamic_partitions" in {r[0] for r in sqlite3.connect(fast_home / "history" / "runs" / "index.db")
+                                    .execute("SELECT name FROM sqlite_master")}

@@ -47,6 +47,12 @@ class Adapter:
     def metrics(self) -> list[Any]:
         return list(self.split.metrics) if self.split.metrics is not None else list(self.default_metrics)
 
+    def source_version(self) -> str | None:
+        """A cheap token that changes whenever what `load` reads changes (e.g. the files' size and mtime), or
+        None when the adapter can't tell without loading. With a token, `evalpipe run` skips re-materializing
+        an unchanged split's `dataset` (eval_assets/launch.py); None: it is loaded again on every run."""
+        return None
+
 
 _ADAPTERS: Registry[Adapter] = Registry("benchmark adapter")
 

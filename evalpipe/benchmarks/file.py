@@ -296,6 +296,28 @@ class FileAdapter(Adapter):
         self._header = table.extra.get("header")
         return samples_from_table(table, *self._mapping(), template=self.template())
 
+    def source_version(self) -> str | None:
+        """Size and mtime of the data file, its header sidecar and a prompt template file (local files only: an
+        hf:// source is checked by loading it)."""
+        from evalpipe.fingerprints import sidecar_path
+
+        spec = self.options.get("path")
+        if not isinstance(spec, str) or spec.startswith("hf://"):
+            return None
+        local, _ = resolve_source(spec, self.split.base_dir)
+        files = [local, sidecar_path(local)]
+        template = self.split.prompt_template
+        if isinstance(template, str) and template.strip():
+            files.append((self.split.base_dir / Path(template.strip()).expanduser()).resolve())
+        stats = []
+        for f in files:
+            try:
+                st = f.stat()
+                stats.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                stats.append(f"{f}:missing")
+        return "|".join(stats)
+
     def header(self) -> dict[str, Any] | None:
         """The dataset header (docs/reproducibility.md): from the last `load`, else read from the file."""
         if hasattr(self, "_header"):
