@@ -22,10 +22,22 @@ def mock():
         yield m
 
 
+CALLBACK_LISTS = ("callbacks", "input_callback", "success_callback", "failure_callback", "_async_success_callback",
+                  "_async_failure_callback")
+
+
 @pytest.fixture
-def litellm_costs(monkeypatch):
-    """The cost litellm itself computed for each reply, as its success callbacks receive it."""
+def no_litellm_callbacks(monkeypatch):
+    """Fresh, empty litellm callback lists for this test (restored after it)."""
     litellm = import_litellm()
+    for name in CALLBACK_LISTS:
+        monkeypatch.setattr(litellm, name, [])
+    return litellm
+
+
+@pytest.fixture
+def litellm_costs(no_litellm_callbacks):
+    """The cost litellm itself computed for each reply, as its success callbacks receive it."""
     from litellm.integrations.custom_logger import CustomLogger
 
     seen: list[tuple[object, object]] = []
@@ -35,11 +47,7 @@ def litellm_costs(monkeypatch):
             payload = kwargs.get("standard_logging_object") or {}
             seen.append((kwargs.get("response_cost"), payload.get("response_cost")))
 
-    # fresh callback lists (restored after the test): litellm copies `callbacks` into its per-event lists once
-    for name in ("input_callback", "success_callback", "failure_callback", "_async_success_callback",
-                 "_async_failure_callback"):
-        monkeypatch.setattr(litellm, name, [])
-    monkeypatch.setattr(litellm, "callbacks", [Capture()])
+    no_litellm_callbacks.callbacks.append(Capture())  # litellm copies it into its per-event lists on the next call
     return seen
 
 
@@ -57,13 +65,13 @@ def run_one(mock, model: str, **kw) -> dict:
     return asyncio.run(go())
 
 
-@pytest.mark.parametrize("model, options, price_in, price_out", [
-    ("openai/gpt-4o-mini", {}, None, None),  # None: litellm's cost map
-    ("openai/my-finetune", {}, 0.0, 0.0),  # no price anywhere
-    ("openai/my-finetune", {"pricing": {"input_cost_per_mtok": 1.0, "output_cost_per_mtok": 2.0}}, 1e-6, 2e-6),
+@pytest.mark.parametrize("model, options, price_in, price_out, litellm_says", [
+    ("openai/gpt-4o-mini", {}, None, None, "cost"),  # price None: litellm's cost map
+    ("openai/my-finetune", {}, 0.0, 0.0, None),  # no price anywhere (litellm: "unknown", its payload: 0)
+    ("openai/my-finetune", {"pricing": {"input_cost_per_mtok": 1.0, "output_cost_per_mtok": 2.0}}, 1e-6, 2e-6, "cost"),
 ])
-def test_recorded_cost_is_the_price_map_and_litellm_computes_the_same(mock, litellm_costs, model, options,
-                                                                      price_in, price_out):
+def test_with_litellm_callbacks_they_get_litellm_s_cost_and_it_equals_the_recorded_one(
+        mock, litellm_costs, model, options, price_in, price_out, litellm_says):
     litellm = import_litellm()
     entry_before = dict(litellm.model_cost.get(model.split("/", 1)[1]) or {})
     size_before = len(litellm.model_cost)
@@ -76,9 +84,31 @@ def test_recorded_cost_is_the_price_map_and_litellm_computes_the_same(mock, lite
 
     assert (row["status"], row["input_tokens"], row["output_tokens"]) == ("ok", 3, 4)
     assert row["cost"] == pytest.approx(3 * price_in + 4 * price_out, abs=0)
-    assert len(litellm_costs) == 1, litellm_costs  # litellm's own logging still runs, once per call
-    assert litellm_costs[0] == (pytest.approx(row["cost"], abs=1e-15), pytest.approx(row["cost"], abs=1e-15))
-    # the prices handed to litellm are litellm-side settings: not sent to the provider, not written to its map
+    cost = pytest.approx(row["cost"], abs=1e-15)
+    assert litellm_costs == [(cost if litellm_says else None, cost)]  # litellm's logging runs once per call
+    # prices handed to litellm are litellm-side settings: not sent to the provider, not written to its map
     assert set(mock.bodies[-1]) == {"model", "messages"}
     assert len(litellm.model_cost) == size_before
     assert dict(litellm.model_cost.get(model.split("/", 1)[1]) or {}) == entry_before
+
+
+def test_without_litellm_callbacks_litellm_is_handed_the_prices_once_looked_up(mock, no_litellm_callbacks, monkeypatch):
+    """Nothing consumes litellm's own pricing: it gets ours (no search of its cost map per call), and the figure it
+    stamps on the response still equals the recorded cost."""
+    litellm = no_litellm_callbacks
+    real, calls = litellm.acompletion, []
+
+    async def spy(**kwargs):  # the real call, observed
+        resp = await real(**kwargs)
+        calls.append((kwargs.get("input_cost_per_token"), kwargs.get("output_cost_per_token"),
+                      resp._hidden_params.get("response_cost")))
+        return resp
+
+    monkeypatch.setattr(litellm, "acompletion", spy)
+    row = run_one(mock, "openai/gpt-4o-mini")
+    entry = litellm.model_cost["gpt-4o-mini"]
+    assert row["status"] == "ok" and row["cost"] == pytest.approx(3 * entry["input_cost_per_token"] +
+                                                                   4 * entry["output_cost_per_token"], abs=0)
+    assert calls == [(entry["input_cost_per_token"], entry["output_cost_per_token"],
+                      pytest.approx(row["cost"], abs=1e-15))]
+    assert set(mock.bodies[-1]) == {"model", "messages"}

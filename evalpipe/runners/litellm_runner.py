@@ -43,23 +43,33 @@ class LiteLLMRunner(ApiRunner):
             self._kwargs["extra_body"] = self.extra_body
         self._kwargs["num_retries"] = 0  # the driver retries (with Retry-After); litellm must not retry too
         self._kwargs["max_retries"] = 0
-        # litellm prices every reply itself (for its response metadata and logging payload) before our record
-        # does. Handing it the per-token prices looked up once here spares it a search of its cost map per call
-        # (and, for a model without a price, a zero-cost diagnosis): ~1-2 ms of CPU per call. Litellm's figure
-        # and the recorded cost then come from the same prices (the cost map's, or `options.pricing`).
-        pin, pout = self.prices()
-        self._kwargs.setdefault("input_cost_per_token", pin)
-        self._kwargs.setdefault("output_cost_per_token", pout)
         if getattr(self, "_query", None):
             import openai
 
             self._kwargs["client"] = openai.AsyncOpenAI(
                 base_url=self._kwargs["api_base"], api_key=self._kwargs.get("api_key") or "no-key",
                 default_query=self._query, max_retries=0)
+        # litellm prices every reply itself (response metadata, its logging payload) before our record does.
+        # When no litellm callback consumes that figure, it gets the per-token prices looked up once here: then it
+        # skips its per-call search of the cost map (and, for a model without a price, a zero-cost diagnosis),
+        # ~1-2 ms of CPU per call. With callbacks configured it prices as it always does (tiers, cached tokens)
+        # for them, unless `options.pricing` gives this model's price: then that one. The recorded cost is ours
+        # either way (the cost map's per-token prices, or `options.pricing`).
+        pin, pout = self.prices()
+        self._priced_kwargs = {"input_cost_per_token": pin, "output_cost_per_token": pout, **self._kwargs}
+        self._priced_always = bool(model.options.get("pricing"))
+
+    def _call_kwargs(self) -> dict[str, Any]:
+        lm = self._litellm
+        if self._priced_always or not (lm.callbacks or lm.success_callback
+                                       or getattr(lm, "_async_success_callback", None)):
+            return self._priced_kwargs
+        return self._kwargs
 
     async def generate(self, request: RolloutRequest) -> Generation:
         try:
-            resp = await self._litellm.acompletion(model=self.model.model, messages=request.messages, **self._kwargs)
+            resp = await self._litellm.acompletion(model=self.model.model, messages=request.messages,
+                                                   **self._call_kwargs())
         except Exception as exc:
             raise self._translate(exc) from None
         choice = resp.choices[0]
@@ -79,7 +89,7 @@ class LiteLLMRunner(ApiRunner):
         """One turn of a tool-using conversation (evalpipe/tools/loop.py) through `litellm.acompletion`."""
         try:
             resp = await self._litellm.acompletion(model=self.model.model, messages=messages,
-                                                   **({"tools": tools} if tools else {}), **self._kwargs)
+                                                   **({"tools": tools} if tools else {}), **self._call_kwargs())
         except Exception as exc:
             raise self._translate(exc) from None
         choice = resp.choices[0]
