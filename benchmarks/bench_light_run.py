@@ -1,135 +1,291 @@
-"""Fixed cost of one `evalpipe run`, end to end from the CLI: a 1-sample run, a fully cached re-run of 1000
-samples, and the bytes the run writes to Dagster's instance storage (beyond the data: warehouse, journals,
-artifacts). Each measurement is taken twice in the same invocation, interleaved:
+"""Fixed cost of one whole run from the command line, evalpipe side by side with Inspect AI and lm-evaluation-harness
+in the same invocation, all against the same mock server (benchmarks/mock_server.py, its own process):
 
-- `fast`: this repository's `dagster_home/dagster.yaml` (pooled SQLite connections, synchronous=NORMAL:
-  evalpipe/instance_storage.py);
-- `stock`: the same run on Dagster's default SQLite storage (a dagster.yaml with telemetry off only), the baseline.
+- a 1-sample run start to finish (`--limit 1` of the N-sample file, nothing cached yet);
+- a fully cached re-run of the N samples (evalpipe: its journal; Inspect: its generate cache, `--cache`; lm-eval:
+  `--use_cache`), checked to send no request;
+- the first run of the N samples (concurrency 100), once;
+- bytes written and fsyncs of one more 1-sample run, from `strace` (when installed): everything the tool writes
+  under its own folders (evalpipe: the Dagster instance storage, split out, and the data: warehouse, journal;
+  Inspect: its log, cache and trace files; lm-eval: its cache, results and the datasets cache of the JSONL file).
 
-    .venv/bin/python benchmarks/bench_light_run.py [--repeat 3] [--n 1000]
+Contenders (`--contenders`, each a CLI in its own subprocess with its own interpreter):
+- `evalpipe`: `python -m evalpipe.cli run` with an OpenAI-compatible model at the mock (the fast path), this
+  repository's `dagster_home/dagster.yaml` (evalpipe/instance_storage.py);
+- `evalpipe-stock`: the same on Dagster's default SQLite instance storage (the instance storage's baseline);
+- `evalpipe-echo`: the echo runner (no HTTP at all), this repository's instance storage (not run by default);
+- `inspect`: `inspect eval benchmarks/peers/inspect_task.py` (Inspect AI, `openai-api/mock/mock-model`);
+- `lm-eval`: `lm_eval --model local-chat-completions --tasks evalpipe_bench` (benchmarks/peers/lm_eval_bench.yaml).
+The peers run from `.venv-peers/` (`make bench-peers`); without it they are skipped with a note.
 
-Wall and CPU (user+sys of the CLI process and its children) are medians over `--repeat`. Bytes and fsyncs come from
-`strace` (when installed) on one extra run per variant. The echo runner answers instantly, so everything
-measured is the framework: imports, Dagster runs, storage, warehouse writes.
+    .venv/bin/python benchmarks/bench_light_run.py [--repeat 3] [--n 1000] [--json results.json]
+
+Wall and CPU (user+sys of the CLI process and its children, from wait4) are medians over `--repeat`, the
+contenders interleaved in each round so the machine's load hits them alike.
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import re
-import resource
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+PEERS_BIN = ROOT / ".venv-peers" / "bin"
+PEERS_DIR = ROOT / "benchmarks" / "peers"
+LABELS = {
+    "evalpipe": "evalpipe, fast path, its instance storage",
+    "evalpipe-stock": "evalpipe, fast path, Dagster's default SQLite storage",
+    "evalpipe-echo": "evalpipe, echo runner (no HTTP), its instance storage",
+    "inspect": "Inspect AI 0.3.285 (`inspect eval`)",
+    "lm-eval": "lm-eval 0.4.13 (`lm_eval`)",
+}
+PEERS = ("inspect", "lm-eval")
+TARGETS = {"one_s": 2.0, "cached_s": 1.5, "written_mb": 2.0}
+CONCURRENCY = 100
 
 
-def _config(work: Path, n: int) -> Path:
-    data = work / "bench.jsonl"
-    with data.open("w") as fh:
+def write_data(path: Path, n: int) -> None:
+    with path.open("w") as fh:
         for i in range(n):
             fh.write(json.dumps({"id": f"s{i}", "question": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n")
-    cfg = work / "evals.yaml"
-    cfg.write_text(f"benchmarks:\n  bench:\n    adapter: file\n    splits: {{test: {{path: {data}}}}}\n"
-                   "    options: {columns: {prompt: question, target: answer, id: id}}\n    metrics: [exact_match]\n"
-                   "models:\n  echo: {runner: echo, reply: target}\n"
-                   "default_models: [echo]\ndefault_benchmarks: [bench]\nartifacts: {enabled: false}\n")
-    return cfg
 
 
-def _home(work: Path, variant: str) -> Path:
-    home = work / f"home-{variant}"
-    shutil.rmtree(home, ignore_errors=True)
-    home.mkdir()
-    if variant == "fast":
-        shutil.copy(ROOT / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    else:
-        (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
-    subprocess.run([sys.executable, "-c", "from dagster import DagsterInstance; DagsterInstance.get()"],
-                   env={**os.environ, "DAGSTER_HOME": str(home), "PYTHONPATH": str(ROOT)}, check=True, cwd=ROOT)
-    return home
+class Contender:
+    """One tool: how to lay out a fresh state folder and the command line of a run in it."""
+
+    def __init__(self, name: str, data: Path, base_url: str, work: Path):
+        self.name, self.data, self.base_url, self.work = name, data, base_url, work
+
+    def prepare(self, state: Path) -> None:
+        shutil.rmtree(state, ignore_errors=True)
+        (state / "home").mkdir(parents=True)
+        if self.name.startswith("evalpipe"):
+            stock = self.name == "evalpipe-stock"
+            if stock:
+                (state / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+            else:
+                shutil.copy(ROOT / "dagster_home" / "dagster.yaml", state / "dagster.yaml")
+            model = ("  m: {runner: echo, reply: target}\n" if self.name == "evalpipe-echo" else
+                     f"  m: {{runner: litellm, model: openai/mock-model, api_base: '{self.base_url}', "
+                     "params: {temperature: 0, max_tokens: 16}}\n")
+            (state / "evals.yaml").write_text(
+                f"benchmarks:\n  bench:\n    adapter: file\n    splits: {{test: {{path: {self.data}}}}}\n"
+                "    options: {columns: {prompt: question, target: answer, id: id}}\n    metrics: [exact_match]\n"
+                f"models:\n{model}default_models: [m]\ndefault_benchmarks: [bench]\nartifacts: {{enabled: false}}\n")
+            # An existing instance, as a user's would be: its one-time creation is not billed to the run.
+            subprocess.run([sys.executable, "-c", "from dagster import DagsterInstance; DagsterInstance.get()"],
+                           env=self.env(state), check=True, cwd=ROOT)
+        elif self.name == "lm-eval":
+            shutil.copy(self.data, state / "bench.jsonl")  # the task YAML reads ./bench.jsonl
+
+    def env(self, state: Path) -> dict[str, str]:
+        home = state / "home"
+        # Every cache and log of every tool inside the state folder: nothing shared between runs that shouldn't
+        # be, nothing downloaded (HF offline), and strace sees all the bytes each one writes.
+        env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+               "XDG_DATA_HOME": str(home / ".local" / "share"), "XDG_CONFIG_HOME": str(home / ".config"),
+               "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "TOKENIZERS_PARALLELISM": "false", "NO_COLOR": "1"}
+        if self.name.startswith("evalpipe"):
+            env.update(DAGSTER_HOME=str(state), EVALS_CONFIG=str(state / "evals.yaml"), PYTHONPATH=str(ROOT),
+                       LITELLM_LOCAL_MODEL_COST_MAP="True", LITELLM_OFFLINE_MODE="true")
+        elif self.name == "inspect":
+            env.update(MOCK_API_KEY="no-key", INSPECT_CACHE_DIR=str(state / "cache"))
+        elif self.name == "lm-eval":
+            env.update(OPENAI_API_KEY="no-key")
+        return env
+
+    def cwd(self, state: Path) -> Path:
+        return ROOT if self.name.startswith("evalpipe") else state
+
+    def command(self, state: Path, limit: int | None) -> list[str]:
+        if self.name.startswith("evalpipe"):
+            cmd = [sys.executable, "-m", "evalpipe.cli", "run", "--no-progress", "--concurrency", str(CONCURRENCY)]
+        elif self.name == "inspect":
+            cmd = [str(PEERS_BIN / "inspect"), "eval", f"{PEERS_DIR / 'inspect_task.py'}@bench",
+                   "-T", f"data={self.data}", "--model", "openai-api/mock/mock-model",
+                   "--model-base-url", self.base_url, "--max-connections", str(CONCURRENCY), "--cache", "true",
+                   "--temperature", "0", "--max-tokens", "16", "--display", "none", "--log-dir", str(state / "logs")]
+        else:
+            cmd = [str(PEERS_BIN / "lm_eval"), "--model", "local-chat-completions", "--model_args",
+                   f"model=mock-model,base_url={self.base_url}/chat/completions,num_concurrent={CONCURRENCY},"
+                   "max_retries=1,tokenizer_backend=None", "--include_path", str(PEERS_DIR),
+                   "--tasks", "evalpipe_bench", "--apply_chat_template", "--use_cache", str(state / "cache" / "lm"),
+                   "--output_path", str(state / "results")]
+        return cmd + (["--limit", str(limit)] if limit else [])
 
 
-def _cmd(limit: int | None) -> list[str]:
-    cmd = [sys.executable, "-m", "evalpipe.cli", "run", "--no-progress"]
-    return cmd + (["--limit", str(limit)] if limit else [])
+def mock_requests(base_url: str) -> int:
+    with urllib.request.urlopen(f"{base_url}/stats", timeout=10) as resp:
+        return int(json.load(resp)["requests"])
 
 
-def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+def timed(c: Contender, state: Path, limit: int | None, prefix: list[str] | None = None) -> dict:
+    """One run: wall, CPU (user+sys of the process and every child it waited for) and the requests it sent."""
+    sent0 = mock_requests(c.base_url)
+    log = state.parent / f"{state.name}.log"
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, env=env, cwd=ROOT, capture_output=True, text=True)
+    with log.open("w") as out:
+        proc = subprocess.Popen((prefix or []) + c.command(state, limit), env=c.env(state), cwd=c.cwd(state),
+                                stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if out.returncode != 0:
-        raise SystemExit(f"run failed: {out.stderr[-2000:]}")
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"{c.name} run failed (exit {proc.returncode}): {' '.join(c.command(state, limit))}\n"
+                         + log.read_text(errors="replace")[-3000:])
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "requests": mock_requests(c.base_url) - sent0}
 
 
-def _io(cmd: list[str], env: dict, home: Path) -> dict | None:
+def written(c: Contender, state: Path) -> dict | None:
+    """Bytes written and fsyncs of one 1-sample run, under the contender's state folder, from strace."""
     if not shutil.which("strace"):
         return None
-    log = home / "strace.log"
-    subprocess.run(["strace", "-f", "-y", "-o", str(log), "-e", "trace=write,pwrite64,fsync,fdatasync"] + cmd,
-                   env=env, cwd=ROOT, capture_output=True, check=True)
+    trace = state.parent / f"{state.name}.strace"
+    timed(c, state, 1, ["strace", "-f", "-y", "-qq", "-o", str(trace), "-e",
+                        "trace=write,pwrite64,writev,pwritev,fsync,fdatasync"])
     by, syncs = Counter(), 0
-    for line in log.read_text(errors="replace").splitlines():
-        m = re.search(r"(?:write|pwrite64)\(\d+<([^>]*)>.*=\s+(\d+)$", line)
-        if m and m.group(1).startswith(str(home)):
-            rel = Path(m.group(1)).relative_to(home).parts[0]
-            by["instance" if rel in ("history", "schedules", "storage") else "data"] += int(m.group(2))
-        if re.search(r"f(data)?sync\(\d+<" + re.escape(str(home)), line):
+    root = str(state)
+    for line in trace.read_text(errors="replace").splitlines():
+        m = re.search(r"(?:write|pwrite64|writev|pwritev)\(\d+<([^>]*)>.*=\s+(\d+)$", line)
+        if m and m.group(1).startswith(root + "/"):
+            top = Path(m.group(1)).relative_to(root).parts[0]
+            kind = "instance" if c.name.startswith("evalpipe") and top in ("history", "schedules", "storage") \
+                else "other"
+            by[kind] += int(m.group(2))
+        if re.search(r"f(?:data)?sync\(\d+<" + re.escape(root) + "/", line):
             syncs += 1
-    log.unlink()
-    return {"instance_mb": by["instance"] / 1e6, "data_mb": by["data"] / 1e6, "fsyncs": syncs}
+    trace.unlink()
+    return {"written_mb": (by["instance"] + by["other"]) / 1e6,
+            "instance_mb": by["instance"] / 1e6 if c.name.startswith("evalpipe") else None, "fsyncs": syncs}
+
+
+def start_server(latency: float) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", str(latency)],
+                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()  # "port <n>"
+    if not line.startswith("port "):
+        proc.kill()
+        raise SystemExit(f"mock server failed to start: {line!r}")
+    return proc, f"http://127.0.0.1:{line.split()[1]}/v1"
+
+
+def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:
+    work = Path(tempfile.mkdtemp(prefix="evalpipe-light-"))
+    server, url = start_server(latency)
+    data = work / "bench.jsonl"
+    write_data(data, n)
+    rows: dict[str, dict] = {name: {"one": [], "cached": []} for name in names}
+    try:
+        contenders = {name: Contender(name, data, url, work) for name in names}
+        for name, c in contenders.items():  # the state every cached re-run reads: one first run of the N samples
+            c.prepare(work / f"cached-{name}")
+            rows[name]["first"] = timed(c, work / f"cached-{name}", None)
+        for _ in range(repeat):
+            for name, c in contenders.items():  # interleaved: the machine's load hits every contender alike
+                c.prepare(work / f"one-{name}")
+                rows[name]["one"].append(timed(c, work / f"one-{name}", 1))
+            for name, c in contenders.items():
+                rows[name]["cached"].append(timed(c, work / f"cached-{name}", None))
+        for name, c in contenders.items():
+            c.prepare(work / f"io-{name}")
+            rows[name]["io"] = written(c, work / f"io-{name}")
+    finally:
+        server.kill()
+        server.wait()
+        shutil.rmtree(work, ignore_errors=True)
+    for name, r in rows.items():
+        bad = [x["requests"] for x in r["cached"] if x["requests"]]
+        if bad:
+            raise SystemExit(f"{name}: the cached re-run sent {bad[0]} requests to the mock; its cache did not hold")
+        for key in ("one", "cached"):
+            r[key] = {"wall_s": statistics.median(x["wall_s"] for x in r[key]),
+                      "cpu_s": statistics.median(x["cpu_s"] for x in r[key]), "runs": r[key]}
+    return rows
+
+
+def fmt(x: float | None, spec: str = ".2f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def table(rows: dict, n: int) -> str:
+    lines = [f"| contender | 1-sample run wall / CPU (s) | cached re-run of {n} wall / CPU (s) | first run of {n} "
+             "wall / CPU (s) | written per 1-sample run (MB) | of which instance storage (MB) | fsyncs |",
+             "|---|---|---|---|---|---|---|"]
+    for name, r in rows.items():
+        io = r.get("io") or {}
+        lines.append(f"| {LABELS[name]} | {r['one']['wall_s']:.2f} / {r['one']['cpu_s']:.2f} | "
+                     f"{r['cached']['wall_s']:.2f} / {r['cached']['cpu_s']:.2f} | "
+                     f"{r['first']['wall_s']:.2f} / {r['first']['cpu_s']:.2f} | {fmt(io.get('written_mb'))} | "
+                     f"{fmt(io.get('instance_mb'))} | {io.get('fsyncs', '-')} |")
+    return "\n".join(lines)
+
+
+def verdicts(rows: dict, n: int) -> str:
+    """Issue 15's targets against evalpipe's row, and each peer's figure in the same run beside it."""
+    ours = rows.get("evalpipe")
+    if not ours:
+        return ""
+    io = ours.get("io") or {}
+
+    def peers(key: str) -> str:
+        got = [f"{LABELS[p].split(' (')[0]} {rows[p][key]['wall_s']:.2f} s" for p in PEERS if p in rows]
+        return f" (same run: {', '.join(got)})" if got else ""
+
+    def met(value: float | None, target: float) -> str:
+        return "n/a" if value is None else ("met" if value <= target else "not met")
+
+    lines = [f"- 1-sample run: {ours['one']['wall_s']:.2f} s, target <= {TARGETS['one_s']:g} s: "
+             f"{met(ours['one']['wall_s'], TARGETS['one_s'])}{peers('one')}",
+             f"- cached re-run of {n}: {ours['cached']['wall_s']:.2f} s, target <= {TARGETS['cached_s']:g} s: "
+             f"{met(ours['cached']['wall_s'], TARGETS['cached_s'])}{peers('cached')}",
+             f"- written per run beyond the data (the instance storage): {fmt(io.get('instance_mb'))} MB, target <= "
+             f"{TARGETS['written_mb']:g} MB: {met(io.get('instance_mb'), TARGETS['written_mb'])}"]
+    return "\n".join(lines)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1000)
+    ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
+    ap.add_argument("--contenders", default="evalpipe,evalpipe-stock,inspect,lm-eval",
+                    help=f"comma list of: {', '.join(LABELS)}")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="evalpipe-light-"))
-    cfg = _config(work, args.n)
-    results: dict[str, dict] = {}
-    try:
-        for variant in ("stock", "fast"):
-            results[variant] = {"one": [], "cached": []}
-        for _ in range(args.repeat):
-            for variant in ("stock", "fast"):  # interleaved: load on the machine hits both alike
-                home = _home(work, variant)
-                env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(cfg), "PYTHONPATH": str(ROOT)}
-                results[variant]["one"].append(_timed(_cmd(1), env))
-                _timed(_cmd(None), env)  # fill the journal and the warehouse
-                results[variant]["cached"].append(_timed(_cmd(None), env))
-        for variant in ("stock", "fast"):
-            home = _home(work, variant)
-            env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(cfg), "PYTHONPATH": str(ROOT)}
-            results[variant]["io"] = _io(_cmd(1), env, home)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-
-    def med(xs, i):
-        return statistics.median(x[i] for x in xs)
-
-    print(f"one `evalpipe run` end to end (echo runner), median of {args.repeat}, both storages in this invocation")
-    print("| storage | 1-sample run wall (s) | CPU (s) | cached re-run of "
-          f"{args.n} wall (s) | CPU (s) | instance storage written (MB) | fsyncs | data written (MB) |")
-    print("|---|---|---|---|---|---|---|---|")
-    for variant, label in (("stock", "Dagster default SQLite (baseline)"), ("fast", "evalpipe (instance_storage)")):
-        r = results[variant]
-        io = r["io"] or {}
-        print(f"| {label} | {med(r['one'], 0):.2f} | {med(r['one'], 1):.2f} | {med(r['cached'], 0):.2f} | "
-              f"{med(r['cached'], 1):.2f} | {io.get('instance_mb', float('nan')):.2f} | {io.get('fsyncs', '-')} | "
-              f"{io.get('data_mb', float('nan')):.2f} |")
-    print("targets: 1-sample run <= 2 s, cached re-run of 1000 <= 1.5 s, <= 2 MB written per run beyond the data")
+    names = [x.strip() for x in args.contenders.split(",") if x.strip()]
+    unknown = [x for x in names if x not in LABELS]
+    if unknown:
+        raise SystemExit(f"unknown contender {unknown[0]!r}: choose from {', '.join(LABELS)}")
+    if any(p in names for p in PEERS) and not (PEERS_BIN / "inspect").exists():
+        print(f"peers (Inspect AI, lm-eval) are not installed in {PEERS_BIN.parent.name}/: get them with "
+              "`make bench-peers`; measuring evalpipe only")
+        names = [x for x in names if x not in PEERS]
+    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    rows = measure(names, args.n, args.repeat, args.latency)
+    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    header = (f"One whole run from the CLI, median of {args.repeat} interleaved rounds, mock latency "
+              f"{args.latency * 1000:g} ms, concurrency {CONCURRENCY}, {os.cpu_count()} CPUs, load average "
+              f"{load} before / {load_after} after, {datetime.date.today().isoformat()}")
+    md = f"{header}\n\n{table(rows, args.n)}\n\n{verdicts(rows, args.n)}".rstrip()
+    print(md)
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "light_run", "n": args.n, "repeat": args.repeat,
+                                         "latency_s": args.latency, "load_before": load, "load_after": load_after,
+                                         "date": datetime.date.today().isoformat(), "rows": rows,
+                                         "markdown": md}, indent=1))
 
 
 if __name__ == "__main__":

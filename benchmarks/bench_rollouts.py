@@ -10,10 +10,16 @@ Reported: wall time and its ratio to the ideal N x latency / C and to a bare aio
 run (the floor on this machine), client CPU per sample, cached re-run time.
 Imports, runner construction and a 20-sample warm-up happen before the clock starts (litellm's import alone costs
 seconds); the mock server's own CPU is not counted.
+
+The peers, when `.venv-peers/` exists (`make bench-peers`), in the same run: Inspect AI's `eval` and lm-eval's
+`simple_evaluate` of the same samples in-process (benchmarks/peers/rollouts_peer.py, their own interpreter, same
+warm-up), no cache; their whole evaluation (generation, scoring, log) against our rollouts stage.
+`--json FILE` also writes the figures and the printed table (benchmarks/readme_speed.py reads it).
 """
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import subprocess
@@ -23,6 +29,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
+PEER_LABELS = {"inspect": "Inspect AI 0.3.285 in-process (eval)",
+               "lm-eval": "lm-eval 0.4.13 in-process (simple_evaluate)"}
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
@@ -139,13 +148,46 @@ def bench_bare_litellm(base_url: str, n: int, concurrency: int, latency: float) 
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": float("nan")}
 
 
+def bench_peer(peer: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:
+    """A peer's evaluation of the same N samples in-process, in its own venv (benchmarks/peers/rollouts_peer.py)."""
+    folder = work / f"peer-{peer}"
+    folder.mkdir()
+    data = folder / "bench.jsonl"
+    with data.open("w") as fh:
+        for i in range(n):
+            fh.write(json.dumps({"id": f"s{i}", "question": f"What is {i} plus {i}?", "answer": str(2 * i)}) + "\n")
+    home = folder / "home"
+    env = {**os.environ, "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+           "XDG_DATA_HOME": str(home / ".local" / "share"), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "INSPECT_CACHE_DIR": str(home / "inspect-cache")}
+    out = subprocess.run([str(PEERS_PYTHON), str(ROOT / "benchmarks" / "peers" / "rollouts_peer.py"), "--peer", peer,
+                          "--base-url", base_url, "--data", str(data), "--concurrency", str(concurrency)],
+                         env=env, cwd=folder, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{peer} in-process run failed: {out.stderr[-2000:]}")
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    ideal = n * latency / concurrency
+    return {"path": PEER_LABELS[peer], "n": n, "c": concurrency, "ok": got["ok"], "ideal_s": ideal,
+            "wall_s": got["wall_s"], "ratio": got["wall_s"] / ideal, "cpu_ms_per_sample": 1000 * got["cpu_s"] / n,
+            "rerun_s": float("nan")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="Time rollouts through the real runner + driver + journal.")
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--concurrency", type=int, default=100)
     ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
-    ap.add_argument("--paths", default="fast,litellm", help="comma list: fast (aiohttp), litellm (acompletion)")
+    ap.add_argument("--paths", default="fast,litellm,inspect,lm-eval",
+                    help="comma list: fast (aiohttp), litellm (acompletion), and the peers inspect, lm-eval")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    peers = [p for p in paths if p in PEER_LABELS]
+    if peers and not PEERS_PYTHON.exists():
+        print("peers (Inspect AI, lm-eval) are not installed in .venv-peers/: get them with `make bench-peers`; "
+              "measuring evalpipe and the bare loops only")
+        peers = []
+    paths = [p for p in paths if p not in PEER_LABELS]
     from evalpipe.runners.pricing import import_litellm
 
     if "litellm" in args.paths:
@@ -156,29 +198,36 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["DAGSTER_HOME"] = tmp
             results = [bench_bare(url, args.n, args.concurrency, args.latency)]
-            results += [bench(p.strip(), url, args.n, args.concurrency, args.latency, Path(tmp))
-                        for p in args.paths.split(",") if p.strip()]
-            if "litellm" in args.paths:
+            results += [bench(p, url, args.n, args.concurrency, args.latency, Path(tmp)) for p in paths]
+            if "litellm" in paths:
                 results.append(bench_bare_litellm(url, args.n, args.concurrency, args.latency))
+            results += [bench_peer(p, url, args.n, args.concurrency, args.latency, Path(tmp)) for p in peers]
     finally:
         proc.kill()
         proc.wait()
-    print(f"\nN={args.n}, concurrency={args.concurrency}, mock latency={args.latency * 1000:g} ms "
-          f"(ideal {args.n * args.latency / args.concurrency:.2f} s), {os.cpu_count()} CPUs, "
-          f"load average before: {load}\n")
+    header = (f"N={args.n}, concurrency={args.concurrency}, mock latency={args.latency * 1000:g} ms "
+              f"(ideal {args.n * args.latency / args.concurrency:.2f} s), {os.cpu_count()} CPUs, "
+              f"load average before: {load}, {datetime.date.today().isoformat()}")
     floor = results[0]["wall_s"]
-    print("| path | ok | wall (s) | x ideal | x bare loop | client CPU (ms/sample) | journaled re-run (s) |")
-    print("|---|---|---|---|---|---|---|")
+    lines = ["| path | ok | wall (s) | x ideal | x bare loop | client CPU (ms/sample) | journaled re-run (s) |",
+             "|---|---|---|---|---|---|---|"]
     for r in results:
         rerun = "-" if r["rerun_s"] != r["rerun_s"] else f"{r['rerun_s']:.2f}"
-        print(f"| {r['path']} | {r['ok']}/{r['n']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | {r['wall_s'] / floor:.2f} | "
-              f"{r['cpu_ms_per_sample']:.2f} | {rerun} |")
+        lines.append(f"| {r['path']} | {r['ok']}/{r['n']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | "
+                     f"{r['wall_s'] / floor:.2f} | {r['cpu_ms_per_sample']:.2f} | {rerun} |")
     by = {r["path"]: r for r in results}
     if "litellm" in by and "bare litellm.acompletion loop" in by:
         ratio = by["litellm"]["wall_s"] / by["bare litellm.acompletion loop"]["wall_s"]
-        print(f"\nlitellm path / bare litellm.acompletion loop (same run): {ratio:.2f}x wall, "
-              f"{by['litellm']['cpu_ms_per_sample'] / by['bare litellm.acompletion loop']['cpu_ms_per_sample']:.2f}x "
-              "CPU (target <= 1.1x)")
+        lines.append(f"\nlitellm path / bare litellm.acompletion loop (same run): {ratio:.2f}x wall, "
+                     f"{by['litellm']['cpu_ms_per_sample'] / by['bare litellm.acompletion loop']['cpu_ms_per_sample']:.2f}x "
+                     "CPU (target <= 1.1x)")
+    md = header + "\n\n" + "\n".join(lines)
+    print("\n" + md)
+    if args.json:
+        args.json.write_text(json.dumps({"benchmark": "rollouts", "n": args.n, "concurrency": args.concurrency,
+                                         "latency_s": args.latency, "load_before": load,
+                                         "date": datetime.date.today().isoformat(), "rows": results,
+                                         "markdown": md}, indent=1, default=str))
 
 
 if __name__ == "__main__":
