@@ -14,6 +14,10 @@ Contenders (`--contenders`, each a CLI in its own subprocess with its own interp
   repository's `dagster_home/dagster.yaml` (evalpipe/instance_storage.py);
 - `evalpipe-stock`: the same on Dagster's default SQLite instance storage (the instance storage's baseline);
 - `evalpipe-echo`: the echo runner (no HTTP at all), this repository's instance storage (not run by default);
+- `evalpipe-warm`: `evalpipe` with `evalpipe serve` already listening in its DAGSTER_HOME (started before the
+  clock, as a user who keeps it running would have it; evalpipe/warm.py): the run is forked from the warm server,
+  its CPU is the client's plus what the served child reports (the server's own imports are not counted), no strace
+  figures (the child is not the client's); run by default when evalpipe has `serve`;
 - `inspect`: `inspect eval benchmarks/peers/inspect_task.py` (Inspect AI, `openai-api/mock/mock-model`);
 - `lm-eval`: `lm_eval --model local-chat-completions --tasks evalpipe_bench` (benchmarks/peers/lm_eval_bench.yaml).
 The peers run from `.venv-peers/` (`make bench-peers`); without it they are skipped with a note.
@@ -48,12 +52,15 @@ LABELS = {
     "evalpipe": "evalpipe, fast path, its instance storage",
     "evalpipe-stock": "evalpipe, fast path, Dagster's default SQLite storage",
     "evalpipe-echo": "evalpipe, echo runner (no HTTP), its instance storage",
+    "evalpipe-warm": "evalpipe, fast path, `evalpipe serve` running (warm)",
     "inspect": "Inspect AI 0.3.285 (`inspect eval`)",
     "lm-eval": "lm-eval 0.4.13 (`lm_eval`)",
 }
 PEERS = ("inspect", "lm-eval")
 TARGETS = {"one_s": 2.0, "cached_s": 1.5, "written_mb": 2.0}
 CONCURRENCY = 100
+HAS_WARM = (ROOT / "evalpipe" / "warm.py").exists()
+SERVED = re.compile(r"evalpipe serve: pid (\d+) exited (-?\d+) after [\d.]+ s, CPU ([\d.]+) s")
 
 
 def write_data(path: Path, n: int) -> None:
@@ -67,8 +74,10 @@ class Contender:
 
     def __init__(self, name: str, data: Path, base_url: str, work: Path):
         self.name, self.data, self.base_url, self.work = name, data, base_url, work
+        self.servers: dict[Path, tuple[subprocess.Popen, Path]] = {}  # evalpipe-warm: state -> (server, its log)
 
     def prepare(self, state: Path) -> None:
+        self.stop_server(state)
         shutil.rmtree(state, ignore_errors=True)
         (state / "home").mkdir(parents=True)
         if self.name.startswith("evalpipe"):
@@ -87,8 +96,45 @@ class Contender:
             # An existing instance, as a user's would be: its one-time creation is not billed to the run.
             subprocess.run([sys.executable, "-c", "from dagster import DagsterInstance; DagsterInstance.get()"],
                            env=self.env(state), check=True, cwd=ROOT)
+            if self.name == "evalpipe-warm":
+                self.start_server(state)
         elif self.name == "lm-eval":
             shutil.copy(self.data, state / "bench.jsonl")  # the task YAML reads ./bench.jsonl
+
+    def start_server(self, state: Path) -> None:
+        log = state.parent / f"{state.name}.serve.log"
+        server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "serve", "--idle-s", "3600"],
+                                  env=self.env(state), cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
+        self.servers[state] = (server, log)
+        deadline = time.monotonic() + 300
+        while not (state / ".evalpipe-warm.sock").exists():
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise SystemExit(f"evalpipe serve did not start: {log.read_text(errors='replace')[-2000:]}")
+            time.sleep(0.2)
+
+    def stop_server(self, state: Path) -> None:
+        if state in self.servers:
+            server, _ = self.servers.pop(state)
+            server.terminate()
+            try:
+                server.wait(30)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+    def served_cpu(self, state: Path, lines_before: int) -> float:
+        """CPU of the child the warm server forked for the last run (it reports it in the server's log)."""
+        _, log = self.servers[state]
+        found = [SERVED.search(line) for line in log.read_text(errors="replace").splitlines()[lines_before:]]
+        found = [m for m in found if m]
+        if not found:
+            raise SystemExit(f"the warm server did not serve the run (it ran cold): {log}\n"
+                             + log.read_text(errors="replace")[-2000:])
+        return float(found[-1].group(3))
+
+    def log_lines(self, state: Path) -> int:
+        return len(self.servers[state][1].read_text(errors="replace").splitlines()) if state in self.servers else 0
 
     def env(self, state: Path) -> dict[str, str]:
         home = state / "home"
@@ -136,6 +182,7 @@ def timed(c: Contender, state: Path, limit: int | None, prefix: list[str] | None
     """One run: wall, CPU (user+sys of the process and every child it waited for) and the requests it sent."""
     sent0 = mock_requests(c.base_url)
     log = state.parent / f"{state.name}.log"
+    served0 = c.log_lines(state)
     t0 = time.perf_counter()
     with log.open("w") as out:
         proc = subprocess.Popen((prefix or []) + c.command(state, limit), env=c.env(state), cwd=c.cwd(state),
@@ -146,12 +193,15 @@ def timed(c: Contender, state: Path, limit: int | None, prefix: list[str] | None
     if proc.returncode != 0:
         raise SystemExit(f"{c.name} run failed (exit {proc.returncode}): {' '.join(c.command(state, limit))}\n"
                          + log.read_text(errors="replace")[-3000:])
-    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "requests": mock_requests(c.base_url) - sent0}
+    cpu = usage.ru_utime + usage.ru_stime
+    if c.name == "evalpipe-warm":
+        cpu += c.served_cpu(state, served0)
+    return {"wall_s": wall, "cpu_s": cpu, "requests": mock_requests(c.base_url) - sent0}
 
 
 def written(c: Contender, state: Path) -> dict | None:
     """Bytes written and fsyncs of one 1-sample run, under the contender's state folder, from strace."""
-    if not shutil.which("strace"):
+    if not shutil.which("strace") or c.name == "evalpipe-warm":
         return None
     trace = state.parent / f"{state.name}.strace"
     timed(c, state, 1, ["strace", "-f", "-y", "-qq", "-o", str(trace), "-e",
@@ -203,6 +253,9 @@ def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:
             c.prepare(work / f"io-{name}")
             rows[name]["io"] = written(c, work / f"io-{name}")
     finally:
+        for c in locals().get("contenders", {}).values():
+            for state in list(c.servers):
+                c.stop_server(state)
         server.kill()
         server.wait()
         shutil.rmtree(work, ignore_errors=True)
@@ -267,7 +320,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
-    ap.add_argument("--contenders", default="evalpipe,evalpipe-stock,inspect,lm-eval",
+    ap.add_argument("--contenders", default="evalpipe," + ("evalpipe-warm," if HAS_WARM else "")
+                    + "evalpipe-stock,inspect,lm-eval",
                     help=f"comma list of: {', '.join(LABELS)}")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()

@@ -65,6 +65,7 @@ def main() -> None:
     ap.add_argument("--results", type=Path, default=None, help="folder for the JSON results (default: a temp one)")
     ap.add_argument("--skip-run", action="store_true", help="measure nothing; use the JSON already in --results")
     ap.add_argument("--repeat", type=int, default=None, help="bench_light_run.py's --repeat")
+    ap.add_argument("--contenders", default=None, help="bench_light_run.py's --contenders")
     args = ap.parse_args()
     names = [x.strip() for x in args.only.split(",") if x.strip()]
     unknown = [x for x in names if x not in GENERATED + OTHERS]
@@ -76,7 +77,9 @@ def main() -> None:
         results = args.results or Path(tmp)
         results.mkdir(parents=True, exist_ok=True)
         if not args.skip_run:
-            run_all(results, names, ["--repeat", str(args.repeat)] if args.repeat else [])
+            light_run_args = (["--repeat", str(args.repeat)] if args.repeat else []) + \
+                (["--contenders", args.contenders] if args.contenders else [])
+            run_all(results, names, light_run_args)
         if args.write_readme:
             write_readme(results, names)
 
