@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -80,8 +81,11 @@ def _loads(v: Any, default: Any = None) -> Any:
 
 def _clean(v: Any) -> Any:
     """pandas/numpy scalars and NaN -> plain JSON values."""
-    if v is None or type(v) is str:  # the common cases first: this runs for every value of every sample
+    t = type(v)
+    if v is None or t is str or t is int or t is bool:  # the common cases first: this runs for every value
         return v
+    if t is float:
+        return None if v != v else v
     if isinstance(v, float) and v != v:
         return None
     if hasattr(v, "item") and not isinstance(v, (str, bytes)):
@@ -100,7 +104,11 @@ def _clean(v: Any) -> Any:
 
 
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _clean(v) for k, v in r.items()} for r in df.to_dict("records")] if len(df) else []
+    if not len(df):
+        return []
+    names = list(df.columns)
+    columns = [df[c].tolist() for c in names]  # plain Python values, column by column (NaN for missing numbers)
+    return [{k: _clean(v) for k, v in zip(names, values)} for values in zip(*columns)]
 
 
 def _git() -> dict[str, Any]:
@@ -427,8 +435,53 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _dump(obj: Any) -> str:
-    return json.dumps(obj, ensure_ascii=False, default=str, sort_keys=False)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps builds one per call
+_dump = _ENCODER.encode
+def _secret_fragments() -> tuple[str, ...] | None:
+    """The words of `redact._SECRET_NAME` (a case-insensitive alternation of words), or None if it is not that."""
+    from evalpipe import redact
+
+    pattern = getattr(getattr(redact, "_SECRET_NAME", None), "pattern", "")
+    words = pattern.removeprefix("(?i)").split("|") if pattern.startswith("(?i)") else []
+    return tuple(w.lower() for w in words) if words and all(re.fullmatch(r"\w+", w) for w in words) else None
+
+
+_PLAIN_KEYS = ('"input_tokens":', '"output_tokens":')  # keys of every sample record that are not secrets
+_JSON_KEY = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:')  # an object key in JSON text (a value is never followed by ':')
+
+
+def redacted_lines(records: list[dict[str, Any]], r: Any) -> str:
+    """The JSON lines `_dump(r.redact_obj(rec))` of a batch of records. `redact_obj` walks every string of every
+    record (~200 us per sample); here the batch's JSON text is checked first, and records are walked only when it
+    could hold something to mask (see `_nothing_to_mask`), so the lines are the same either way."""
+    lines = [_dump(rec) for rec in records]
+    if not lines:
+        return ""
+    if not _nothing_to_mask("\n".join(lines), r):
+        lines = [line if _nothing_to_mask(line, r) else _dump(r.redact_obj(rec)) for rec, line in zip(records, lines)]
+    return "\n".join(lines) + "\n"
+
+
+def _nothing_to_mask(text: str, r: Any) -> bool:
+    """True only when `r.redact_obj` would change nothing in the records this JSON text encodes: no string can
+    match (`could_match` is substring tests: a trigger or literal in a value is in the JSON text too, escaped,
+    hence the second test with `\\"` unescaped) and no key is a secret-looking name. False when unsure."""
+    from evalpipe import redact
+
+    triggers = getattr(redact, "_TRIGGERS", None)
+    if r.always or triggers is None or any(_ENCODER.encode(t)[1:-1] != t.replace('"', '\\"')
+                                           for t in (*triggers, *r.literals)):
+        return False  # user regexes, or a word the JSON text would spell otherwise: walk the records
+    if r.could_match(text) or r.could_match(text.replace('\\"', '"')):
+        return False
+    fragments = _secret_fragments()  # what every secret-looking key name contains, as plain words
+    if fragments:
+        probe = text.lower()
+        for known in _PLAIN_KEYS:
+            probe = probe.replace(known, "")
+        if not any(f in probe for f in fragments):
+            return True
+    return not any(redact.is_secret_name(json.loads(f'"{k}"')) for k in set(_JSON_KEY.findall(text)))
 
 
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
@@ -451,8 +504,7 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
         lines = {name: open(tmp / name, "w", encoding="utf-8") for name in FILES if name.endswith(".jsonl")}
         try:
             def sink(name: str, records: list[dict[str, Any]]) -> None:  # one batch of per-sample records
-                if records:
-                    lines[name].write("".join(_dump(r.redact_obj(rec)) + "\n" for rec in records))
+                lines[name].write(redacted_lines(records, r))
 
             contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows)
         finally:

@@ -25,6 +25,7 @@ from evalpipe.errors import DataError
 
 log = logging.getLogger(__name__)
 _CHUNK = 20_000  # fingerprints per lookup batch: bounded temp-table size for very large partitions
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # (json.dumps with options builds one per call)
 FLUSH_S = 0.05  # longest a finished sample waits for its commit (the driver schedules the flush)
 FLUSH_ROWS = 2_000  # queued samples that trigger a commit at once
 
@@ -111,8 +112,7 @@ class Journal:
     def record(self, fingerprint: str, sample_id: str, record: Mapping[str, Any], commit: bool = True) -> None:
         """Record one finished sample: committed before this returns, or with `commit=False` queued for the next
         `flush` (the driver's group commit); `FLUSH_ROWS` queued samples commit at once."""
-        self._queued.append((fingerprint, sample_id, json.dumps(record, ensure_ascii=False, default=str),
-                             time.time()))
+        self._queued.append((fingerprint, sample_id, _ENCODER.encode(record), time.time()))
         if commit or len(self._queued) >= FLUSH_ROWS:
             self.flush()
 

@@ -3,6 +3,7 @@ so every stage can be tested (and reused by the CLI) without Dagster."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -13,15 +14,18 @@ import pandas as pd
 from evalpipe.benchmarks import adapter_for
 from evalpipe.config import ModelConfig, SplitConfig, dagster_home
 from evalpipe.errors import DataError
-from evalpipe.fingerprint import fingerprint
+from evalpipe.fingerprint import canonical_json, fingerprint
 from evalpipe.journal import Journal
 from evalpipe.metrics import JudgeInput, aggregate, build_metric
 from evalpipe.runners import Runner, RunSettings, run_requests
 from evalpipe.types import RolloutRequest, Sample, Score
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps with these options builds one per call
+
+
 def _json(obj: Any) -> str | None:
-    return None if obj is None else json.dumps(obj, ensure_ascii=False, default=str)
+    return None if obj is None else _ENCODER.encode(obj)
 
 
 def _loads(s: Any, default: Any) -> Any:
@@ -199,6 +203,8 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
     tools_id = fingerprint(tools_env.identity()) if tools_env is not None else None
     parsed: dict[str, Any] = {}  # one list object per distinct schema JSON (the loop caches per object)
     out = []
+    # `fingerprint(fp)` below, with the runner's canonical JSON made once instead of once per sample
+    ident_json, tools_json = canonical_json(ident), canonical_json(tools_id)
     for r in prompts.itertuples(index=False):
         raw_tools = getattr(r, "tools", None)
         tools = None
@@ -206,11 +212,12 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
             tools = parsed.get(raw_tools)
             if tools is None:
                 tools = parsed[raw_tools] = json.loads(raw_tools)
-        fp = {"runner": ident, "prompt": r.prompt_fingerprint, "sample": r.sample_id}
-        if tools is not None:
-            fp["tools"] = tools_id
+        # canonical_json({"runner": ident, "prompt": ..., "sample": ..., ["tools": tools_id]}): keys in sorted order
+        fp = (f'{{"prompt":{canonical_json(r.prompt_fingerprint)},"runner":{ident_json},'
+              f'"sample":{canonical_json(r.sample_id)}' + (f',"tools":{tools_json}}}' if tools is not None else "}"))
         out.append(RolloutRequest(
-            sample_id=r.sample_id, messages=json.loads(r.messages), fingerprint=fingerprint(fp),
+            sample_id=r.sample_id, messages=json.loads(r.messages),
+            fingerprint=hashlib.sha256(fp.encode("utf-8")).hexdigest()[:32],
             files=_loads(r.files, []), metadata=_loads(r.metadata, {}),
             target=r.target if isinstance(r.target, str) else None, tools=tools))
     return out

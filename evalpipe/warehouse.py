@@ -332,6 +332,26 @@ class Warehouse:
 DEFAULT_BATCH_ROWS = 20_000  # rows per batch when the config has no `stream_batch_rows`
 
 
+def redact_batch(df: pd.DataFrame) -> pd.DataFrame:
+    """`redact.redact_frame(df)`, the same cells, with a column-wide first check: a text column none of whose cells
+    can hold a secret (`Redactor.could_match` of all its cells joined: substring tests, so a trigger in any cell is
+    in the joined text) is copied as is instead of checked cell by cell (a million cells: ~1.5 s per column)."""
+    from pandas.api.types import infer_dtype
+
+    from evalpipe.redact import GENERATED_FIELDS, get_redactor
+
+    r = get_redactor()
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype != object:
+            continue
+        if infer_dtype(out[col], skipna=True) in ("string", "empty") and not r.could_match(
+                "\n".join(filter(None, out[col].tolist()))):  # every cell a string or null (checked in C)
+            continue
+        out[col] = out[col].map(r.redact_generated if col in GENERATED_FIELDS else r.redact)
+    return out
+
+
 class PartitionWriter:
     """One partition's next version, written batch by batch (each `write` appends a Parquet row group to a temp
     file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one.
@@ -339,14 +359,11 @@ class PartitionWriter:
     Use it as a context manager: an exception inside the block discards the temp file (`abort()`)."""
 
     def __init__(self, wh: Warehouse, table: str, partition: Mapping[str, str]):
-        from evalpipe.redact import redact_frame
-
         self.wh, self.table, self.partition = wh, table, dict(partition)
         wh.table_dir(table)  # an unknown table name raises here
         self.schema = TABLES[table]
         self.rows = 0
         self.path: Any = wh.partition_file(table, partition)
-        self._redact = redact_frame
         if wh.store:
             import tempfile
 
@@ -375,7 +392,7 @@ class PartitionWriter:
         """Append one batch (conformed to the table's schema, redacted, partition columns checked and filled)."""
         if self._writer is None:
             raise WarehouseError(f"{self.table} writer for {self.path} is already closed")
-        df = self._redact(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
+        df = redact_batch(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
         for dim, value in self.partition.items():
             if dim in df.columns and len(df) and not (df[dim] == value).all():
                 bad = df.loc[df[dim] != value, dim].iloc[0]

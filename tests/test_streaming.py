@@ -196,3 +196,28 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
     again = evaluate(cfg, ["scale/test"], ["echo"], instance=instance)
     assert again.success
     assert wh.query("select count(*) n from rollouts where cached")["n"][0] == N
+
+
+def test_rollout_fingerprints_are_the_canonical_ones(write_config, tmp_path):
+    """rollout_requests builds the journal key's canonical JSON around the runner's, made once: the same values."""
+    from evalpipe import pipeline
+    from evalpipe.config import load_config
+    from evalpipe.fingerprint import fingerprint
+    from evalpipe.runners import build_runner
+
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"id": f"é{i}\"", "question": f"q{i}", "answer": "a"}) + "\n" for i in range(3)))
+    write_config(f"""
+benchmarks:
+  b: {{adapter: file, splits: {{test: {{path: {data}}}}}, options: {{columns: {{prompt: question, target: answer, id: id}}}}}}
+models:
+  m: {{runner: echo, reply: target, params: {{temperature: 0.5}}}}
+""")
+    cfg = load_config()
+    split, model = cfg.split("b/test"), cfg.model("m")
+    runner = build_runner(model)
+    prompts = pipeline.build_prompts(split, "m", pipeline.build_dataset(split))
+    got = [r.fingerprint for r in pipeline.rollout_requests(runner, prompts)]
+    want = [fingerprint({"runner": runner.identity(), "prompt": p, "sample": s})
+            for p, s in zip(prompts["prompt_fingerprint"], prompts["sample_id"])]
+    assert got == want

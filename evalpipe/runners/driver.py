@@ -188,8 +188,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
             row = await attempt(runner, req, settings, limiter, max_tokens, tools)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
-            row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
-                   for k, v in row.items()}
+            if not _plain_row(row, redactor):
+                row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                       for k, v in row.items()}
             if row["status"] == "ok" and journal is not None:
                 journal.record(req.fingerprint, req.sample_id, row, commit=False)
                 if not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
@@ -221,6 +222,30 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         if close:
             await runner.aclose()
     return results  # type: ignore[return-value]
+
+
+def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
+    """True when redacting the row field by field would change nothing: every value a string, number or null, no
+    secret-looking field name, and no string that could hold a secret (one `could_match` over all of them: it is
+    substring tests, so what a field contains the joined text contains)."""
+    keys = tuple(row)
+    secret = _SECRET_FIELDS.get(keys)
+    if secret is None:  # rows share their field names: decided once per set of names
+        from evalpipe.redact import is_secret_name
+
+        secret = _SECRET_FIELDS[keys] = any(is_secret_name(k) for k in keys)
+    if secret:
+        return False
+    texts = []
+    for v in row.values():
+        if isinstance(v, str):
+            texts.append(v)
+        elif v is not None and not isinstance(v, (int, float)):
+            return False
+    return not redactor.could_match("\n".join(texts))
+
+
+_SECRET_FIELDS: dict[tuple, bool] = {}
 
 
 def _with_errors(progress: Callable[..., None] | None) -> Callable[[int, int, int], None] | None:
