@@ -35,6 +35,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -331,9 +332,10 @@ def main() -> None:
         raise SystemExit(f"unknown contender {unknown[0]!r}: choose from {', '.join(LABELS)}")
     if any(p in names for p in PEERS) and not (PEERS_BIN / "inspect").exists():
         print(f"peers (Inspect AI, lm-eval) are not installed in {PEERS_BIN.parent.name}/: get them with "
-              "`make bench-peers`; measuring evalpipe only")
+              "`make bench-peers`; measuring evalpipe only", flush=True)
         names = [x for x in names if x not in PEERS]
     load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the mock and the warm servers
     rows = measure(names, args.n, args.repeat, args.latency)
     load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
     header = (f"One whole run from the CLI, median of {args.repeat} interleaved rounds, mock latency "

@@ -185,7 +185,7 @@ def main() -> None:
     peers = [p for p in paths if p in PEER_LABELS]
     if peers and not PEERS_PYTHON.exists():
         print("peers (Inspect AI, lm-eval) are not installed in .venv-peers/: get them with `make bench-peers`; "
-              "measuring evalpipe and the bare loops only")
+              "measuring evalpipe and the bare loops only", flush=True)
         peers = []
     paths = [p for p in paths if p not in PEER_LABELS]
     from evalpipe.runners.pricing import import_litellm
