@@ -107,8 +107,18 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     if not len(df):
         return []
     names = list(df.columns)
-    columns = [df[c].tolist() for c in names]  # plain Python values, column by column (NaN for missing numbers)
-    return [{k: _clean(v) for k, v in zip(names, values)} for values in zip(*columns)]
+    columns = []
+    from pandas.api.types import infer_dtype
+
+    for c in names:  # plain Python values, column by column: NaN (a missing number) and pandas' scalars cleaned
+        col = df[c]
+        if col.dtype.kind in "iub":
+            columns.append(col.tolist())
+        elif col.dtype == object and infer_dtype(col, skipna=True) in ("string", "empty", "boolean"):
+            columns.append(col.where(col.notna(), None).tolist())  # (checked in C: text, flags and nulls only)
+        else:
+            columns.append([_clean(v) for v in col.tolist()])
+    return [dict(zip(names, values)) for values in zip(*columns)]
 
 
 def _git() -> dict[str, Any]:
@@ -180,7 +190,7 @@ class _ListHash:
         from evalpipe.fingerprint import canonical_json
 
         if items:
-            text = ",".join(canonical_json(x) for x in items)
+            text = canonical_json(items)[1:-1]  # the items' canonical JSON, comma-separated
             self.h.update(("," + text if self.n else text).encode("utf-8"))
             self.n += len(items)
 
