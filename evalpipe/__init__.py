@@ -1,19 +1,36 @@
 """evalpipe: the plain-Python core of the evaluation pipeline (adapters, runners, metrics, warehouse).
 
-The Dagster layer (`eval_assets`, `resources`, `partitions`) wires these together.
+The Dagster layer (`eval_assets`, `resources`, `partitions`) wires these together. The public names below are
+imported on first use (PEP 562), so `import evalpipe.<module>` and the `evalpipe` command do not pay for pandas,
+the adapters and the metrics until they are needed.
 """
-from evalpipe.benchmarks import Adapter, get_adapter, list_adapters, register_adapter
-from evalpipe.config import EvalConfig, ModelConfig, SplitConfig, load_config
-from evalpipe.errors import ConfigError, DataError, EvalError, WarehouseError
-from evalpipe.metrics import Metric, get_metric, list_metrics, register_metric
-from evalpipe.runners import Runner, get_runner, list_runners, register_runner
-from evalpipe.types import Generation, RolloutRequest, Sample, Score
-from evalpipe.warehouse import Warehouse
-from evalpipe.api import EvalResult, evaluate, evaluate_async  # the Python API (evalpipe/api.py)
+from __future__ import annotations
 
-__all__ = [
-    "Adapter", "ConfigError", "DataError", "EvalConfig", "EvalError", "Generation", "Metric", "ModelConfig",
-    "RolloutRequest", "Runner", "Sample", "Score", "SplitConfig", "Warehouse", "WarehouseError", "get_adapter",
-    "get_metric", "get_runner", "list_adapters", "list_metrics", "list_runners", "load_config", "register_adapter",
-    "register_metric", "register_runner", "EvalResult", "evaluate", "evaluate_async",
-]
+import importlib
+from typing import Any
+
+_PUBLIC = {
+    "evalpipe.benchmarks": ("Adapter", "get_adapter", "list_adapters", "register_adapter"),
+    "evalpipe.config": ("EvalConfig", "ModelConfig", "SplitConfig", "load_config"),
+    "evalpipe.errors": ("ConfigError", "DataError", "EvalError", "WarehouseError"),
+    "evalpipe.metrics": ("Metric", "get_metric", "list_metrics", "register_metric"),
+    "evalpipe.runners": ("Runner", "get_runner", "list_runners", "register_runner"),
+    "evalpipe.types": ("Generation", "RolloutRequest", "Sample", "Score"),
+    "evalpipe.warehouse": ("Warehouse",),
+    "evalpipe.api": ("EvalResult", "evaluate", "evaluate_async"),  # the Python API (evalpipe/api.py)
+}
+_WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'evalpipe' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -21,7 +21,19 @@ EXIT_FAILED, EXIT_USAGE, EXIT_GATE = 1, 2, 3
 
 
 class _Group(click.Group):
-    """User mistakes print one line and exit 2; `--debug` shows the traceback."""
+    """User mistakes print one line and exit 2; `--debug` shows the traceback. `evalpipe run` goes to the warm
+    server of this DAGSTER_HOME when one listens (`evalpipe serve`, evalpipe/warm.py)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if standalone_mode:
+            from evalpipe import warm
+
+            argv = list(sys.argv[1:] if args is None else args)
+            if warm.wants_warm(argv):
+                code = warm.run_warm(argv)
+                if code is not None:
+                    sys.exit(code)
+        return super().main(args, prog_name, complete_var, standalone_mode, **extra)
 
     def invoke(self, ctx: click.Context):
         from evalpipe.errors import EvalError
@@ -548,6 +560,26 @@ main.add_command(sandbox_cmd)
 from evalpipe.dryrun import dry_run_command  # noqa: E402  `evalpipe dry-run`: a backfill's cost (issue 15)
 
 main.add_command(dry_run_command)
+
+
+@main.command()
+@click.option("--idle-s", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+              help="Stop after this many seconds without a request.")
+@click.option("--background", is_flag=True, help="Detach (log: $DAGSTER_HOME/logs/warm.log) once it listens.")
+@click.option("--stop", "stop_server", is_flag=True, help="Stop the server of this DAGSTER_HOME.")
+def serve(idle_s: float, background: bool, stop_server: bool) -> None:
+    """Keep Dagster, pandas and the asset definitions imported, so each `evalpipe run` of this DAGSTER_HOME starts
+    warm (evalpipe/warm.py): a forked child runs it on your terminal. Stale code, config or environment is never
+    served: the run goes cold and the server stops."""
+    from evalpipe import warm
+
+    if stop_server:
+        click.echo("stopped" if warm.stop() else f"no server listens on {warm.socket_path()}")
+        return
+    if background:
+        click.echo(f"listening on {warm.start_background(idle_s)}")
+        return
+    sys.exit(warm.serve(idle_s))
 
 if __name__ == "__main__":
     main()

@@ -19,8 +19,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-import pandas as pd
-
 from evalpipe.config import EvalConfig
 
 DEFAULT_OUTPUT_TOKENS = 256  # the driver's own reservation for rate limits when max_tokens is unset
@@ -127,6 +125,8 @@ def as_frame(estimates: list[Estimate]) -> pd.DataFrame:
                  "est_input_tokens": sum(e.input_tokens for e in estimates),
                  "est_output_tokens (max)": sum(e.output_tokens for e in estimates),
                  "est_cost_usd": f"{sum(priced):.4f}" + (" + unpriced" if len(priced) < len(estimates) else "")})
+    import pandas as pd
+
     return pd.DataFrame(rows)
 
 

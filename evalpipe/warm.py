@@ -1,0 +1,327 @@
+"""A warm process for `evalpipe run`: Dagster, pandas, SQLAlchemy and the asset definitions imported once.
+
+A cold `evalpipe run` spends most of its CPU importing (Dagster alone ~1.5-2 s, its storage layer with SQLAlchemy
+and alembic ~1 s, pandas ~0.5 s), whatever the size of the run. `evalpipe serve` imports all of that once and
+listens on a Unix socket in `$DAGSTER_HOME`; each `evalpipe run` then connects, hands over its arguments,
+environment, working folder and its stdin/stdout/stderr (the file descriptors themselves, so progress bars and
+colours reach the real terminal), and the server forks a child that runs the command exactly as the cold path would
+and reports the exit code. Ctrl-C in the terminal is forwarded to the child.
+
+Nothing is served stale: the server records what its imports depended on (the config file, the source files of
+evalpipe and its Dagster code, the environment variables those read at import); a request whose view differs is
+refused, the client runs cold, and the server exits so the next `evalpipe serve` starts fresh. `--config` on the
+command line, or `EVALS_WARM=0`, always runs cold. Without a server the command runs cold as before.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+SOCKET_NAME = ".evalpipe-warm.sock"
+DISABLE_ENV = "EVALS_WARM"  # "0": never use a warm server
+CHILD_ENV = "EVALS_WARM_CHILD"  # set in a served child: it must not call the server again
+# environment variables that modules read at import time (the config file, whose splits become the partitions;
+# Dagster, litellm, Hugging Face, tracing, Python's own): a request whose values differ is not served. Other
+# variables (API keys, EVALS_* settings read while running) are simply the client's in the child.
+IMPORT_ENV = ("EVALS_CONFIG",)
+IMPORT_ENV_PREFIXES = ("DAGSTER_", "LITELLM_", "HF_", "OTEL_", "PYTHON", "TRANSFORMERS_", "TOKENIZERS_")
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE_DIRS = ("evalpipe", "eval_assets", "resources", "partitions")
+# imported by the server before it forks: what every run needs, plus the runners' and metrics' heavy dependencies
+PRELOAD = ("pandas", "pyarrow.parquet", "duckdb", "dagster", "sqlalchemy", "alembic",
+           "dagster._core.storage.event_log.sqlite.sqlite_event_log",
+           "dagster._core.storage.runs.sqlite.sqlite_run_storage",
+           "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
+           "evalpipe.cli", "evalpipe.cli_run", "evalpipe.progress", "evalpipe.instance_storage", "evalpipe.pipeline",
+           "evalpipe.runners.echo", "evalpipe.runners.openai_compat", "evalpipe.runners.litellm_runner",
+           "evalpipe.metrics", "eval_assets.definitions", "eval_assets.launch")
+DEFAULT_IDLE_S = 1800.0
+
+
+def socket_path(env: dict[str, str] | None = None) -> Path:
+    env = os.environ if env is None else env
+    home = env.get("DAGSTER_HOME") or str(ROOT / "dagster_home")
+    return Path(home).expanduser().resolve() / SOCKET_NAME
+
+
+def _import_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k in IMPORT_ENV or k.startswith(IMPORT_ENV_PREFIXES)}
+
+
+def _config_file(env: dict[str, str], cwd: str) -> Path:
+    path = env.get("EVALS_CONFIG") or str(ROOT / "evals.yaml")
+    p = Path(path).expanduser()
+    return (p if p.is_absolute() else Path(cwd) / p).resolve()
+
+
+def _stat(p: Path) -> str:
+    try:
+        st = p.stat()
+        return f"{st.st_size}:{st.st_mtime_ns}"
+    except OSError:
+        return "missing"
+
+
+def snapshot(env: dict[str, str], cwd: str) -> dict[str, Any]:
+    """What the server's imports depended on, as seen from `env` and `cwd`."""
+    sources = []
+    for d in SOURCE_DIRS:
+        for f in sorted((ROOT / d).rglob("*.py")):
+            sources.append(f"{f.relative_to(ROOT)}:{_stat(f)}")
+    config = _config_file(env, cwd)
+    return {"config": f"{config}:{_stat(config)}", "env": _import_env(env), "sources": sources}
+
+
+def _send(sock: socket.socket, obj: dict[str, Any], fds: list[int] | None = None) -> None:
+    data = json.dumps(obj).encode()
+    frame = struct.pack("!I", len(data)) + data
+    if fds:
+        socket.send_fds(sock, [frame], fds)
+    else:
+        sock.sendall(frame)
+
+
+def _recv_exact(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def _recv(sock: socket.socket, with_fds: int = 0) -> tuple[dict[str, Any], list[int]]:
+    fds: list[int] = []
+    if with_fds:
+        head, fds, _, _ = socket.recv_fds(sock, 4, with_fds)
+        if not head:
+            raise ConnectionError("closed")
+        head += _recv_exact(sock, 4 - len(head))
+    else:
+        head = _recv_exact(sock, 4)
+    (n,) = struct.unpack("!I", head)
+    return json.loads(_recv_exact(sock, n)), fds
+
+
+# ---- client -----------------------------------------------------------------------------------------------------
+def wants_warm(argv: list[str]) -> bool:
+    """Only `evalpipe run` (not --config, which picks another config than the server imported) goes warm."""
+    if os.environ.get(DISABLE_ENV) == "0" or os.environ.get(CHILD_ENV):
+        return False
+    words = [a for a in argv if not a.startswith("-")]
+    if not words or words[0] != "run" or any(a == "--config" or a.startswith("--config=") for a in argv):
+        return False
+    return all(a in ("--debug",) for a in argv[:argv.index("run")])
+
+
+def run_warm(argv: list[str]) -> int | None:
+    """Run `evalpipe <argv>` in the warm server of this DAGSTER_HOME: its exit code, or None when there is no
+    server or it would be stale (then the caller runs the command itself)."""
+    path = socket_path()
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    child: list[int] = []
+
+    def forward(signum: int, _frame: Any) -> None:
+        if child:
+            os.kill(child[0], signum)
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        _send(sock, {"argv": argv, "env": dict(os.environ), "cwd": os.getcwd()}, [0, 1, 2])
+        first, _ = _recv(sock)
+        if first.get("stale"):
+            return None
+        child.append(int(first["pid"]))
+        old = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            last, _ = _recv(sock)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        return int(last["exit"])
+    except (ConnectionError, OSError, ValueError, KeyError) as exc:
+        if not child:  # nothing ran yet: the cold path is safe
+            return None
+        print(f"error: the warm evalpipe server's run (pid {child[0]}) ended without an exit code ({exc}); "
+              f"its output above is all there is; stop the server with `evalpipe serve --stop`", file=sys.stderr)
+        return 1
+    finally:
+        sock.close()
+
+
+# ---- server -----------------------------------------------------------------------------------------------------
+def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[str, Any], log: Any) -> bool:
+    """Fork a child for one request; False when the request found the server stale (the server then exits)."""
+    request, fds = _recv(conn, with_fds=3)
+    env, cwd = dict(request["env"]), str(request["cwd"])
+    seen = snapshot(env, cwd)
+    if seen != server_view:
+        _send(conn, {"stale": True})
+        what = [k for k in seen if seen[k] != server_view[k]]
+        if "env" in what:
+            keys = set(seen["env"]) ^ set(server_view["env"]) | {k for k in seen["env"] if seen["env"][k] != server_view["env"].get(k)}
+            what[what.index("env")] = f"env ({', '.join(sorted(keys))})"
+        for fd in fds:
+            os.close(fd)
+        log(f"a request saw other {', '.join(what)} than this server imported: stopping")
+        return False
+    pid = os.fork()
+    if pid:
+        for fd in fds:
+            os.close(fd)
+        log(f"serving `evalpipe {' '.join(request['argv'])}` in pid {pid}")
+        return True
+    # the child: become the client's process as far as the command can tell, then run it
+    code, started, server_log = 1, time.perf_counter(), os.dup(2)
+    try:
+        listener.close()
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)  # the server ignores it; the run's subprocesses need waits
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
+        sys.stdin = open(0, "r", closefd=False)
+        sys.stdout = open(1, "w", closefd=False, buffering=1)
+        sys.stderr = open(2, "w", closefd=False, buffering=1)
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(env)
+        os.environ[CHILD_ENV] = "1"
+        _send(conn, {"pid": os.getpid()})
+        from evalpipe.cli import main
+
+        try:
+            main.main(args=list(request["argv"]), prog_name="evalpipe", standalone_mode=True)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:  # noqa: BLE001  the child must always report and exit, never return to the server loop
+        import traceback
+
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _send(conn, {"exit": code})
+            import resource
+
+            own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu = own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+            os.write(server_log, f"evalpipe serve: pid {os.getpid()} exited {code} after "
+                                 f"{time.perf_counter() - started:.2f} s, CPU {cpu:.2f} s\n".encode())
+        finally:
+            os._exit(code)
+
+
+def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
+    """Import everything once and serve `evalpipe run` requests until idle for `idle_s` or stale."""
+    import importlib
+
+    log = log or (lambda msg: print(f"evalpipe serve: {msg}", file=sys.stderr, flush=True))
+    path = socket_path()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(str(path))
+        probe.close()
+        log(f"a server already listens on {path}")
+        return 2
+    except OSError:
+        probe.close()
+        path.unlink(missing_ok=True)  # left by a server that was killed
+    t0 = time.perf_counter()
+    view = snapshot(dict(os.environ), os.getcwd())  # before the imports, some of which set variables of their own
+    for name in PRELOAD:
+        importlib.import_module(name)
+    signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    old_umask = os.umask(0o177)  # the socket is the user's own: 0600
+    try:
+        sock.bind(str(path))
+    finally:
+        os.umask(old_umask)
+    sock.listen(16)
+    sock.settimeout(min(idle_s, 60.0))
+    log(f"ready in {time.perf_counter() - t0:.1f} s on {path} (stops after {idle_s:.0f} s idle)")
+    last = time.monotonic()
+    try:
+        while True:
+            try:
+                conn, _ = sock.accept()
+            except socket.timeout:
+                if time.monotonic() - last >= idle_s:
+                    log("idle: stopping")
+                    return 0
+                continue
+            last = time.monotonic()
+            try:
+                with conn:
+                    conn.settimeout(None)
+                    if not _serve_one(conn, sock, view, log):
+                        return 0
+            except (ConnectionError, OSError, ValueError) as exc:
+                log(f"a request failed before it ran: {exc}")
+    finally:
+        sock.close()
+        path.unlink(missing_ok=True)
+
+
+def start_background(idle_s: float = DEFAULT_IDLE_S, wait_s: float = 120.0) -> Path:
+    """Start `evalpipe serve` detached (its log: $DAGSTER_HOME/logs/warm.log) and wait until it listens."""
+    import subprocess
+
+    path = socket_path()
+    logs = path.parent / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(logs / "warm.log", "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "serve", "--idle-s", str(idle_s)],
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True,
+                                cwd=os.getcwd())
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"evalpipe serve exited with {proc.returncode}; see {logs / 'warm.log'}")
+        if path.exists():
+            return path
+        time.sleep(0.1)
+    raise RuntimeError(f"evalpipe serve did not listen within {wait_s:.0f} s; see {logs / 'warm.log'}")
+
+
+def stop() -> bool:
+    """Stop the server of this DAGSTER_HOME (an `evalpipe run` in flight finishes); False when none runs."""
+    path = socket_path()
+    if not path.exists():
+        return False
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+        # a request whose view can never match (no such source file) makes the server stop
+        r, w = os.pipe()
+        _send(sock, {"argv": ["run"], "env": {"EVALS_CONFIG": "/nonexistent/stop"}, "cwd": "/"}, [r, w, w])
+        os.close(r)
+        os.close(w)
+        _recv(sock)
+        return True
+    except OSError:
+        path.unlink(missing_ok=True)
+        return False
+    finally:
+        sock.close()
