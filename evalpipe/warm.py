@@ -41,7 +41,16 @@ PRELOAD = ("pandas", "pyarrow.parquet", "duckdb", "dagster", "sqlalchemy", "alem
            "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage",
            "evalpipe.cli", "evalpipe.cli_run", "evalpipe.progress", "evalpipe.instance_storage", "evalpipe.pipeline",
            "evalpipe.runners.echo", "evalpipe.runners.openai_compat", "evalpipe.runners.litellm_runner",
-           "evalpipe.metrics", "eval_assets.definitions", "eval_assets.launch")
+           "evalpipe.metrics", "eval_assets.definitions", "eval_assets.launch",
+           # imported lazily during a run (found by diffing sys.modules in a served child)
+           "dagster._core.definitions.antlr_asset_selection.antlr_asset_selection",
+           "dagster._core.definitions.external_asset", "dagster._core.execution.execute_in_process",
+           "dagster._core.executor.in_process", "dagster._core.instance.factory", "dagster._core.instance.runs.run_domain",
+           "dagster._core.secrets.env_file", "dagster._core.storage.legacy_storage",
+           "dagster._core.storage.local_compute_log_manager", "dagster._core.storage.migration.utils",
+           "dagster._core.storage.root", "dagster._core.system_config.composite_descent", "upath", "fsspec",
+           "tabulate", "wcwidth", "statistics", "evalpipe.models_registry", "evalpipe.ratelimit", "evalpipe.run_marks",
+           "evalpipe.storage", "evalpipe.tooleval.gates", "evalpipe.viewer.links")
 DEFAULT_IDLE_S = 1800.0
 
 
