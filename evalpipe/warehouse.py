@@ -221,14 +221,15 @@ class Warehouse:
                 out.append({p.split("=", 1)[0]: unquote(p.split("=", 1)[1]) for p in parts})
         return out
 
-    def connect(self):
-        """An in-memory DuckDB connection with every table as a view: for queries from this process."""
+    def connect(self, tables: Any = None):
+        """An in-memory DuckDB connection with every table (or only `tables`) as a view: for queries from this
+        process. Each view costs a glob and a schema read when it is created."""
         import duckdb
 
         con = duckdb.connect()
         if self.store:
             self.store.register(con)
-        for table in TABLES:
+        for table in TABLES if tables is None else [t for t in TABLES if t in set(tables)]:
             self._ensure_schema_file(table)
             con.execute(f"CREATE VIEW {table} AS {self._view_sql(table)}")
             root = str(self.table_dir(table))
@@ -246,7 +247,11 @@ class Warehouse:
 
         con = None
         try:
-            con = self.connect()
+            import re
+
+            # views only for the tables the query names (a word match; a false positive only costs a view)
+            named = [t for t in TABLES if re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE)]
+            con = self.connect(named)
             return con.execute(sql, params).df() if params is not None else con.execute(sql).df()
         except duckdb.Error as exc:  # a damaged partition file: name it, and how to get it back
             if ".parquet" in str(exc) or "parquet" in str(exc).lower():
