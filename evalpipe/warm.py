@@ -240,6 +240,35 @@ def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[s
             os._exit(code)
 
 
+def _warm_instance_code() -> None:
+    """Start an instance once on a throwaway DAGSTER_HOME with this home's dagster.yaml: Dagster imports much of its
+    instance code on first use (storage classes, fsspec's registry) and alembic's head revisions get remembered
+    (evalpipe/instance_storage.py). Skipped for a database server storage (nothing to gain, and no side effects)."""
+    import shutil
+    import tempfile
+
+    yaml_file = socket_path().parent / "dagster.yaml"
+    text = yaml_file.read_text() if yaml_file.exists() else ""
+    if "postgres" in text.lower() or "mysql" in text.lower():
+        return
+    from dagster import DagsterInstance
+
+    from evalpipe import instance_storage
+
+    real = os.environ.get("DAGSTER_HOME")
+    with tempfile.TemporaryDirectory(prefix="evalpipe-warm-") as tmp:
+        Path(tmp, "dagster.yaml").write_text(text)
+        os.environ["DAGSTER_HOME"] = tmp
+        try:
+            DagsterInstance.get().dispose()
+        finally:
+            instance_storage.dispose()  # no open database connection crosses the fork
+            if real is None:
+                os.environ.pop("DAGSTER_HOME", None)
+            else:
+                os.environ["DAGSTER_HOME"] = real
+
+
 def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
     """Import everything once and serve `evalpipe run` requests until idle for `idle_s` or stale."""
     import importlib
@@ -260,6 +289,7 @@ def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
     view = snapshot(dict(os.environ), os.getcwd())  # before the imports, some of which set variables of their own
     for name in PRELOAD:
         importlib.import_module(name)
+    _warm_instance_code()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket is the user's own: 0600
