@@ -7,7 +7,8 @@ in the same invocation, all against the same mock server (benchmarks/mock_server
 - the first run of the N samples (concurrency 100), once;
 - bytes written and fsyncs of one more 1-sample run, from `strace` (when installed): everything the tool writes
   under its own folders (evalpipe: the Dagster instance storage, split out, and the data: warehouse, journal;
-  Inspect: its log, cache and trace files; lm-eval: its cache, results and the datasets cache of the JSONL file).
+  Inspect: its log, cache and trace files; lm-eval: its cache, results and the datasets cache of the JSONL file);
+  for evalpipe also the instance storage written by one more cached re-run (issue 15's target is per run).
 
 Contenders (`--contenders`, each a CLI in its own subprocess with its own interpreter):
 - `evalpipe`: `python -m evalpipe.cli run` with an OpenAI-compatible model at the mock (the fast path), this
@@ -200,12 +201,12 @@ def timed(c: Contender, state: Path, limit: int | None, prefix: list[str] | None
     return {"wall_s": wall, "cpu_s": cpu, "requests": mock_requests(c.base_url) - sent0}
 
 
-def written(c: Contender, state: Path) -> dict | None:
-    """Bytes written and fsyncs of one 1-sample run, under the contender's state folder, from strace."""
+def written(c: Contender, state: Path, limit: int | None = 1) -> dict | None:
+    """Bytes written and fsyncs of one run, under the contender's state folder, from strace."""
     if not shutil.which("strace") or c.name == "evalpipe-warm":
         return None
     trace = state.parent / f"{state.name}.strace"
-    timed(c, state, 1, ["strace", "-f", "-y", "-qq", "-o", str(trace), "-e",
+    timed(c, state, limit, ["strace", "-f", "-y", "-qq", "-o", str(trace), "-e",
                         "trace=write,pwrite64,writev,pwritev,fsync,fdatasync"])
     by, syncs = Counter(), 0
     root = str(state)
@@ -253,6 +254,8 @@ def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:
         for name, c in contenders.items():
             c.prepare(work / f"io-{name}")
             rows[name]["io"] = written(c, work / f"io-{name}")
+            if name in ("evalpipe", "evalpipe-stock", "evalpipe-echo"):  # the target is per run: a re-run too
+                rows[name]["io_cached"] = written(c, work / f"cached-{name}", None)
     finally:
         for c in locals().get("contenders", {}).values():
             for state in list(c.servers):
@@ -282,14 +285,14 @@ def table(rows: dict, n: int) -> str:
 
     lines = [f"| contender | 1-sample run wall / CPU (s) | x evalpipe | cached re-run of {n} wall / CPU (s) | "
              f"x evalpipe | first run of {n} wall / CPU (s) | written per 1-sample run (MB) | "
-             "of which instance storage (MB) | fsyncs |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "of which instance storage (MB) | fsyncs | instance storage written per cached re-run (MB) |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
-        io = r.get("io") or {}
+        io, again = r.get("io") or {}, r.get("io_cached") or {}
         lines.append(f"| {LABELS[name]} | {r['one']['wall_s']:.2f} / {r['one']['cpu_s']:.2f} | {ratio(r, 'one')} | "
                      f"{r['cached']['wall_s']:.2f} / {r['cached']['cpu_s']:.2f} | {ratio(r, 'cached')} | "
                      f"{r['first']['wall_s']:.2f} / {r['first']['cpu_s']:.2f} | {fmt(io.get('written_mb'))} | "
-                     f"{fmt(io.get('instance_mb'))} | {io.get('fsyncs', '-')} |")
+                     f"{fmt(io.get('instance_mb'))} | {io.get('fsyncs', '-')} | {fmt(again.get('instance_mb'))} |")
     return "\n".join(lines)
 
 
@@ -298,7 +301,8 @@ def verdicts(rows: dict, n: int) -> str:
     ours = rows.get("evalpipe")
     if not ours:
         return ""
-    io = ours.get("io") or {}
+    io, again = ours.get("io") or {}, ours.get("io_cached") or {}
+    worst = max([x["instance_mb"] for x in (io, again) if x.get("instance_mb") is not None], default=None)
 
     def peers(key: str) -> str:
         got = [f"{LABELS[p].split(' (')[0]} {rows[p][key]['wall_s']:.2f} s" for p in PEERS if p in rows]
@@ -311,8 +315,9 @@ def verdicts(rows: dict, n: int) -> str:
              f"{met(ours['one']['wall_s'], TARGETS['one_s'])}{peers('one')}",
              f"- cached re-run of {n}: {ours['cached']['wall_s']:.2f} s, target <= {TARGETS['cached_s']:g} s: "
              f"{met(ours['cached']['wall_s'], TARGETS['cached_s'])}{peers('cached')}",
-             f"- written per run beyond the data (the instance storage): {fmt(io.get('instance_mb'))} MB, target <= "
-             f"{TARGETS['written_mb']:g} MB: {met(io.get('instance_mb'), TARGETS['written_mb'])}"]
+             f"- written per run beyond the data (the instance storage): {fmt(io.get('instance_mb'))} MB in a "
+             f"1-sample run, {fmt(again.get('instance_mb'))} MB in a cached re-run, target <= "
+             f"{TARGETS['written_mb']:g} MB: {met(worst, TARGETS['written_mb'])}"]
     return "\n".join(lines)
 
 
