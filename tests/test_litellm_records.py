@@ -35,19 +35,22 @@ def no_litellm_callbacks(monkeypatch):
     return litellm
 
 
-@pytest.fixture
-def litellm_costs(no_litellm_callbacks):
-    """The cost litellm itself computed for each reply, as its success callbacks receive it."""
+def cost_capture(seen: list):
+    """A litellm callback that keeps the cost litellm itself computed for each reply, as callbacks receive it."""
     from litellm.integrations.custom_logger import CustomLogger
-
-    seen: list[tuple[object, object]] = []
 
     class Capture(CustomLogger):
         async def async_log_success_event(self, kwargs, response_obj, start_time, end_time):
             payload = kwargs.get("standard_logging_object") or {}
             seen.append((kwargs.get("response_cost"), payload.get("response_cost")))
 
-    no_litellm_callbacks.callbacks.append(Capture())  # litellm copies it into its per-event lists on the next call
+    return Capture()
+
+
+@pytest.fixture
+def litellm_costs(no_litellm_callbacks):
+    seen: list[tuple[object, object]] = []
+    no_litellm_callbacks.callbacks.append(cost_capture(seen))  # litellm copies it to its per-event lists per call
     return seen
 
 
@@ -112,3 +115,10 @@ def test_without_litellm_callbacks_litellm_is_handed_the_prices_once_looked_up(m
     assert calls == [(entry["input_cost_per_token"], entry["output_cost_per_token"],
                       pytest.approx(row["cost"], abs=1e-15))]
     assert set(mock.bodies[-1]) == {"model", "messages"}
+
+
+def test_callbacks_given_per_request_in_params_also_get_litellm_s_own_pricing(mock, no_litellm_callbacks):
+    seen: list[tuple[object, object]] = []
+    row = run_one(mock, "openai/my-finetune", params={"callbacks": [cost_capture(seen)]})
+    assert row["status"] == "ok" and row["cost"] == 0.0
+    assert seen == [(None, 0.0)]  # litellm's own verdict on a model it has no price for (handed 0/0 it says 0.0)

@@ -52,19 +52,24 @@ class LiteLLMRunner(ApiRunner):
         # litellm prices every reply itself (response metadata, its logging payload) before our record does.
         # When no litellm callback consumes that figure, it gets the per-token prices looked up once here: then it
         # skips its per-call search of the cost map (and, for a model without a price, a zero-cost diagnosis),
-        # ~1-2 ms of CPU per call. With callbacks configured it prices as it always does (tiers, cached tokens)
-        # for them, unless `options.pricing` gives this model's price: then that one. The recorded cost is ours
-        # either way (the cost map's per-token prices, or `options.pricing`).
+        # ~1-2 ms of CPU per call. With callbacks configured (litellm's globals, or `callbacks` /
+        # `success_callback` in params) it prices as it always does (tiers, cached tokens) for them, unless
+        # `options.pricing` gives this model's price: then that one. The recorded cost is ours either way.
         pin, pout = self.prices()
         self._priced_kwargs = {"input_cost_per_token": pin, "output_cost_per_token": pout, **self._kwargs}
         self._priced_always = bool(model.options.get("pricing"))
+        self._priced_never = not self._priced_always and any(k in self._kwargs
+                                                             for k in ("callbacks", "success_callback"))
 
     def _call_kwargs(self) -> dict[str, Any]:
-        lm = self._litellm
-        if self._priced_always or not (lm.callbacks or lm.success_callback
-                                       or getattr(lm, "_async_success_callback", None)):
+        """The kwargs of one call: with our prices unless a litellm callback consumes litellm's own pricing
+        (checked per call: callbacks may be registered after the runner was built)."""
+        if self._priced_always:
             return self._priced_kwargs
-        return self._kwargs
+        lm = self._litellm
+        if self._priced_never or lm.callbacks or lm.success_callback or getattr(lm, "_async_success_callback", None):
+            return self._kwargs
+        return self._priced_kwargs
 
     async def generate(self, request: RolloutRequest) -> Generation:
         try:
