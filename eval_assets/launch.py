@@ -82,12 +82,14 @@ def dataset_version(split: Any) -> str | None:
     source = adapter.source_version()
     if source is None:
         return None
-    code = []
-    for f in {inspect.getfile(type(adapter)), inspect.getfile(pipeline)}:
-        st = os.stat(f)
-        code.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
-    return fingerprint({"adapter": split.adapter, "options": split.options, "template": split.prompt_template,
-                        "source": source, "code": sorted(code)})
+    from evalpipe.benchmarks.base import files_version
+
+    code = files_version(sorted({inspect.getfile(type(adapter)), inspect.getfile(pipeline)}))
+    template = split.prompt_template
+    if isinstance(template, str) and template.strip() and "\n" not in template:  # a template file: its stat too
+        template = f"{template}|{files_version([split.resolve(template.strip())])}"
+    return fingerprint({"adapter": split.adapter, "options": split.options, "template": template,
+                        "source": source, "code": code})
 
 
 def current_dataset_run(instance: DagsterInstance, split_key: str, version: str | None) -> str | None:

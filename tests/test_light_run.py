@@ -212,3 +212,46 @@ def test_new_instance_databases_use_small_pages(fast_home):
         assert "alembic_version" in tables, (db, tables)
     assert "dynamic_partitions" in {r[0] for r in sqlite3.connect(fast_home / "history" / "runs" / "index.db")
                                     .execute("SELECT name FROM sqlite_master")}
+
+
+def test_dataset_version_follows_files_and_template(write_config, tmp_path):
+    """The token changes with the data file, the prompt template file and the options; GAIA's local copy has one,
+    a GAIA split from the Hub has none (loaded every run)."""
+    import os
+
+    from eval_assets.launch import dataset_version
+    from evalpipe.config import load_config
+
+    data, template = tmp_path / "qa.jsonl", tmp_path / "t.j2"
+    data.write_text('{"id": "a", "question": "q?", "answer": "x"}\n')
+    template.write_text("Q: {{ prompt }}")
+
+    def version(limit=None):
+        write_config(f"""
+benchmarks:
+  smoke:
+    adapter: file
+    prompt_template: {template}
+    splits: {{extra: {{path: {data}{', limit: ' + str(limit) if limit else ''}}}}}
+    options: {{columns: {{prompt: question, target: answer, id: id}}}}
+  gaia:
+    adapter: gaia
+    splits:
+      validation: {{path: {{repo}}/data/gaia_sample}}
+      test: {{}}
+models: {{}}
+""")
+        cfg = load_config()
+        return dataset_version(cfg.split("smoke/extra")), cfg
+
+    v0, cfg = version()
+    assert v0 and version()[0] == v0
+    assert dataset_version(cfg.split("gaia/validation")) and dataset_version(cfg.split("gaia/test")) is None
+    assert version(limit=1)[0] != v0
+    st = template.stat()
+    template.write_text("Question: {{ prompt }}")
+    os.utime(template, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    v1 = version()[0]
+    assert v1 != v0
+    data.write_text(data.read_text() + '{"id": "b", "question": "r?", "answer": "y"}\n')
+    assert version()[0] != v1

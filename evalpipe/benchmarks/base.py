@@ -1,6 +1,7 @@
 """Benchmark adapters: how a benchmark's samples are loaded, prompted, answered and sliced."""
 from __future__ import annotations
 
+import os
 from typing import Any, Callable, Iterable
 
 from evalpipe.config import SplitConfig
@@ -52,6 +53,18 @@ class Adapter:
         None when the adapter can't tell without loading. With a token, `evalpipe run` skips re-materializing
         an unchanged split's `dataset` (eval_assets/launch.py); None: it is loaded again on every run."""
         return None
+
+
+def files_version(paths: Iterable[Any]) -> str:
+    """Size and modification time of each file (`missing` for an absent one): a `source_version` token."""
+    out = []
+    for p in paths:
+        try:
+            st = os.stat(p)
+            out.append(f"{p}:{st.st_size}:{st.st_mtime_ns}")
+        except OSError:
+            out.append(f"{p}:missing")
+    return "|".join(out)
 
 
 _ADAPTERS: Registry[Adapter] = Registry("benchmark adapter")

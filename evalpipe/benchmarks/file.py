@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalpipe.benchmarks.base import Adapter, register_adapter
+from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
 from evalpipe.errors import ConfigError, DataError
 from evalpipe.fingerprint import canonical_json
@@ -297,26 +297,15 @@ class FileAdapter(Adapter):
         return samples_from_table(table, *self._mapping(), template=self.template())
 
     def source_version(self) -> str | None:
-        """Size and mtime of the data file, its header sidecar and a prompt template file (local files only: an
-        hf:// source is checked by loading it)."""
+        """Size and mtime of the data file and its header sidecar (local files only: an hf:// source is checked by
+        loading it)."""
         from evalpipe.fingerprints import sidecar_path
 
         spec = self.options.get("path")
         if not isinstance(spec, str) or spec.startswith("hf://"):
             return None
         local, _ = resolve_source(spec, self.split.base_dir)
-        files = [local, sidecar_path(local)]
-        template = self.split.prompt_template
-        if isinstance(template, str) and template.strip():
-            files.append((self.split.base_dir / Path(template.strip()).expanduser()).resolve())
-        stats = []
-        for f in files:
-            try:
-                st = f.stat()
-                stats.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
-            except OSError:
-                stats.append(f"{f}:missing")
-        return "|".join(stats)
+        return files_version([local, sidecar_path(local)])
 
     def header(self) -> dict[str, Any] | None:
         """The dataset header (docs/reproducibility.md): from the last `load`, else read from the file."""

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalpipe.benchmarks import hub
-from evalpipe.benchmarks.base import Adapter, register_adapter
+from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.file import Table, as_text, is_missing, plain, read_table
 from evalpipe.benchmarks.gaia_scorer import is_unscored
 from evalpipe.benchmarks.templates import TemplateRenderError, load_template
@@ -257,6 +257,14 @@ class GaiaAdapter(Adapter):
         # `limit` afterwards then changes nothing.
         return select(samples, levels, bool(self.options.get("shuffle", False)), int(self.options.get("seed", 0)),
                       max_n, limit)
+
+    def source_version(self) -> str | None:
+        """A local copy (`path:`): its metadata file's size and mtime (attachments are read by the rollouts, not
+        stored in the dataset). From the Hub: None, loaded (from the cache) every run."""
+        if not self.options.get("path"):
+            return None
+        metadata_file, _ = self.locate()
+        return files_version([metadata_file])
 
     def extract_answer(self, output: str | None) -> str | None:
         return extract_final_answer(output)
