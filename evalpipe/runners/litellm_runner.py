@@ -52,9 +52,10 @@ class LiteLLMRunner(ApiRunner):
         # litellm prices every reply itself (response metadata, its logging payload) before our record does.
         # When no litellm callback consumes that figure, it gets the per-token prices looked up once here: then it
         # skips its per-call search of the cost map (and, for a model without a price, part of a zero-cost
-        # diagnosis): measured ~0.5 ms of CPU per call (3-5% of litellm's). With callbacks configured (litellm's globals, or `callbacks` /
-        # `success_callback` in params) it prices as it always does (tiers, cached tokens) for them, unless
-        # `options.pricing` gives this model's price: then that one. The recorded cost is ours either way.
+        # diagnosis): measured ~0.5 ms of CPU per call, 3-5% of litellm's. With callbacks configured (litellm's
+        # globals, or `callbacks` / `success_callback` in params) it prices as it always does (tiers, cached
+        # tokens) for them, unless `options.pricing` gives this model's price: then that one. The recorded cost
+        # is ours either way.
         pin, pout = self.prices()
         self._priced_kwargs = {"input_cost_per_token": pin, "output_cost_per_token": pout, **self._kwargs}
         self._priced_always = bool(model.options.get("pricing"))
