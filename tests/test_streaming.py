@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import eval_assets.launch  # noqa: F401  (the partitions load from the test config: smoke/test is one of them)
 from evalpipe.errors import WarehouseError
 from evalpipe.warehouse import Warehouse
 
@@ -139,7 +140,7 @@ def scale_config(tmp_path, write_config):
     return write_config(f"""
 stream_batch_rows: {BATCH}
 benchmarks:
-  scale:
+  smoke:
     adapter: file
     splits: {{test: {{path: {data}}}}}
     options: {{columns: {{prompt: question, target: answer, id: id}}, slice_by: [category]}}
@@ -175,7 +176,7 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
     monkeypatch.setattr(PartitionReader, "to_pandas", spy("to_pandas", PartitionReader.to_pandas,
                                                           lambda a, k: (a[0].table, tuple(a[1] or ()))))
     cfg = load_config()
-    result = evaluate(cfg, ["scale/test"], ["echo"], instance=instance)
+    result = evaluate(cfg, ["smoke/test"], ["echo"], instance=instance)
     assert result.success, result
     expected = [BATCH] * (N // BATCH) + [N % BATCH]
     for stage in ("dataset", "prompts", "rollouts", "judge"):
@@ -193,7 +194,7 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
     lines = (folder / "samples.jsonl").read_text().splitlines()
     assert len(lines) == N and json.loads(lines[-1])["scores"]["exact_match"]["score"] == 1.0
     # a second run is answered from the journal, batch by batch
-    again = evaluate(cfg, ["scale/test"], ["echo"], instance=instance)
+    again = evaluate(cfg, ["smoke/test"], ["echo"], instance=instance)
     assert again.success
     assert wh.query("select count(*) n from rollouts where cached")["n"][0] == N
 
