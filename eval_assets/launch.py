@@ -242,6 +242,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     total, done = len(splits) * (1 + len(models)) + (0 if fold_leaderboard else 1), 0
     lock = threading.RLock()
     results: dict[tuple[str, str], PartitionResult] = {}
+    board_failures: list[Any] = []  # a folded leaderboard step that failed (its run)
 
     def step(label: str) -> None:
         with lock:
@@ -267,10 +268,16 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         finally:
             sample_progress.unlisten(key)
         finished()
-        res = PartitionResult(split, model, r.success, r.run_id, "" if r.success else _first_error(r))
+        # a folded leaderboard that failed alone leaves the partition itself good (reported as the leaderboard's)
+        board_only = (fold_leaderboard and not r.success
+                      and {ev.step_key for ev in r.all_events if ev.is_step_failure} == {"leaderboard"})
+        ok = r.success or board_only
+        res = PartitionResult(split, model, ok, r.run_id, "" if ok else _first_error(r))
         with lock:
             results[(split, model)] = res
-        if not r.success:
+            if board_only:
+                board_failures.append(r)
+        if not ok:
             step(f"{split} x {model} failed: {res.error}")
 
     def load(split: str, pool: ThreadPoolExecutor) -> list:
@@ -302,7 +309,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
     out.partitions = [results[(s, m)] for s in splits for m in models]
     if fold_leaderboard and out.partitions[0].success:
-        r = None  # materialized in the chain's run
+        r = board_failures[0] if board_failures else None  # run (or failed) in the chain's run
     else:
         step("leaderboard")
         r = run_assets(["leaderboard"], None, instance, resources, tags)
