@@ -169,13 +169,38 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:
         with self._db_lock:
+            if shard != "index" and shard not in self._initialized_dbs:
+                self._copy_run_template(self.path_for_shard(shard))
             engine = engine_for(self.conn_string_for_shard(shard), per_run=shard != "index")
             if shard not in self._initialized_dbs:
-                self._initdb(engine)
+                self._initdb(engine)  # on a copied template: its revision is the head, nothing to do
                 self._initialized_dbs.add(shard)
             with engine.connect() as conn:
                 with conn.begin():
                     yield conn
+
+    def _copy_run_template(self, path: str) -> None:
+        """A new run's event database as a copy of an empty one made once by Dagster's own `_initdb` (kept as
+        `.template/run-<dagster version>.db` beside the runs): creating the tables and stamping alembic's revision
+        for every run cost ~0.15 s of CPU and ~110 KB of writes; the copy is one ~50 KB write."""
+        if os.path.exists(path):
+            return
+        import shutil
+
+        from dagster import __version__ as dagster_version
+
+        template = os.path.join(self._base_dir, ".template", f"run-{dagster_version}.db")
+        if not os.path.exists(template):
+            os.makedirs(os.path.dirname(template), exist_ok=True)
+            tmp = f"{template}.{os.getpid()}.{threading.get_ident()}.tmp"
+            conn_string = f"sqlite:///{tmp}"
+            try:
+                self._initdb(engine_for(conn_string, per_run=True))
+            finally:
+                dispose(conn_string)  # the last close folds the WAL into the file: one self-contained file
+            os.replace(tmp, template)  # atomic: concurrent processes each make one, the last rename wins
+        shutil.copyfile(template, f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
 
     # Dagster asks "does table X exist?" and "does model partition Y exist?" dozens of times per run (~60 and
     # ~70 queries for one partition's chain, each on a fresh unpooled connection for has_table). Tables are never

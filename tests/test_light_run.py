@@ -38,6 +38,14 @@ def test_fast_storage_is_dagsters_own_tables(fast_home, monkeypatch):
         assert r.success
         db = fast_home / "history" / "runs" / f"{r.run_id}.db"
         assert db.exists() and not Path(f"{db}-wal").exists()  # folded back when the run ended
+        # run databases are copies of one template made by Dagster's own initialization, which is no run itself
+        from dagster import __version__ as dagster_version
+
+        assert (fast_home / "history" / "runs" / ".template" / f"run-{dagster_version}.db").exists()
+        assert set(inst.event_log_storage.get_all_run_ids()) == {rec.dagster_run.run_id for rec in inst.get_run_records()}
+        heads = {sqlite3.connect(f).execute("SELECT version_num FROM alembic_version").fetchone()
+                 for f in (fast_home / "history" / "runs").glob("*.db") if f.name != "index.db"}
+        assert len(heads) == 1 and None not in heads, heads
         with engine_for(inst.event_log_storage.conn_string_for_shard("index")).connect() as con:
             assert con.exec_driver_sql("PRAGMA synchronous").scalar() == 1  # NORMAL
             assert con.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
