@@ -42,9 +42,15 @@ def asset_checks() -> list[Any]:
     return out
 
 
+PREPARED_INSTANCE: DagsterInstance | None = None  # made once by the warm server (evalpipe/warm.py) before it forks
+
+
 def get_instance() -> DagsterInstance:
     os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
     home = os.environ["DAGSTER_HOME"]
+    prepared = PREPARED_INSTANCE
+    if prepared is not None and os.path.abspath(prepared.root_directory) == os.path.abspath(home):
+        return prepared
     os.makedirs(home, exist_ok=True)
     return DagsterInstance.get()
 
