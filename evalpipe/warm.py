@@ -196,7 +196,10 @@ def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[s
     if pid:
         for fd in fds:
             os.close(fd)
-        log(f"serving `evalpipe {' '.join(request['argv'])}` in pid {pid}")
+        from evalpipe.redact import redact
+
+        # the log is a file: a key pasted into an argument (refused by the run itself) must not land there
+        log(redact(f"serving `evalpipe {' '.join(request['argv'])}` in pid {pid}"))
         return True
     # the child: become the client's process as far as the command can tell, then run it
     code, started, server_log = 1, time.perf_counter(), os.dup(2)

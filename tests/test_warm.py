@@ -55,6 +55,10 @@ def test_warm_run_matches_cold_and_keeps_exit_codes(warm_env):
     assert len(_served(home)) == 2 and " exited 2 " in _served(home)[1]
     other = _cli(env, "list", "models")  # only `run` is served
     assert other.returncode == 0 and len(_served(home)) == 2
+    secret = "sk-proj-" + "Zq7" * 12  # a key pasted into an argument: refused by the run, never in the server's log
+    leaked = _cli(env, "run", "--no-progress", "--runner-option", f"api_key={secret}")
+    assert leaked.returncode == 2 and len(_served(home)) == 3, leaked.stderr
+    assert secret not in (home / "logs" / "warm.log").read_text() and secret not in leaked.stderr
 
 
 def test_a_stale_server_is_never_used(warm_env):
