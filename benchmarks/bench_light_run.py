@@ -48,6 +48,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 PEERS_BIN = ROOT / ".venv-peers" / "bin"
 PEERS_DIR = ROOT / "benchmarks" / "peers"
 LABELS = {
@@ -224,14 +225,6 @@ def written(c: Contender, state: Path, limit: int | None = 1) -> dict | None:
             "instance_mb": by["instance"] / 1e6 if c.name.startswith("evalpipe") else None, "fsyncs": syncs}
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", str(latency)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().strip()  # "port <n>"
-    if not line.startswith("port "):
-        proc.kill()
-        raise SystemExit(f"mock server failed to start: {line!r}")
-    return proc, f"http://127.0.0.1:{line.split()[1]}/v1"
 
 
 def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:

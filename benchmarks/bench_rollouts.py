@@ -33,18 +33,11 @@ PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 PEER_LABELS = {"inspect": "Inspect AI 0.3.285 in-process (eval)",
                "lm-eval": "lm-eval 0.4.13 in-process (simple_evaluate)"}
 sys.path.insert(0, str(ROOT))
+from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 
-def start_server(latency: float) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", str(latency)],
-                            cwd=ROOT, stdout=subprocess.PIPE, text=True)
-    line = proc.stdout.readline().strip()  # "port <n>"
-    if not line.startswith("port "):
-        proc.kill()
-        raise SystemExit(f"mock server failed to start: {line!r}")
-    return proc, f"http://127.0.0.1:{line.split()[1]}/v1"
 
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:

@@ -200,6 +200,21 @@ def serve_in_thread(mock: MockLLM, host: str = "127.0.0.1") -> Iterator[tuple[Mo
         thread.join(10)
 
 
+def start_subprocess(latency: float) -> tuple[Any, str]:
+    """This server in its own process (so its CPU is not the client's): (process, base URL of its /v1)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", str(latency)],
+                            cwd=Path(__file__).resolve().parents[1], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline().strip()  # "port <n>"
+    if not line.startswith("port "):
+        proc.kill()
+        raise SystemExit(f"mock server failed to start: {line!r}")
+    return proc, f"http://127.0.0.1:{line.split()[1]}/v1"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")

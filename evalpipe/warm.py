@@ -122,6 +122,23 @@ def _recv(sock: socket.socket, with_fds: int = 0) -> tuple[dict[str, Any], list[
     return json.loads(_recv_exact(sock, n)), fds
 
 
+def _connect(forget_dead: bool = False) -> socket.socket | None:
+    """A connection to the server of this DAGSTER_HOME, or None when none listens (`forget_dead`: then remove a
+    socket file a killed server left behind)."""
+    path = socket_path()
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.connect(str(path))
+        return sock
+    except OSError:
+        sock.close()
+        if forget_dead:
+            path.unlink(missing_ok=True)
+        return None
+
+
 # ---- client -----------------------------------------------------------------------------------------------------
 def wants_warm(argv: list[str]) -> bool:
     """Only `evalpipe run` (not --config, which picks another config than the server imported) goes warm."""
@@ -136,14 +153,8 @@ def wants_warm(argv: list[str]) -> bool:
 def run_warm(argv: list[str]) -> int | None:
     """Run `evalpipe <argv>` in the warm server of this DAGSTER_HOME: its exit code, or None when there is no
     server or it would be stale (then the caller runs the command itself)."""
-    path = socket_path()
-    if not path.exists():
-        return None
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        sock.connect(str(path))
-    except OSError:
-        sock.close()
+    sock = _connect()
+    if sock is None:
         return None
     child: list[int] = []
 
@@ -366,12 +377,10 @@ def start_background(idle_s: float = DEFAULT_IDLE_S, wait_s: float = 120.0) -> P
 
 def stop() -> bool:
     """Stop the server of this DAGSTER_HOME (an `evalpipe run` in flight finishes); False when none runs."""
-    path = socket_path()
-    if not path.exists():
+    sock = _connect(forget_dead=True)
+    if sock is None:
         return False
-    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.connect(str(path))
         # a request whose view can never match (no such source file) makes the server stop
         r, w = os.pipe()
         _send(sock, {"argv": ["run"], "env": {"EVALS_CONFIG": "/nonexistent/stop"}, "cwd": "/"}, [r, w, w])
@@ -380,7 +389,6 @@ def stop() -> bool:
         _recv(sock)
         return True
     except OSError:
-        path.unlink(missing_ok=True)
         return False
     finally:
         sock.close()
