@@ -15,6 +15,7 @@ under a temp name and renamed into place: a reader never sees half a set of file
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import re
@@ -26,6 +27,7 @@ import uuid
 from dataclasses import asdict
 from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
+from itertools import repeat
 from pathlib import Path
 from typing import Any
 
@@ -70,9 +72,62 @@ def partition_dir(root: Path, split_key: str, model_key: str) -> Path:
 
 
 # ---- small helpers ------------------------------------------------------------------------------------------------
+_scan = json.JSONDecoder().scan_once  # json.loads without its Python layers (~4x faster on short texts)
+_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
+# `_ENCODER.encode` builds this C encoder on every call; built once here (no cycle check: values come from JSON and
+# the warehouse, never cyclic). The output is the same text.
+_c_encoder = (json.encoder.c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None, ": ", ", ",
+                                          False, False, True) if json.encoder.c_make_encoder else None)
+
+
+def _dump(obj: Any) -> str:
+    """`json.dumps(obj, ensure_ascii=False, default=str)`."""
+    return "".join(_c_encoder(obj, 0)) if _c_encoder is not None else _ENCODER.encode(obj)
+
+
+# What the encoder writes for a plain value (finite floats: their repr; NaN and infinities go to the encoder)
+_SCALAR_TEXT = {str: json.encoder.encode_basestring, int: int.__repr__, type(None): lambda v: "null",
+                bool: lambda v: "true" if v else "false",
+                float: lambda v: float.__repr__(v) if math.isfinite(v) else _dump(v)}
+
+
+def _enc(v: Any) -> str:
+    """`_dump(v)`, quicker for text, numbers, flags and nulls (most values of a line)."""
+    text = _SCALAR_TEXT.get(type(v))
+    return text(v) if text is not None else _dump(v)
+
+
+def _encs(values: list[Any]) -> list[str]:
+    """`_enc` of each value of a column; a column of one kind (text, text and nulls, integers) in one C loop."""
+    kinds = set(map(type, values))
+    if kinds <= {str}:
+        return list(map(json.encoder.encode_basestring, values))
+    if kinds <= {str, type(None)}:
+        return ["null" if v is None else json.encoder.encode_basestring(v) for v in values]
+    if kinds <= {int}:
+        return list(map(int.__repr__, values))
+    if kinds <= {float} and math.isfinite(sum(values)):  # (no NaN nor infinity: those are spelled otherwise)
+        return list(map(float.__repr__, values))
+    if kinds <= {bool}:
+        return ["true" if v else "false" for v in values]
+    return [_enc(v) for v in values]
+
+
+def _key(k: Any) -> str:
+    """The JSON text of `k` as an object key (the encoder spells None, numbers and flags as strings)."""
+    return json.encoder.encode_basestring(k) if type(k) is str else _dump({k: 0})[1:-4]
+
+
 def _loads(v: Any, default: Any = None) -> Any:
+    """`json.loads(v)` of a non-empty string (the string itself if it is not JSON), else `default`."""
     if isinstance(v, str) and v:
         try:
+            obj, end = _scan(v, 0)
+            if end == len(v):
+                return obj
+        except (StopIteration, ValueError):
+            pass
+        try:  # leading/trailing whitespace, or not JSON: what json.loads makes of it
             return json.loads(v)
         except ValueError:
             return v
@@ -103,22 +158,22 @@ def _clean(v: Any) -> Any:
     return v
 
 
+def _values(col: pd.Series) -> list[Any]:
+    """A column as plain Python values: NaN (a missing number) and pandas' scalars cleaned."""
+    from pandas.api.types import infer_dtype
+
+    if col.dtype.kind in "iub":
+        return col.tolist()
+    if col.dtype.kind == "f" or (col.dtype == object and infer_dtype(col, skipna=True) in ("string", "empty", "boolean")):
+        return col.astype(object).where(col.notna(), None).tolist()  # (checked in C: numbers, text, flags, nulls)
+    return [_clean(v) for v in col.tolist()]
+
+
 def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     if not len(df):
         return []
     names = list(df.columns)
-    columns = []
-    from pandas.api.types import infer_dtype
-
-    for c in names:  # plain Python values, column by column: NaN (a missing number) and pandas' scalars cleaned
-        col = df[c]
-        if col.dtype.kind in "iub":
-            columns.append(col.tolist())
-        elif col.dtype == object and infer_dtype(col, skipna=True) in ("string", "empty", "boolean"):
-            columns.append(col.where(col.notna(), None).tolist())  # (checked in C: text, flags and nulls only)
-        else:
-            columns.append([_clean(v) for v in col.tolist()])
-    return [dict(zip(names, values)) for values in zip(*columns)]
+    return [dict(zip(names, values)) for values in zip(*(_values(df[c]) for c in names))]
 
 
 def _git() -> dict[str, Any]:
@@ -219,17 +274,111 @@ def _as_bytes(col: pd.Series) -> Any:
     return np.array([str(v).encode("utf-8") for v in vals], dtype=bytes) if len(vals) else np.array([], dtype="S1")
 
 
+PROMPT_COLUMNS = ["sample_id", "sample_index", "messages", "target", "metadata", "slices", "files",
+                  "prompt_fingerprint"]
 ROLLOUT_COLUMNS = ["sample_id", "prediction", "raw_output", "status", "error", "input_tokens", "output_tokens",
                    "cost", "latency_s", "attempts", "cached", "finish_reason", "trajectory", "tool_trace",
                    "fingerprint"]
 SCORE_FIELDS = ("score", "correct", "status", "reason", "normalized_prediction", "normalized_target")
+USAGE_FIELDS = ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")
+# The per-sample lines are put together column by column from these templates (each `%s` the JSON text of one
+# value), which gives the text `_dump(record)` gives for the record with these keys in this order.
+SAMPLE_FIELDS = ("sample_id", "sample_index", "prompt", "target", "metadata", "slices", "prediction", "raw_output",
+                 "status", "error", "scores", "usage", "finish_reason", "final_answer", "files", "trajectory",
+                 "tool_calls")
+ERROR_FIELDS = ("sample_id", "error", "attempts", "latency_s")
+EVENT_HEAD = ("sample_id", "event_index", "source")
+
+
+def _template(fields: tuple[str, ...]) -> str:
+    return "{" + ", ".join(f"{_key(k)}: %s" for k in fields) + "}"
+
+
+SAMPLE_LINE, SCORE_TEXT, USAGE_TEXT, ERROR_LINE = map(_template, (SAMPLE_FIELDS, SCORE_FIELDS, USAGE_FIELDS,
+                                                                  ERROR_FIELDS))
+# Every key a line can have besides those inside the stored JSON (messages, metadata, trajectories): none may be a
+# secret-looking name, else `redact_obj` would mask the value under it and every line must be walked.
+_FIXED_KEYS = (*SAMPLE_FIELDS, *SCORE_FIELDS, *USAGE_FIELDS, *ERROR_FIELDS, *EVENT_HEAD, "type", "role", "content",
+               "value")
+
+
+def _column(df: pd.DataFrame, name: str) -> list[Any]:
+    return _values(df[name]) if name in df.columns else [None] * len(df)
+
+
+def _json_texts(texts: list[Any], default: Any) -> list[str]:
+    """`_dump(_loads(t, default))` of each stored JSON text (the same texts repeat: each is re-encoded once)."""
+    seen: dict[Any, str] = {}
+    out = []
+    for t in texts:
+        text = seen.get(t)
+        if text is None:
+            text = seen[t] = _dump(_loads(t, default))
+        out.append(text)
+    return out
+
+
+EVENT_LINE = '{"sample_id": %s, "event_index": %d, "source": %s, %s'  # the head, then an event's text after "{"
+
+
+def _event_line(sid: Any, index: int, source: str, ev: Any, text: str | None = None) -> str:
+    """`_dump({"sample_id": sid, "event_index": index, "source": source, **flat})`: the head, then the event's own
+    JSON text (`text`, or made here) when none of its keys overrides one of the head's."""
+    flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
+    if flat and flat.keys().isdisjoint(EVENT_HEAD):
+        return EVENT_LINE % (_enc(sid), index, _enc(source), (text or _dump(flat))[1:])
+    return _dump({"sample_id": sid, "event_index": index, "source": source, **flat})
+
+
+def _conversation_events(sid: Any, messages: Any, message_texts: list[str] | None, st: Any, raw_output: Any,
+                         error: Any) -> list[str]:
+    """The event lines of a sample without an agent trajectory: each message as a `message` event, then the reply
+    (or the error). A message's event text is `"type": "message"` spliced before the message's own JSON text."""
+    lines = []
+    for k, m in enumerate(messages):
+        if message_texts is not None and type(m) is dict and m and "type" not in m:
+            lines.append(_event_line(sid, k, "conversation", m, '{"type": "message", ' + message_texts[k][1:]))
+        else:
+            lines.append(_event_line(sid, k, "conversation", {"type": "message", **m}))
+    if st == "ok":
+        lines.append(_event_line(sid, len(lines), "conversation",
+                                 {"type": "message", "role": "assistant", "content": raw_output}))
+    elif st is not None:
+        lines.append(_event_line(sid, len(lines), "conversation", {"type": "error", "error": error}))
+    return lines
+
+
+def _might_redact(r: Any, df: pd.DataFrame, plain: tuple[str, ...], json_text: tuple[str, ...]) -> Any:
+    """Per row: could `redact_obj` change anything made of these columns (text, and stored JSON text)? Columns of
+    numbers count for nothing: a number is masked only under a secret-looking key, and the keys here are fixed."""
+    import numpy as np
+    import pyarrow as pa
+
+    hit = np.zeros(len(df), dtype=bool)
+    for names, as_json in ((plain, False), (json_text, True)):
+        for c in names:
+            if c not in df.columns or not len(df) or df[c].dtype != object:
+                continue
+            try:
+                cells = pa.array(df[c], type=pa.string(), from_pandas=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text (a file of another schema): walk its rows
+                hit |= df[c].notna().to_numpy()
+                continue
+            hit |= r.could_match_cells(cells, json_text=as_json)
+    return hit
 
 
 # ---- the folder ---------------------------------------------------------------------------------------------------
 def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_rows: int | None = None) -> dict[str, Any]:
-    """The per-sample records (samples, events, errors), built batch by batch from the warehouse (prompts, with
-    the rollouts and judgements of the same samples side by side) and handed to `sink(name, records)`; returns
-    the counts and the fingerprints of the partition's data."""
+    """The per-sample JSON lines (samples, events, errors), built batch by batch from the warehouse (prompts, with
+    the rollouts and judgements of the same samples side by side), redacted, and handed to `sink(name, text)`;
+    returns the counts and the fingerprints of the partition's data.
+
+    Each line is the text `_dump(r.redact_obj(record))` of its record, made without building the records: the
+    lines are put together from each column's JSON text, and only the lines of samples whose cells could hold
+    something to mask (`Redactor.could_match_cells`, one scan per column in C) are parsed back and redacted."""
+    from evalpipe.redact import is_secret_name
+
     part = {"benchmark_split": split_key, "model": model_key}
     prompts, rollouts, judgements = (_reader(wh, t, part) for t in ("prompts", "rollouts", "judgements"))
     if prompts is None and rollouts is None:
@@ -238,12 +387,15 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
     roll_cur = rollouts.cursor(ROLLOUT_COLUMNS, batch_rows) if rollouts is not None else None
     judge_cur = (judgements.cursor(["metric", *SCORE_FIELDS, "judge_fingerprint"], batch_rows)
                  if judgements is not None else None)
+    r = get_redactor()
+    walk_all = any(is_secret_name(k) for k in _FIXED_KEYS)
     counts = {"samples": 0, "ok": 0, "errors": 0, "from_journal": 0, "input_tokens": 0, "output_tokens": 0,
               "cost_usd": 0.0}
     prompt_fps: list[Any] = []
     rollout_fps: list[Any] = []
     judges: set[str] = set()
-    batches = prompts.batches(batch_rows) if prompts is not None else iter([pd.DataFrame(columns=["sample_id"])])
+    batches = (prompts.batches(batch_rows, PROMPT_COLUMNS) if prompts is not None
+               else iter([pd.DataFrame(columns=["sample_id"])]))
     for p_batch in batches:
         ids = p_batch["sample_id"]
         r_batch = roll_cur.take(ids) if roll_cur is not None else pd.DataFrame(columns=ROLLOUT_COLUMNS)
@@ -254,59 +406,95 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
             rollout_fps.append(_as_bytes(r_batch["fingerprint"]))
         if "judge_fingerprint" in j_batch:
             judges.update(j_batch["judge_fingerprint"].dropna().unique().tolist())
-        scores: dict[str, dict[str, Any]] = {}
-        for r in _records(j_batch):
-            scores.setdefault(r["sample_id"], {})[r["metric"]] = {k: r.get(k) for k in SCORE_FIELDS}
-        roll = {r["sample_id"]: r for r in _records(r_batch)}
-        samples, events, errors = [], [], []
-        for p in _records(p_batch):
-            sid = p["sample_id"]
-            r = roll.get(sid, {})
-            messages = _loads(p.get("messages"), [])
-            usage = {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")}
-            samples.append({
-                "sample_id": sid, "sample_index": p.get("sample_index"), "prompt": messages, "target": p.get("target"),
-                "metadata": _loads(p.get("metadata"), {}), "slices": _loads(p.get("slices"), {}),
-                "prediction": r.get("prediction"), "raw_output": r.get("raw_output"), "status": r.get("status"),
-                "error": r.get("error"), "scores": scores.get(sid, {}), "usage": usage,
-                "finish_reason": r.get("finish_reason"),
-                # the final answer, the whole trajectory (tool calls and their output) and the data files it used
-                "final_answer": r.get("prediction"), "files": _loads(p.get("files"), []),
-                "trajectory": _loads(r.get("trajectory"), None), "tool_calls": _loads(r.get("tool_trace"), None),
-            })
-            counts["samples"] += 1
-            counts["ok"] += r.get("status") == "ok"
-            counts["from_journal"] += bool(usage.get("cached"))
-            counts["input_tokens"] += int(usage.get("input_tokens") or 0)
-            counts["output_tokens"] += int(usage.get("output_tokens") or 0)
-            counts["cost_usd"] += float(usage.get("cost") or 0.0)
-            if r.get("status") not in (None, "ok"):
-                errors.append({"sample_id": sid, "error": r.get("error"), "attempts": r.get("attempts"),
-                               "latency_s": r.get("latency_s")})
-            trajectory = samples[-1]["trajectory"]
-            if isinstance(trajectory, list) and trajectory:
-                source, evs = "trajectory", _with_tool_calls(trajectory, samples[-1]["tool_calls"])
+        sids = _column(p_batch, "sample_id")
+        n = len(sids)
+
+        # each sample's rollout (by id, the last row of an id wins) and scores (metric -> fields, file order)
+        r_ids = _column(r_batch, "sample_id")
+        pos = None if r_ids == sids else {sid: i for i, sid in enumerate(r_ids)}
+        rows = None if pos is None else [pos.get(sid) for sid in sids]
+
+        def rollout(name: str) -> list[Any]:
+            vals = _column(r_batch, name)
+            return vals if rows is None else [None if i is None else vals[i] for i in rows]
+
+        roll = {c: rollout(c) for c in ROLLOUT_COLUMNS}
+        score_text: dict[Any, dict[Any, str]] = {}
+        if len(j_batch):
+            texts = [SCORE_TEXT % v for v in zip(*(_encs(_column(j_batch, c)) for c in SCORE_FIELDS))]
+            for sid, metric, text in zip(_column(j_batch, "sample_id"), _column(j_batch, "metric"), texts):
+                score_text.setdefault(sid, {})[metric] = text
+
+        # which samples' lines must be walked by redact_obj
+        walk = _might_redact(r, p_batch, ("sample_id", "target"), ("messages", "metadata", "slices", "files"))
+        r_walk = _might_redact(r, r_batch, ("prediction", "raw_output", "status", "error", "finish_reason"),
+                               ("trajectory", "tool_trace"))
+        if r_walk.any():
+            flagged = {r_ids[i] for i in r_walk.nonzero()[0].tolist()}
+            walk |= [sid in flagged for sid in sids]
+        if len(j_batch):
+            j_walk = _might_redact(r, j_batch, ("status", "reason", "normalized_prediction", "normalized_target"), ())
+            if j_walk.any():
+                j_ids = _column(j_batch, "sample_id")
+                flagged = {j_ids[i] for i in j_walk.nonzero()[0].tolist()}
+                walk |= [sid in flagged for sid in sids]
+        if walk_all:
+            walk[:] = True
+
+        trajectories = [_loads(t, None) for t in roll["trajectory"]]
+        status, raw_output, error = roll["status"], roll["raw_output"], roll["error"]
+        walk_rows = walk.tolist()
+        prompt_texts, events, errors = [], [], []
+        for i, (sid, messages) in enumerate(zip(sids, map(_loads, _column(p_batch, "messages"), repeat([])))):
+            if type(messages) is list:  # the prompt's text made of its messages' texts, which the events reuse
+                message_texts = [_dump(m) for m in messages]
+                prompt_texts.append("[" + ", ".join(message_texts) + "]")
+            else:
+                message_texts = None
+                prompt_texts.append(_dump(messages))
+            st = status[i]
+            if st not in (None, "ok"):
+                errors.append((ERROR_LINE % (_enc(sid), _enc(error[i]), _enc(roll["attempts"][i]),
+                                             _enc(roll["latency_s"][i])), walk_rows[i]))
+            trajectory = trajectories[i]
+            if isinstance(trajectory, list) and trajectory:  # an agent's trajectory, with its tool calls
+                evs = _with_tool_calls(trajectory, _loads(roll["tool_trace"][i], None))
+                lines = [_event_line(sid, k, "trajectory", ev) for k, ev in enumerate(evs)]
             else:  # no agent trajectory: the conversation itself is the event list
-                source = "conversation"
-                evs = [{"type": "message", **m} for m in messages]
-                if r.get("status") == "ok":
-                    evs.append({"type": "message", "role": "assistant", "content": r.get("raw_output")})
-                elif r.get("status") is not None:
-                    evs.append({"type": "error", "error": r.get("error")})
-            for i, ev in enumerate(evs):
-                flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
-                events.append({"sample_id": sid, "event_index": i, "source": source, **flat})
+                lines = _conversation_events(sid, messages, message_texts, st, raw_output[i], error[i])
+            events += [(line, walk_rows[i]) for line in lines]
+
+        prediction = _encs(roll["prediction"])
+        columns = [
+            _encs(sids), _encs(_column(p_batch, "sample_index")), prompt_texts,
+            _encs(_column(p_batch, "target")), _json_texts(_column(p_batch, "metadata"), {}),
+            _json_texts(_column(p_batch, "slices"), {}), prediction, _encs(raw_output), _encs(status), _encs(error),
+            ("{" + ", ".join(f"{_key(m)}: {t}" for m, t in score_text[sid].items()) + "}" if sid in score_text
+             else "{}" for sid in sids),
+            (USAGE_TEXT % u for u in zip(*(_encs(roll[c]) for c in USAGE_FIELDS))),
+            _encs(roll["finish_reason"]), prediction, _json_texts(_column(p_batch, "files"), []),
+            _json_texts(roll["trajectory"], None), _json_texts(roll["tool_trace"], None),
+        ]
+        samples = [SAMPLE_LINE % values for values in zip(*columns)]
+
+        counts["samples"] += n
+        counts["ok"] += sum(1 for st in status if st == "ok")
+        counts["from_journal"] += sum(1 for c in roll["cached"] if c)
+        counts["input_tokens"] += sum(int(t or 0) for t in roll["input_tokens"])
+        counts["output_tokens"] += sum(int(t or 0) for t in roll["output_tokens"])
+        for cost in roll["cost"]:  # one by one, in sample order: the same float sum as ever
+            counts["cost_usd"] += float(cost or 0.0)
         counts["errors"] += len(errors)
-        sink("samples.jsonl", samples)
-        sink("events.jsonl", events)
-        sink("errors.jsonl", errors)
+        sink("samples.jsonl", _redacted(r, zip(samples, walk_rows)))
+        sink("events.jsonl", _redacted(r, events))
+        sink("errors.jsonl", _redacted(r, errors))
     counts["ok"] = int(counts["ok"])
     counts["cost_usd"] = round(counts["cost_usd"], 6)
     dataset_fp = _ListHash()
     dataset = _reader(wh, "datasets", {"benchmark_split": split_key})
     if dataset is not None and len(dataset):
         for d in dataset.batches(batch_rows, ["sample_id", "input", "target", "choices", "files"]):
-            dataset_fp.add([[_clean(v) for v in row] for row in d.itertuples(index=False, name=None)])
+            dataset_fp.add([list(row) for row in zip(*(_values(d[c]) for c in d.columns))])
     fps = {
         "dataset": dataset_fp.hexdigest() if dataset_fp.n else None,
         "prompts": _sorted_hash(prompt_fps) if prompts is not None and "prompt_fingerprint" in prompts.columns else None,
@@ -316,17 +504,23 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
     return {"counts": counts, "fingerprints": fps}
 
 
+def _redacted(r: Any, lines: Any) -> str:
+    """JSON lines, those marked to be walked replaced by `_dump(r.redact_obj(record))` of the record they encode."""
+    out = [_dump(r.redact_obj(json.loads(line))) if walk else line for line, walk in lines]
+    return "\n".join(out) + "\n" if out else ""
+
+
 def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     sink: Any = None, batch_rows: int | None = None) -> dict[str, Any]:
-    """The artifact contents as Python objects (file name -> object, or list of records for .jsonl). With `sink`,
-    the per-sample .jsonl records go to `sink(name, records)` batch by batch instead (`write_artifacts`)."""
+    """The artifact contents as Python objects (file name -> object, or list of (redacted) records for .jsonl).
+    With `sink`, the per-sample .jsonl text goes to `sink(name, text)` batch by batch instead (`write_artifacts`)."""
     part = {"benchmark_split": split_key, "model": model_key}
     if metrics is None:
         metrics = _read_or_empty(wh, "metrics", part)
     kept: dict[str, list] = {"samples.jsonl": [], "events.jsonl": [], "errors.jsonl": []}
-    streamed = stream_samples(split_key, model_key, wh, sink or (lambda name, recs: kept[name].extend(recs)),
-                              batch_rows)
+    streamed = stream_samples(split_key, model_key, wh, sink or (
+        lambda name, text: kept[name].extend(json.loads(line) for line in text.splitlines())), batch_rows)
     counts = streamed["counts"]
 
     metric_rows = _records(metrics)
@@ -445,55 +639,6 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # one encoder: json.dumps builds one per call
-_dump = _ENCODER.encode
-def _secret_fragments() -> tuple[str, ...] | None:
-    """The words of `redact._SECRET_NAME` (a case-insensitive alternation of words), or None if it is not that."""
-    from evalpipe import redact
-
-    pattern = getattr(getattr(redact, "_SECRET_NAME", None), "pattern", "")
-    words = pattern.removeprefix("(?i)").split("|") if pattern.startswith("(?i)") else []
-    return tuple(w.lower() for w in words) if words and all(re.fullmatch(r"\w+", w) for w in words) else None
-
-
-_PLAIN_KEYS = ('"input_tokens":', '"output_tokens":')  # keys of every sample record that are not secrets
-_JSON_KEY = re.compile(r'"([^"\\]*(?:\\.[^"\\]*)*)"\s*:')  # an object key in JSON text (a value is never followed by ':')
-
-
-def redacted_lines(records: list[dict[str, Any]], r: Any) -> str:
-    """The JSON lines `_dump(r.redact_obj(rec))` of a batch of records. `redact_obj` walks every string of every
-    record (~200 us per sample); here the batch's JSON text is checked first, and records are walked only when it
-    could hold something to mask (see `_nothing_to_mask`), so the lines are the same either way."""
-    lines = [_dump(rec) for rec in records]
-    if not lines:
-        return ""
-    if not _nothing_to_mask("\n".join(lines), r):
-        lines = [line if _nothing_to_mask(line, r) else _dump(r.redact_obj(rec)) for rec, line in zip(records, lines)]
-    return "\n".join(lines) + "\n"
-
-
-def _nothing_to_mask(text: str, r: Any) -> bool:
-    """True only when `r.redact_obj` would change nothing in the records this JSON text encodes: no string can
-    match (`could_match` is substring tests: a trigger or literal in a value is in the JSON text too, escaped,
-    hence the second test with `\\"` unescaped) and no key is a secret-looking name. False when unsure."""
-    from evalpipe import redact
-
-    triggers = getattr(redact, "_TRIGGERS", None)
-    if r.always or triggers is None or any(_ENCODER.encode(t)[1:-1] != t.replace('"', '\\"')
-                                           for t in (*triggers, *r.literals)):
-        return False  # user regexes, or a word the JSON text would spell otherwise: walk the records
-    if r.could_match(text) or r.could_match(text.replace('\\"', '"')):
-        return False
-    fragments = _secret_fragments()  # what every secret-looking key name contains, as plain words
-    if fragments:
-        probe = text.lower()
-        for known in _PLAIN_KEYS:
-            probe = probe.replace(known, "")
-        if not any(f in probe for f in fragments):
-            return True
-    return not any(redact.is_secret_name(json.loads(f'"{k}"')) for k in set(_JSON_KEY.findall(text)))
-
-
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     out_dir: str | os.PathLike | None = None, batch_rows: int | None = None) -> Path:
@@ -513,8 +658,8 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
     try:
         lines = {name: open(tmp / name, "w", encoding="utf-8") for name in FILES if name.endswith(".jsonl")}
         try:
-            def sink(name: str, records: list[dict[str, Any]]) -> None:  # one batch of per-sample records
-                lines[name].write(redacted_lines(records, r))
+            def sink(name: str, text: str) -> None:  # one batch of per-sample lines, redacted
+                lines[name].write(text)
 
             contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows)
         finally:

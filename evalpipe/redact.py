@@ -50,8 +50,9 @@ _PAIR = rf"""\b(?P<pname>{_PAIR_NAMES})(?<![_\-]env)(?P<psep>["']?\s*[:=]\s*["']
 _TRIGGERS = ("sk-", "hf_", "jina_", "pplx-", "aiza", "bearer", "key", "secret", "passw", "authorization",
              'token"', "token'", "token=", "token:", "token :")
 
-# Key names whose values are secrets (for mappings and env var names) ...
-_SECRET_NAME = re.compile(r"(?i)key|token|secret|passw|authorization|credential|api_key")
+# Key names whose values are secrets (for mappings and env var names): names containing one of these words ...
+_SECRET_WORDS = ("key", "token", "secret", "passw", "authorization", "credential", "api_key")
+_SECRET_NAME = re.compile("(?i)" + "|".join(_SECRET_WORDS))
 # ... except these, which hold names, ids or counts, not secrets.
 _NOT_SECRET_NAME = re.compile(
     r"(?i)^(key|keys|keyword|keywords|[a-z_.]*[_.]key|[a-z_.]*[_.]keys|[a-z_.]*tokens?_?(count|used)?|[a-z_.]*_env|tokenizer[a-z_.]*)$")
@@ -223,6 +224,7 @@ class Redactor:
         # Python's regex engine tries every alternative at every position (~0.3 ms for 600 chars), so most
         # strings are ruled out first by substring checks done in C: a fixed trigger word, or a literal secret.
         self.always = bool(list(patterns))
+        self._re2: tuple[str, str] | None = None  # (plain, JSON text) patterns of `could_match_cells`, made on first use
 
     def _sub(self, m: re.Match) -> str:
         if m.group("pair") is not None:
@@ -236,9 +238,35 @@ class Redactor:
     def could_match(self, text: str) -> bool:
         if self.always:
             return True
+        if len(text) >= _LONG_TEXT:  # one RE2 pass instead of ~20 substring scans (a column's cells joined)
+            try:
+                return bool(self.could_match_cells([text])[0])
+            except UnicodeEncodeError:  # a lone surrogate: not UTF-8, so the substring scans below
+                pass
         low = text.lower()
         return any(t in low for t in _TRIGGERS) or any(v in text for v in self.literals) or (
             "://" in text and ("@" in text or "sig=" in low or "code=" in low))
+
+    def could_match_cells(self, cells: Any, json_text: bool = False) -> Any:
+        """For each cell of a text column (a pyarrow string array, or a list of str/None), False only where nothing
+        in it can be masked: a numpy bool array, from one RE2 scan of the whole column in C (pyarrow.compute).
+
+        Plain cells: True wherever `could_match(cell)` is (a superset: RE2's case folding matches at least what
+        `str.lower()` does). `json_text=True`, cells holding JSON text: True also wherever `redact_obj(json.loads(
+        cell))` could change anything: a trigger or literal spelled as JSON escapes it, any `\\u`/`\\/` escape (which
+        could hide one), an object key containing a secret word (`is_secret_name`). Nulls are False."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not isinstance(cells, (pa.Array, pa.ChunkedArray)):
+            cells = pa.array(cells, type=pa.string())
+        if self.always:
+            return np.ones(len(cells), dtype=bool)
+        if self._re2 is None:
+            self._re2 = _re2_patterns(self.literals)
+        hits = pc.match_substring_regex(cells, self._re2[json_text])
+        return hits.fill_null(False).to_numpy(zero_copy_only=False)
 
     def redact(self, text: Any) -> Any:
         if not isinstance(text, str) or not text or not self.could_match(text):
@@ -268,6 +296,47 @@ class Redactor:
         if isinstance(obj, (list, tuple)):
             return [self.redact_obj(v) for v in obj]
         return obj
+
+
+_LONG_TEXT = 32_768  # from this length on, one RE2 scan (~0.4 ms to compile, then ~1 GB/s) beats substring scans
+_RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _re2_literal(text: str) -> str:
+    """`text` as a literal in RE2 syntax (pyarrow.compute's regex engine)."""
+    return "".join("\\" + c if c in _RE2_SPECIAL else c for c in text)
+
+
+def _re2_any_case(words: Any) -> str:
+    """Any of `words`, in any case. RE2's `(?i)` folds k with the Kelvin sign and s with the long s, as Python does,
+    but not i with İ and ı, which Python's `re.IGNORECASE` matches: those are spelled out."""
+    alts = ("".join("[iIİı]" if c in "iI" else _re2_literal(c) for c in w) for w in words)
+    return f"(?i:{'|'.join(alts)})"
+
+
+def _re2_patterns(literals: tuple[str, ...]) -> tuple[str, str]:
+    """The RE2 patterns of `Redactor.could_match_cells`: (for plain text, for JSON text)."""
+    from json import dumps
+
+    def escaped(text: str) -> str:  # how JSON text (ensure_ascii=False, as every writer here uses) spells a string
+        return dumps(text, ensure_ascii=False)[1:-1]
+
+    def utf8(text: str) -> bool:  # (a lone surrogate can't be in a pyarrow string, nor in an RE2 pattern)
+        try:
+            text.encode("utf-8")
+            return True
+        except UnicodeEncodeError:
+            return False
+
+    lits = [v for v in literals if utf8(v)]
+    url = "(?s:://.*(?:@|(?i:sig=|code=))|(?:@|(?i:sig=|code=)).*://)"  # "://" with "@", "sig=" or "code="
+    plain = [_re2_any_case(_TRIGGERS), *(_re2_literal(v) for v in lits), url]
+    in_json = [_re2_any_case(escaped(t) for t in _TRIGGERS if escaped(t) != t),
+               *(_re2_literal(escaped(v)) for v in lits if escaped(v) != v),
+               r"\\u", r"\\/",  # escapes the writers never make: a trigger or literal could hide behind them
+               # an object key (a string followed by ':') containing a secret word
+               rf'"(?:[^"\\]|\\.)*{_re2_any_case(_SECRET_WORDS)}(?:[^"\\]|\\.)*"\s*:']
+    return "|".join(plain), "|".join(plain + in_json)
 
 
 _lock = threading.RLock()

@@ -90,21 +90,34 @@ def _encode(value: str) -> str:
     return quote(str(value), safe="")  # '/' in "gaia/validation" must not make a folder level
 
 
-def to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
-    """Conform a DataFrame to a table's schema: missing columns become nulls, unknown ones are an error."""
+def to_arrow(table: str, df: pd.DataFrame, fill: Mapping[str, str] | None = None) -> pa.Table:
+    """Conform a DataFrame to a table's schema: missing columns become nulls (or the value `fill` gives them),
+    unknown ones are an error."""
     schema = TABLES[table]
-    extra = [c for c in df.columns if c not in schema.names]
+    fill = fill or {}
+    extra = [c for c in dict.fromkeys([*df.columns, *fill]) if c not in schema.names]
     if extra:
         raise WarehouseError(f"table {table!r} has no column(s) {extra}; add them to evalpipe/schema.py")
     arrays = []
     for f in schema:
-        if f.name in df.columns:
-            col = df[f.name]
-            col = col.astype(object).where(col.notna(), None)
-            arrays.append(pa.array(col.tolist(), type=f.type, from_pandas=True))
+        if f.name in fill:
+            arrays.append(pa.array([fill[f.name]] * len(df), type=f.type))
+        elif f.name in df.columns:
+            arrays.append(_arrow_column(df[f.name], f.type))
         else:
             arrays.append(pa.nulls(len(df), type=f.type))
     return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def _arrow_column(col: pd.Series, typ: pa.DataType) -> pa.Array:
+    # A column already of the field's kind converts in C (NaN and None become nulls); any other goes through Python
+    # objects, which converts differently (e.g. 1.5 into an integer field is 1 there, an error directly).
+    kind = col.dtype.kind
+    if ((kind == "O" and pa.types.is_string(typ)) or (kind == "f" and pa.types.is_floating(typ))
+            or (kind in "iu" and pa.types.is_integer(typ)) or (kind == "b" and pa.types.is_boolean(typ))):
+        return pa.array(col, type=typ, from_pandas=True)
+    col = col.astype(object).where(col.notna(), None)
+    return pa.array(col.tolist(), type=typ, from_pandas=True)
 
 
 class Warehouse:
@@ -337,24 +350,27 @@ class Warehouse:
 DEFAULT_BATCH_ROWS = 20_000  # rows per batch when the config has no `stream_batch_rows`
 
 
-def redact_batch(df: pd.DataFrame) -> pd.DataFrame:
-    """`redact.redact_frame(df)`, the same cells, with a column-wide first check: a text column none of whose cells
-    can hold a secret (`Redactor.could_match` of all its cells joined: substring tests, so a trigger in any cell is
-    in the joined text) is copied as is instead of checked cell by cell (a million cells: ~1.5 s per column)."""
-    from pandas.api.types import infer_dtype
+def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
+    """`redact.redact_frame`, the same cells masked, on a conformed batch: each text column (but those named in
+    `keep`) is scanned once in C (`Redactor.could_match_cells`), and only the cells that could hold a secret go
+    through `redact` (`redact_generated` for model output) in Python; a column with none is kept as it is."""
+    import numpy as np
 
     from evalpipe.redact import GENERATED_FIELDS, get_redactor
 
     r = get_redactor()
-    out = df.copy()
-    for col in out.columns:
-        if out[col].dtype != object:
+    for i, field in enumerate(data.schema):
+        if not pa.types.is_string(field.type) or field.name in keep:
             continue
-        if infer_dtype(out[col], skipna=True) in ("string", "empty") and not r.could_match(
-                "\n".join(filter(None, out[col].tolist()))):  # every cell a string or null (checked in C)
+        flagged = np.flatnonzero(r.could_match_cells(data.column(i)))
+        if not len(flagged):
             continue
-        out[col] = out[col].map(r.redact_generated if col in GENERATED_FIELDS else r.redact)
-    return out
+        redact = r.redact_generated if field.name in GENERATED_FIELDS else r.redact
+        values = data.column(i).to_pylist()
+        for j in flagged.tolist():
+            values[j] = redact(values[j])
+        data = data.set_column(i, field, pa.array(values, type=field.type))
+    return data
 
 
 class PartitionWriter:
@@ -397,13 +413,12 @@ class PartitionWriter:
         """Append one batch (conformed to the table's schema, redacted, partition columns checked and filled)."""
         if self._writer is None:
             raise WarehouseError(f"{self.table} writer for {self.path} is already closed")
-        df = redact_batch(df)  # a redacted copy: no secret (key, token, user pattern) reaches a Parquet file
         for dim, value in self.partition.items():
             if dim in df.columns and len(df) and not (df[dim] == value).all():
                 bad = df.loc[df[dim] != value, dim].iloc[0]
                 raise WarehouseError(f"{self.table}: row has {dim}={bad!r} but the partition is {dim}={value!r}")
-            df[dim] = value
-        data = to_arrow(self.table, df)
+        # redacted: no secret (key, token, user pattern) reaches a Parquet file; the partition's own key is kept
+        data = redact_arrow(to_arrow(self.table, df, fill=self.partition), keep=self.partition)
         try:
             self._writer.write_table(data)
         except (OSError, pa.ArrowException) as exc:  # disk full, file too large
