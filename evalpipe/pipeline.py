@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+from json.encoder import encode_basestring as _encode_json_string
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
@@ -205,22 +206,32 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
     out = []
     # `fingerprint(fp)` below, with the runner's canonical JSON made once instead of once per sample
     ident_json, tools_json = canonical_json(ident), canonical_json(tools_id)
-    for r in prompts.itertuples(index=False):
-        raw_tools = getattr(r, "tools", None)
+    n = len(prompts)
+    # column by column (lists, not a namedtuple per row)
+    raw_tools_col = prompts["tools"].tolist() if "tools" in prompts.columns else [None] * n
+    for sample_id, prompt_fp, messages, files, metadata, target, raw_tools in zip(
+            prompts["sample_id"].tolist(), prompts["prompt_fingerprint"].tolist(), prompts["messages"].tolist(),
+            prompts["files"].tolist(), prompts["metadata"].tolist(), prompts["target"].tolist(), raw_tools_col):
         tools = None
         if isinstance(raw_tools, str) and raw_tools:
             tools = parsed.get(raw_tools)
             if tools is None:
                 tools = parsed[raw_tools] = json.loads(raw_tools)
         # canonical_json({"runner": ident, "prompt": ..., "sample": ..., ["tools": tools_id]}): keys in sorted order
-        fp = (f'{{"prompt":{canonical_json(r.prompt_fingerprint)},"runner":{ident_json},'
-              f'"sample":{canonical_json(r.sample_id)}' + (f',"tools":{tools_json}}}' if tools is not None else "}"))
+        fp = (f'{{"prompt":{_canonical_value(prompt_fp)},"runner":{ident_json},"sample":{_canonical_value(sample_id)}'
+              + (f',"tools":{tools_json}}}' if tools is not None else "}"))
         out.append(RolloutRequest(
-            sample_id=r.sample_id, messages=json.loads(r.messages),
+            sample_id=sample_id, messages=json.loads(messages),
             fingerprint=hashlib.sha256(fp.encode("utf-8")).hexdigest()[:32],
-            files=_loads(r.files, []), metadata=_loads(r.metadata, {}),
-            target=r.target if isinstance(r.target, str) else None, tools=tools))
+            files=_loads(files, []), metadata=_loads(metadata, {}),
+            target=target if isinstance(target, str) else None, tools=tools))
     return out
+
+
+def _canonical_value(value: Any) -> str:
+    """canonical_json(value), byte for byte: for a string that is the JSON string the encoder itself writes (json's
+    C `encode_basestring`, what `json.dumps(s, ensure_ascii=False)` returns) without building an encoder per call."""
+    return _encode_json_string(value) if isinstance(value, str) else canonical_json(value)
 
 
 # ---- tools (docs/tools.md) ------------------------------------------------------------------------------------------

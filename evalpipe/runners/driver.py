@@ -11,6 +11,7 @@ import asyncio
 import json
 import random
 import time
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -89,6 +90,7 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
     A request with `tools` is one whole conversation (evalpipe/tools/loop.py) within `timeout_s`."""
     start = time.perf_counter()
     attempts = 0
+    loop = asyncio.get_running_loop()
     while True:
         attempts += 1
         retry_after = None
@@ -96,6 +98,7 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if limiter is not None:
             estimate = estimate_tokens(req.messages, max_tokens)
             await limiter.acquire(estimate)
+        deadline = loop.time() + s.timeout_s  # the attempt's bound, counted from before the runner's first step
         try:
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
@@ -103,8 +106,11 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                 async with asyncio.timeout(s.timeout_s + 30):
                     gen = await run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
             else:
-                async with asyncio.timeout(s.timeout_s):
-                    gen = await runner.generate(req)
+                call = _Call(runner.generate(req))
+                gen = call.answer_at_once()
+                if gen is _WAITING:  # it waits (a network reply): the rest of the call is bounded by the deadline
+                    async with asyncio.timeout_at(deadline):
+                        gen = await call
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
@@ -135,6 +141,59 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if retry_after is not None:
             delay = max(delay, min(retry_after, max(s.backoff_max_s, 60.0)))  # honour Retry-After, bounded
         await asyncio.sleep(delay)
+
+
+class _Call:
+    """A runner's `generate(...)` awaitable, run up to its first wait before any timer is armed.
+
+    A runner that answers without waiting (a replay, a cache hit, an in-process model, the echo runner) has then
+    answered, and the per-attempt asyncio timeout (a timer scheduled and cancelled on the loop, ~3 us a sample)
+    is not needed: a timeout can only fire while the call waits, so none could have fired. A call that waits is
+    awaited on from where it stopped, under the attempt's deadline taken before its first step, so a network
+    call is bounded exactly as before. An error the runner raises comes out of either step as from `await`."""
+
+    __slots__ = ("_coro", "_waiting_on", "_started")
+
+    def __init__(self, awaitable: Any):
+        self._coro = awaitable
+        self._waiting_on: Any = None
+        self._started = False
+
+    def answer_at_once(self) -> Any:
+        """The runner's result if it answered without waiting, else `_WAITING` (then `await` this)."""
+        if type(self._coro) is not types.CoroutineType:  # some other awaitable: awaited as it is
+            return _WAITING
+        try:
+            self._waiting_on = self._coro.send(None)
+        except StopIteration as done:
+            return done.value
+        self._started = True
+        return _WAITING
+
+    def __await__(self) -> Any:
+        coro = self._coro
+        if not self._started:
+            return (yield from coro.__await__())
+        signal = self._waiting_on  # what the call waits on (a future), handed to the task as `await` would
+        while True:  # the rest of `yield from coro`, resumed after its first yield
+            try:
+                value = yield signal
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # cancelled (the timeout) or the like: raised inside the call
+                try:
+                    signal = coro.throw(exc)
+                except StopIteration as done:
+                    return done.value
+            else:
+                try:
+                    signal = coro.send(value)
+                except StopIteration as done:
+                    return done.value
+
+
+_WAITING = object()  # `_Call.answer_at_once`: the call waits
 
 
 async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journal: Journal | None,
@@ -250,7 +309,8 @@ _SECRET_FIELDS: dict[tuple, bool] = {}
 
 def _with_errors(progress: Callable[..., None] | None) -> Callable[[int, int, int], None] | None:
     """A progress callback as (done, total, errors): callbacks declaring an `errors` parameter (or **kwargs) get
-    the failed samples so far; plain (done, total) callbacks keep their signature."""
+    the failed samples so far; plain (done, total) callbacks keep their signature. A callback whose third
+    positional parameter is `errors` is returned as it is (it is called per sample: no wrapper call in between)."""
     if progress is None:
         return None
     import inspect
@@ -259,6 +319,11 @@ def _with_errors(progress: Callable[..., None] | None) -> Callable[[int, int, in
         params = inspect.signature(progress).parameters
     except (TypeError, ValueError):
         params = {}
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = [p for p in params.values() if p.kind in kinds]
+    if len(positional) >= 3 and positional[2].name == "errors" and positional[2].kind is kinds[1] \
+            and all(p.default is not inspect.Parameter.empty for p in positional[3:]):
+        return progress
     if "errors" in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return lambda d, t, e: progress(d, t, errors=e)
     return lambda d, t, e: progress(d, t)
