@@ -330,13 +330,16 @@ def _event_line(sid: Any, index: int, source: str, ev: Any, text: str | None = N
     return _dump({"sample_id": sid, "event_index": index, "source": source, **flat})
 
 
+_MESSAGE_EVENT_KEYS = (*EVENT_HEAD, "type")  # a message with none of these keys: its event line is spliced
+
+
 def _conversation_events(sid: Any, messages: Any, message_texts: list[str] | None, st: Any, raw_output: Any,
                          error: Any) -> list[str]:
     """The event lines of a sample without an agent trajectory: each message as a `message` event, then the reply
     (or the error). A message's event text is `"type": "message"` spliced before the message's own JSON text."""
     lines = []
     for k, m in enumerate(messages):
-        if message_texts is not None and type(m) is dict and m and "type" not in m:
+        if message_texts is not None and type(m) is dict and m and m.keys().isdisjoint(_MESSAGE_EVENT_KEYS):
             lines.append(_event_line(sid, k, "conversation", m, '{"type": "message", ' + message_texts[k][1:]))
         else:
             lines.append(_event_line(sid, k, "conversation", {"type": "message", **m}))
@@ -444,7 +447,7 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
         trajectories = [_loads(t, None) for t in roll["trajectory"]]
         status, raw_output, error = roll["status"], roll["raw_output"], roll["error"]
         walk_rows = walk.tolist()
-        prompt_texts, events, errors = [], [], []
+        prompt_texts, events, events_walk, errors, errors_walk = [], [], [], [], []
         for i, (sid, messages) in enumerate(zip(sids, map(_loads, _column(p_batch, "messages"), repeat([])))):
             if type(messages) is list:  # the prompt's text made of its messages' texts, which the events reuse
                 message_texts = [_dump(m) for m in messages]
@@ -454,15 +457,17 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
                 prompt_texts.append(_dump(messages))
             st = status[i]
             if st not in (None, "ok"):
-                errors.append((ERROR_LINE % (_enc(sid), _enc(error[i]), _enc(roll["attempts"][i]),
-                                             _enc(roll["latency_s"][i])), walk_rows[i]))
+                errors.append(ERROR_LINE % (_enc(sid), _enc(error[i]), _enc(roll["attempts"][i]),
+                                            _enc(roll["latency_s"][i])))
+                errors_walk.append(walk_rows[i])
             trajectory = trajectories[i]
             if isinstance(trajectory, list) and trajectory:  # an agent's trajectory, with its tool calls
                 evs = _with_tool_calls(trajectory, _loads(roll["tool_trace"][i], None))
                 lines = [_event_line(sid, k, "trajectory", ev) for k, ev in enumerate(evs)]
             else:  # no agent trajectory: the conversation itself is the event list
                 lines = _conversation_events(sid, messages, message_texts, st, raw_output[i], error[i])
-            events += [(line, walk_rows[i]) for line in lines]
+            events += lines
+            events_walk += [walk_rows[i]] * len(lines)
 
         prediction = _encs(roll["prediction"])
         columns = [
@@ -485,16 +490,16 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
         for cost in roll["cost"]:  # one by one, in sample order: the same float sum as ever
             counts["cost_usd"] += float(cost or 0.0)
         counts["errors"] += len(errors)
-        sink("samples.jsonl", _redacted(r, zip(samples, walk_rows)))
-        sink("events.jsonl", _redacted(r, events))
-        sink("errors.jsonl", _redacted(r, errors))
+        sink("samples.jsonl", _redacted(r, samples, walk_rows))
+        sink("events.jsonl", _redacted(r, events, events_walk))
+        sink("errors.jsonl", _redacted(r, errors, errors_walk))
     counts["ok"] = int(counts["ok"])
     counts["cost_usd"] = round(counts["cost_usd"], 6)
     dataset_fp = _ListHash()
     dataset = _reader(wh, "datasets", {"benchmark_split": split_key})
     if dataset is not None and len(dataset):
         for d in dataset.batches(batch_rows, ["sample_id", "input", "target", "choices", "files"]):
-            dataset_fp.add([list(row) for row in zip(*(_values(d[c]) for c in d.columns))])
+            dataset_fp.add(list(zip(*(_values(d[c]) for c in d.columns))))  # (rows as tuples: the same JSON)
     fps = {
         "dataset": dataset_fp.hexdigest() if dataset_fp.n else None,
         "prompts": _sorted_hash(prompt_fps) if prompts is not None and "prompt_fingerprint" in prompts.columns else None,
@@ -504,10 +509,11 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
     return {"counts": counts, "fingerprints": fps}
 
 
-def _redacted(r: Any, lines: Any) -> str:
-    """JSON lines, those marked to be walked replaced by `_dump(r.redact_obj(record))` of the record they encode."""
-    out = [_dump(r.redact_obj(json.loads(line))) if walk else line for line, walk in lines]
-    return "\n".join(out) + "\n" if out else ""
+def _redacted(r: Any, lines: list[str], walk: list[bool]) -> str:
+    """The JSON lines, those marked to be walked replaced by `_dump(r.redact_obj(record))` of the record they encode."""
+    if any(walk):
+        lines = [_dump(r.redact_obj(json.loads(line))) if w else line for line, w in zip(lines, walk)]
+    return "\n".join(lines) + "\n" if lines else ""
 
 
 def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
