@@ -322,6 +322,9 @@ def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
         importlib.import_module(name)
     _warm_instance_code()
     _prepare_instance()
+    from evalpipe.runners import pricing
+
+    pricing._shipped_cost_map()  # litellm's price map (~1 MB of JSON), read once here instead of in every run
     # Everything imported so far lives as long as the server: frozen, a forked run's full collections skip it
     # instead of walking (and, copy-on-write, copying) the whole preloaded heap
     gc.collect()
