@@ -111,6 +111,14 @@ def to_arrow(table: str, df: pd.DataFrame) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
+def close_databases() -> None:
+    """Close this process's in-memory DuckDB databases (`Warehouse.connect`): before a fork, so none crosses it."""
+    with _databases_lock:
+        for db, _ in _databases.values():
+            db.close()
+        _databases.clear()
+
+
 class Warehouse:
     def __init__(self, duckdb_path: str | os.PathLike, store: Any = None):
         self.duckdb_path = Path(duckdb_path).expanduser().resolve()
