@@ -129,8 +129,13 @@ class Contender:
     def served_cpu(self, state: Path, lines_before: int) -> float:
         """CPU of the child the warm server forked for the last run (it reports it in the server's log)."""
         _, log = self.servers[state]
-        found = [SERVED.search(line) for line in log.read_text(errors="replace").splitlines()[lines_before:]]
-        found = [m for m in found if m]
+        deadline = time.monotonic() + 10  # the child tells the client its exit code first, then logs its CPU
+        while True:
+            found = [SERVED.search(line) for line in log.read_text(errors="replace").splitlines()[lines_before:]]
+            found = [m for m in found if m]
+            if found or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
         if not found:
             raise SystemExit(f"the warm server did not serve the run (it ran cold): {log}\n"
                              + log.read_text(errors="replace")[-2000:])

@@ -165,6 +165,7 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             self._initdb(engine_for(self.conn_string_for_shard("index")), for_index_shard=True)
             self.reindex_events()
             self.reindex_assets()
+            self._run_template()  # part of making the instance, like index.db: not billed to its first run
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:
@@ -187,6 +188,11 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             return
         import shutil
 
+        shutil.copyfile(self._run_template(), f"{path}.tmp")
+        os.replace(f"{path}.tmp", path)
+
+    def _run_template(self) -> str:
+        """The empty run database that new runs copy, made by Dagster's own `_initdb` when missing."""
         from dagster import __version__ as dagster_version
 
         template = os.path.join(self._base_dir, ".template", f"run-{dagster_version}.db")
@@ -199,8 +205,7 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             finally:
                 dispose(conn_string)  # the last close folds the WAL into the file: one self-contained file
             os.replace(tmp, template)  # atomic: concurrent processes each make one, the last rename wins
-        shutil.copyfile(template, f"{path}.tmp")
-        os.replace(f"{path}.tmp", path)
+        return template
 
     # Dagster asks "does table X exist?" and "does model partition Y exist?" dozens of times per run (~60 and
     # ~70 queries for one partition's chain, each on a fresh unpooled connection for has_table). Tables are never

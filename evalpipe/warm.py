@@ -14,6 +14,7 @@ command line, or `EVALS_WARM=0`, always runs cold. Without a server the command 
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -259,33 +260,80 @@ def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[s
             os._exit(code)
 
 
-def _warm_instance_code() -> None:
-    """Start an instance once on a throwaway DAGSTER_HOME with this home's dagster.yaml: Dagster imports much of its
-    instance code on first use (storage classes, fsspec's registry) and alembic's head revisions get remembered
-    (evalpipe/instance_storage.py). Skipped for a database server storage (nothing to gain, and no side effects)."""
+def _warm_up(log: Any) -> None:
+    """One throwaway run before serving: a 1-sample echo run of a split key of this config, with this home's
+    dagster.yaml, in a temp DAGSTER_HOME (its own warehouse, journal and artifacts; the env variables are put back
+    afterwards). The first run in a process pays one-time costs every forked run would pay again: Dagster's
+    instance code and storage classes, imports done on first use, compiled regexes and caches in Dagster, pandas,
+    pyarrow and evalpipe (~0.4 s of a served run). Without a split in the config, or with a database server
+    storage (no throwaway instance there), only the instance code is started."""
+    import contextlib
+    import io
     import shutil
     import tempfile
 
     yaml_file = socket_path().parent / "dagster.yaml"
     text = yaml_file.read_text() if yaml_file.exists() else ""
-    if "postgres" in text.lower() or "mysql" in text.lower():
+    import yaml
+
+    settings = json.dumps(yaml.safe_load(text) or {}).lower()  # the settings, not comments that name a server
+    if "postgres" in settings or "mysql" in settings:
         return
     from dagster import DagsterInstance
 
-    from evalpipe import instance_storage
+    from evalpipe import instance_storage, warehouse
+    from evalpipe.config import load_config
 
-    real = os.environ.get("DAGSTER_HOME")
-    with tempfile.TemporaryDirectory(prefix="evalpipe-warm-") as tmp:
-        Path(tmp, "dagster.yaml").write_text(text)
-        os.environ["DAGSTER_HOME"] = tmp
-        try:
-            DagsterInstance.get().dispose()
-        finally:
-            instance_storage.dispose()  # no open database connection crosses the fork
-            if real is None:
-                os.environ.pop("DAGSTER_HOME", None)
+    saved = {k: os.environ.get(k) for k in ("DAGSTER_HOME", "EVALS_CONFIG", "EVALS_WAREHOUSE", "EVALS_ARTIFACTS")}
+    tmp = tempfile.mkdtemp(prefix="evalpipe-warm-")
+    try:
+        splits = list(load_config().splits.values())
+        home = Path(tmp, "home")
+        home.mkdir()
+        (home / "dagster.yaml").write_text(text)
+        os.environ["DAGSTER_HOME"] = str(home)
+        for k in ("EVALS_WAREHOUSE", "EVALS_ARTIFACTS"):
+            os.environ.pop(k, None)
+        DagsterInstance.get().dispose()
+        if not splits:
+            return
+        split = splits[0]  # its key must be one of the code's partitions, which come from this config
+        data = Path(tmp, "warm.jsonl")
+        data.write_text(json.dumps({"id": "w1", "question": "1 + 1?", "answer": "2"}) + "\n")
+        config = Path(tmp, "evals.yaml")
+        config.write_text(json.dumps({  # JSON is YAML
+            "benchmarks": {split.benchmark: {"adapter": "file", "splits": {split.split: {"path": str(data)}},
+                                             "options": {"columns": {"prompt": "question", "target": "answer",
+                                                                     "id": "id"}},
+                                             "metrics": ["exact_match"]}},
+            "models": {"warm-up": {"runner": "echo", "reply": "target"}},
+            "default_models": ["warm-up"], "default_benchmarks": [split.benchmark],
+            "artifacts": {"enabled": True}}))
+        os.environ["EVALS_CONFIG"] = str(config)
+        from evalpipe.cli import main
+
+        sink, code = io.StringIO(), 0
+        with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
+            try:
+                main.main(args=["run", "--no-progress"], prog_name="evalpipe", standalone_mode=True)
+            except SystemExit as exc:
+                code = exc.code
+        if code:
+            last = [line for line in sink.getvalue().splitlines() if line.strip()][-1:] or ["no output"]
+            log(f"the warm-up run exited {code} ({last[0][:300]}); serving anyway")
+        else:
+            log(f"warm-up run of {split.key} (1 sample, echo, in a temp DAGSTER_HOME) done")
+    except Exception as exc:  # noqa: BLE001  a failed warm-up only costs speed: serve anyway
+        log(f"the warm-up run failed ({type(exc).__name__}: {exc}); serving anyway")
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
             else:
-                os.environ["DAGSTER_HOME"] = real
+                os.environ[k] = v
+        instance_storage.dispose()  # no open database connection crosses the fork
+        warehouse.close_databases()
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _prepare_instance() -> None:
@@ -319,8 +367,15 @@ def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
     view = snapshot(dict(os.environ), os.getcwd())  # before the imports, some of which set variables of their own
     for name in PRELOAD:
         importlib.import_module(name)
-    _warm_instance_code()
+    _warm_up(log)
     _prepare_instance()
+    from evalpipe.runners import pricing
+
+    pricing._shipped_cost_map()  # litellm's price map (~1 MB of JSON), read once here instead of in every run
+    # Everything imported so far lives as long as the server: frozen, a forked run's full collections skip it
+    # instead of walking (and, copy-on-write, copying) the whole preloaded heap
+    gc.collect()
+    gc.freeze()
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     old_umask = os.umask(0o177)  # the socket is the user's own: 0600

@@ -30,8 +30,12 @@ def test_fast_storage_is_dagsters_own_tables(fast_home, monkeypatch):
     from eval_assets.launch import run_assets, sync_model_partitions
     from evalpipe.instance_storage import FastSqliteEventLogStorage, engine_for
 
+    from dagster import __version__ as dagster_version
+
+    template = fast_home / "history" / "runs" / ".template" / f"run-{dagster_version}.db"
     with DagsterInstance.get() as inst:
         assert isinstance(inst.event_log_storage, FastSqliteEventLogStorage)
+        assert template.exists()  # made with the instance, before its first run
         sync_model_partitions(inst, ["perfect"])
         assert run_assets(["dataset"], "smoke/extra", inst).success
         r = run_assets(["prompts", "rollouts", "judgements", "metrics"], "smoke/extra|perfect", inst)
@@ -39,9 +43,7 @@ def test_fast_storage_is_dagsters_own_tables(fast_home, monkeypatch):
         db = fast_home / "history" / "runs" / f"{r.run_id}.db"
         assert db.exists() and not Path(f"{db}-wal").exists()  # folded back when the run ended
         # run databases are copies of one template made by Dagster's own initialization, which is no run itself
-        from dagster import __version__ as dagster_version
-
-        assert (fast_home / "history" / "runs" / ".template" / f"run-{dagster_version}.db").exists()
+        assert template.exists()
         assert set(inst.event_log_storage.get_all_run_ids()) == {rec.dagster_run.run_id for rec in inst.get_run_records()}
         heads = {sqlite3.connect(f).execute("SELECT version_num FROM alembic_version").fetchone()
                  for f in (fast_home / "history" / "runs").glob("*.db") if f.name != "index.db"}

@@ -78,3 +78,32 @@ def test_views_are_not_rewritten_while_a_reader_holds_the_file(tmp_path):
     reader = duckdb.connect(str(wh.duckdb_path), read_only=True)
     wh.write("metrics", _metrics(0.7), P1)  # must not need the DuckDB file
     assert reader.execute("select value from metrics").fetchall() == [(0.7,)]
+
+
+def test_queries_share_one_duckdb_database_per_process_and_see_new_partitions(tmp_path, monkeypatch):
+    opened = []
+    real_connect = duckdb.connect
+
+    def counting_connect(*args, **kwargs):
+        con = real_connect(*args, **kwargs)
+        if not args and not kwargs.get("database"):  # in-memory: the query side (the DuckDB file has a path)
+            opened.append(con)
+        return con
+
+    monkeypatch.setattr(duckdb, "connect", counting_connect)
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    wh.write("metrics", _metrics(0.5), P1)
+    assert wh.query("select model, value from metrics")["value"].tolist() == [0.5]
+    # written after the first query: the views read the files at every query, so the cached database sees it
+    wh.write("metrics", _metrics(1.0), P2)
+    assert sorted(wh.query("select value from metrics")["value"].tolist()) == [0.5, 1.0]
+    assert wh.query("select count(*) as n from judgements")["n"].tolist() == [0]
+    con = wh.connect(["metrics"])
+    con.close()  # a caller's close ends its cursor, not the shared database
+    assert wh.query("select count(*) as n from metrics")["n"].tolist() == [2]
+    assert len(opened) == 1
+    # another warehouse (another folder) gets its own database and views
+    other = Warehouse(tmp_path / "other" / "warehouse.duckdb")
+    other.write("metrics", _metrics(0.25), P1)
+    assert other.query("select value from metrics")["value"].tolist() == [0.25]
+    assert len(opened) == 2

@@ -48,6 +48,10 @@ def test_warm_run_matches_cold_and_keeps_exit_codes(warm_env):
     warm = _cli(env, "run", "--no-progress", "--split", "smoke/extra")
     assert warm.returncode == 0, warm.stderr[-2000:]
     assert len(_served(home)) == 1 and " exited 0 " in _served(home)[0]
+    # the server's throwaway warm-up run (evalpipe/warm.py _warm_up) ran in its own temp home: nothing of it here
+    assert "warm-up run of " in (home / "logs" / "warm.log").read_text()
+    assert not [p for p in home.rglob("*") if "warm-up" in p.name or "warm.jsonl" in p.name]
+    assert "warm-up" not in _cli({**env, "EVALS_WARM": "0"}, "list", "models").stdout
     table = [line for line in warm.stdout.splitlines() if line.startswith("| smoke/extra")]
     assert table and table == [line for line in cold.stdout.splitlines() if line.startswith("| smoke/extra")]
     bad = _cli(env, "run", "--no-progress", "--model", "no-such-model")  # a config error: exit 2, one line
