@@ -250,7 +250,7 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
     with tracing.scope(context.run_id, "judgements", **dims), wh.writer("judgements", dims) as out:
-        for batch in prompts.batches(_batch_rows(cfg)):
+        for batch in prompts.batches(_batch_rows(cfg), pipeline.JUDGE_PROMPT_COLUMNS):
             df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
                                 metrics=judge.metrics)
             out.write(df)

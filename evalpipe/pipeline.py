@@ -3,6 +3,7 @@ so every stage can be tested (and reused by the CLI) without Dagster."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from json.encoder import encode_basestring as _encode_json_string
@@ -17,7 +18,7 @@ from evalpipe.config import ModelConfig, SplitConfig, dagster_home
 from evalpipe.errors import DataError
 from evalpipe.fingerprint import canonical_json, fingerprint
 from evalpipe.journal import Journal
-from evalpipe.metrics import JudgeInput, aggregate, build_metric
+from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
 from evalpipe.runners import Runner, RunSettings, run_requests
 from evalpipe.types import RolloutRequest, Sample, Score
 
@@ -385,56 +386,104 @@ class RolloutSession:
 # the rollouts columns `judge` reads (the judgements asset reads only these, side by side with the prompts)
 JUDGE_ROLLOUT_COLUMNS = ["sample_id", "status", "error", "prediction", "raw_output", "trajectory", "tool_trace",
                          "stop_reason"]
+# the prompts columns it reads (the asset reads only these: the messages, files and fingerprints stay on disk)
+JUDGE_PROMPT_COLUMNS = ["sample_id", "model", "prompt_text", "target", "metadata", "slices", "tools"]
 
 
 def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
           metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None) -> pd.DataFrame:
+    """One row per sample and metric. The frame is built column by column (a list per column, not a dict per row):
+    the same values and dtypes, without a Python dict per judgement."""
     adapter = adapter_for(split)
     specs = metrics if metrics is not None else adapter.metrics()
     trace_cols = [c for c in ("trajectory", "tool_trace", "stop_reason") if c in rollouts.columns]  # [tools]
     merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output", *trace_cols]],
                            on="sample_id", how="left", validate="one_to_one")
-    per_metric: list[list[dict[str, Any]]] = []
+    n = len(merged)
+    targets, predictions = _strings(merged["target"]), _strings(merged["prediction"])
+    ok = [i for i, s in enumerate(merged["status"].tolist()) if s == "ok"]
+    errors = merged["error"].tolist()
+    per_metric: list[dict[str, list[Any]]] = []
     for spec in specs:
-        rows: list[dict[str, Any]] = []
-        per_metric.append(rows)
         metric = build_metric(spec, metric_settings)
         judge_fp = fingerprint(metric.identity())
-        ok = merged[merged["status"] == "ok"]
-        items = [JudgeInput(sample_id=r.sample_id, input=r.prompt_text, target=r.target if isinstance(r.target, str) else None,
-                            prediction=r.prediction if isinstance(r.prediction, str) else None,
-                            raw_output=r.raw_output if isinstance(r.raw_output, str) else None,
-                            metadata=_loads(r.metadata, {}), **_trace_inputs(r)) for r in ok.itertuples(index=False)]
-        scorable = [i for i in items if i.target is not None or not metric.requires_target]
-        scored = dict(zip((i.sample_id for i in scorable), asyncio.run(metric.ascore_many(scorable))))
-        for r in merged.itertuples(index=False):
-            target = r.target if isinstance(r.target, str) else None
-            if r.sample_id in scored:
-                sc = scored[r.sample_id]
-            elif target is None and metric.requires_target:
-                sc = Score.unscored()
-            else:
-                sc = Score(value=0.0, correct=False, status="error", reason=f"rollout failed: {r.error}")
-            rows.append({
-                "benchmark_split": split.key, "model": r.model, "sample_id": r.sample_id, "metric": metric.name,
-                "score": sc.value, "correct": sc.correct, "status": sc.status, "reason": sc.reason,
-                "prediction": r.prediction if isinstance(r.prediction, str) else None,
-                "normalized_prediction": sc.normalized_prediction, "target": target,
-                "normalized_target": sc.normalized_target, "slices": r.slices, "details": _json(sc.details or None),
-                "judge_fingerprint": judge_fp,
-            })
+        rows = [i for i in ok if targets[i] is not None or not metric.requires_target]  # the samples it scores
+        got = metric.score_columns([targets[i] for i in rows], [predictions[i] for i in rows])
+        if got is None:  # a metric scoring JudgeInputs
+            got = ScoreColumns.of(asyncio.run(metric.ascore_many(_judge_inputs(merged, rows, targets, predictions,
+                                                                               metric.inputs))))
+        if len(rows) < n or len(got) != n:  # the others: unscored without a target, else the rollout's error
+            got = _place_verdicts(got, rows, n, lambda i: Score.unscored() if targets[i] is None and metric.requires_target
+                                 else Score(value=0.0, correct=False, status="error",
+                                            reason=f"rollout failed: {errors[i]}"))
+        per_metric.append({
+            "metric": [metric.name] * n, "score": got.value, "correct": got.correct, "status": got.status,
+            "reason": got.reason, "normalized_prediction": got.normalized_prediction,
+            "normalized_target": got.normalized_target, "details": [_json(d) if d else None for d in got.details],
+            "judge_fingerprint": [judge_fp] * n})
+    if not per_metric or not n:
+        return pd.DataFrame([])
     # sample-major (each sample's metrics together), in prompt order: every per-sample table of a partition is
     # then in the same order, which lets later stages read them side by side batch by batch (docs/scale.md)
-    return pd.DataFrame([row for group in zip(*per_metric) for row in group] if per_metric else [])
+    k = len(per_metric)
+
+    def each(values: list[Any]) -> list[Any]:  # a per-sample value on each of the sample's k rows
+        return values if k == 1 else [v for v in values for _ in range(k)]
+
+    def verdict(column: str) -> list[Any]:  # the metrics' values, sample by sample
+        return [v for group in zip(*(m[column] for m in per_metric)) for v in group]
+
+    return pd.DataFrame({
+        "benchmark_split": [split.key] * (n * k), "model": each(merged["model"].tolist()),
+        "sample_id": each(merged["sample_id"].tolist()), "metric": verdict("metric"), "score": verdict("score"),
+        "correct": verdict("correct"), "status": verdict("status"), "reason": verdict("reason"),
+        "prediction": each(predictions), "normalized_prediction": verdict("normalized_prediction"),
+        "target": each(targets), "normalized_target": verdict("normalized_target"),
+        "slices": each(merged["slices"].tolist()), "details": verdict("details"),
+        "judge_fingerprint": verdict("judge_fingerprint"),
+    })
 
 
-def _trace_inputs(r: Any) -> dict[str, Any]:
-    """[tools] JudgeInput's trace fields from a merged prompts+rollouts row (docs/interfaces.md)."""
-    trajectory = _loads(getattr(r, "trajectory", None), [])
-    stop = getattr(r, "stop_reason", None)
-    return {"tool_calls": _loads(getattr(r, "tool_trace", None), []),
-            "trajectory": trajectory if isinstance(trajectory, list) else [],
-            "tools": _loads(getattr(r, "tools", None), None), "stop_reason": stop if isinstance(stop, str) else None}
+def _place_verdicts(got: ScoreColumns, rows: list[int], n: int, other: Callable[[int], Score]) -> ScoreColumns:
+    """All n samples' verdicts: `got`'s for the samples at positions `rows` (in order), `other(i)` for the rest."""
+    at = dict(zip(rows, range(len(got))))
+    others = {i: other(i) for i in range(n) if i not in at}
+    picks = [at.get(i) for i in range(n)]
+    return ScoreColumns(*([col[k] if k is not None else getattr(others[i], f.name) for i, k in enumerate(picks)]
+                          for f, col in ((f, getattr(got, f.name)) for f in dataclasses.fields(ScoreColumns))))
+
+
+def _strings(column: pd.Series) -> list[str | None]:
+    return [v if isinstance(v, str) else None for v in column.tolist()]
+
+
+def _judge_inputs(merged: pd.DataFrame, rows: list[int], targets: list[str | None], predictions: list[str | None],
+                  fields: frozenset[str] | None) -> list[JudgeInput]:
+    """The JudgeInputs of `rows` (positions in a merged prompts+rollouts frame), fresh ones for each metric. Of
+    the stored JSON (metadata; [tools] the trace, docs/interfaces.md) only the `fields` the metric reads (None:
+    all) are decoded; the others keep JudgeInput's defaults."""
+    def col(name: str) -> list[Any]:  # the column's values at `rows` (None where the frame lacks the column)
+        if name not in merged.columns:
+            return [None] * len(rows)
+        values = merged[name].tolist()
+        return [values[i] for i in rows]
+
+    decoded: dict[str, list[Any]] = {}
+    if fields is None or "metadata" in fields:
+        decoded["metadata"] = [_loads(m, {}) for m in col("metadata")]
+    if fields is None or "tool_calls" in fields:
+        decoded["tool_calls"] = [_loads(t, []) for t in col("tool_trace")]
+    if fields is None or "trajectory" in fields:
+        decoded["trajectory"] = [t if isinstance(t, list) else [] for t in (_loads(t, []) for t in col("trajectory"))]
+    if fields is None or "tools" in fields:
+        decoded["tools"] = [_loads(t, None) for t in col("tools")]
+    if fields is None or "stop_reason" in fields:
+        decoded["stop_reason"] = [s if isinstance(s, str) else None for s in col("stop_reason")]
+    extras = [dict(zip(decoded, values)) for values in zip(*decoded.values())] if decoded else [{}] * len(rows)
+    raw_outputs = col("raw_output")
+    return [JudgeInput(sample_id=s, input=p, target=targets[i], prediction=predictions[i],
+                       raw_output=raw if isinstance(raw, str) else None, **extra)
+            for i, s, p, raw, extra in zip(rows, col("sample_id"), col("prompt_text"), raw_outputs, extras)]
 
 
 # ---- metrics and leaderboard ------------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Metrics (judges): score one prediction against its sample. Aggregation is separate (aggregate.py)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
 from evalpipe.errors import ConfigError
@@ -26,10 +26,39 @@ class JudgeInput:
     stop_reason: str | None = None
 
 
+@dataclass
+class ScoreColumns:
+    """The verdicts on a batch column by column: Score's fields as lists, one value per sample (a details entry may
+    be None: no details). A rule scoring a large batch builds these instead of a Score object per sample."""
+    value: list[float | None]
+    correct: list[bool | None]
+    status: list[str]
+    reason: list[str]
+    normalized_prediction: list[str | None]
+    normalized_target: list[str | None]
+    details: list[dict[str, Any] | None]
+
+    @classmethod
+    def of(cls, scores: list[Score]) -> "ScoreColumns":
+        return cls(*([getattr(s, f.name) for s in scores] for f in fields(cls)))
+
+    def __len__(self) -> int:
+        return len(self.value)
+
+    def row(self, i: int) -> Score:
+        return Score(value=self.value[i], correct=self.correct[i], status=self.status[i], reason=self.reason[i],
+                     normalized_prediction=self.normalized_prediction[i],
+                     normalized_target=self.normalized_target[i], details=self.details[i] or {})
+
+
 class Metric:
     name = "base"
     requires_target = True  # samples without ground truth are reported as unscored, never as wrong
     shared_settings: tuple[str, ...] = ()  # run-wide overrides this metric accepts (see build_metric)
+    # The JudgeInput fields `score` reads (None: all). `judge` decodes a sample's stored JSON (metadata, tool
+    # trace, trajectory, tools) only for a metric that reads it: for a rule metric that decoding is most of the
+    # cost of judging. A field left out arrives with its default (empty metadata, no tool calls, ...).
+    inputs: frozenset[str] | None = None
 
     def __init__(self, **settings: Any):
         self.settings = settings
@@ -44,6 +73,12 @@ class Metric:
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
         """Score a batch. Model-graded metrics override this to run concurrently."""
         return [self.score(i) for i in items]
+
+    def score_columns(self, targets: list[str | None], predictions: list[str | None]) -> ScoreColumns | None:
+        """A rule that reads nothing but the target and the prediction may score a whole batch from those two
+        columns, with exactly the verdicts `score` gives row by row; `judge` then builds no JudgeInput or Score per
+        sample. None (the default): not offered, `judge` calls `ascore_many`."""
+        return None
 
 
 _METRICS: Registry[Metric] = Registry("metric")

@@ -44,6 +44,7 @@ def _text(item: JudgeInput, field: str) -> str:
 
 class LenientMetric(Metric):
     lenient = True
+    inputs = frozenset({"input", "target", "prediction", "raw_output", "choices"})  # no stored JSON to decode
 
 
 @register_metric("includes")

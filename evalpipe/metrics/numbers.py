@@ -7,6 +7,7 @@ import re
 # "1,234.5", "-3", ".5", "1e-3", "$12", "45%": thousands separators only in groups of three, so "1,2" (a list)
 # is not read as 12.
 _NUMBER = re.compile(r"^[+-]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?%?$")
+_DIGIT = re.compile(r"\d")  # (compiled once: `re.search` looks its pattern up on every call)
 
 
 def parse_number(text: object) -> float | None:
@@ -17,7 +18,7 @@ def parse_number(text: object) -> float | None:
     if isinstance(text, (int, float)):
         return float(text) if math.isfinite(float(text)) else None
     s = str(text).strip().replace(" ", "")
-    if not s or not _NUMBER.match(s) or not re.search(r"\d", s):
+    if not s or not _NUMBER.match(s) or not _DIGIT.search(s):
         return None
     try:
         value = float(s.replace("$", "").replace("%", "").replace(",", ""))
