@@ -2,6 +2,7 @@
 import json
 import re
 
+import pandas as pd
 import pytest
 
 from evalpipe.runners import register_runner
@@ -146,3 +147,127 @@ def test_artifacts_dir_from_config_and_env(tmp_path, write_config, monkeypatch):
     assert artifacts_root(load_config()) == tmp_path / "elsewhere"
     write_config(CONFIG + "artifacts: {enabled: false}\n")
     assert artifacts_enabled(load_config()) is False
+
+
+# ---- the lines are the records, redacted (issue 15: put together from the stored JSON text, not from records) -----
+P = {"benchmark_split": "b/test", "model": "m"}
+SECRETS = ("sk-proj-abcdefghijklmnop1234", "another-plain-value-7", 'we"ird\\value77', "hidden-meta-1", "dotless-1",
+           "Bearer-abcdefgh12345678", "sk-abcdefghijklmnop99999", "pw-in-trajectory", "tt-in-trace", "hunter22")
+CONTENTS = ["What is 2+2?", "Ünïcödé ✓ 中文 🙂", 'quote " and \\ backslash\nnewline\ttab', "ctl \x01 char",
+            "my key sk-proj-abcdefghijklmnop1234 here", "env another-plain-value-7 inside", 'we"ird\\value77 too',
+            "visit https://bob:hunter22@example.com/x", "K\u212aEY and tokens are fine", "reply Bearer abcdefgh12345678", ""]
+METADATA = [None, "{}", '{"category": "alpha"}', '{"nested": {"a": [1, {"b": "ü"}], "f": 1.5e-07}}',
+            '{"api_key": "hidden-meta-1"}', '{"token_id": 5}', '{"authorızation": "dotless-1"}', '{"max_tokens": 5}',
+            '{"k": "\\u00e9t\\u00e9"}', ' {"spaced" : [1,2]} ', '"just a string"']
+
+
+def _messages(i):
+    c = CONTENTS[i % len(CONTENTS)]
+    return [json.dumps([{"role": "user", "content": c}], ensure_ascii=False),
+            json.dumps([{"role": "system", "content": "be brief"}, {"role": "user", "content": c}]),  # \u escapes
+            '[ {"role" : "user", "content" : ' + json.dumps(c) + '} ]', None, "[]",
+            json.dumps([{"type": "custom", "role": "user", "content": c}, {}, {"source": "x", "content": c}])][i % 6]
+
+
+def _expected_records(prompts, rollouts, judgements):
+    """The records the artifact lines encode, as docs/reproducibility.md describes them (what artifacts.py built
+    record by record before issue 15)."""
+    from evalpipe.artifacts import SCORE_FIELDS, _with_tool_calls
+
+    def loads(v, default):
+        if isinstance(v, str) and v:
+            try:
+                return json.loads(v)
+            except ValueError:
+                return v
+        return default
+
+    roll = {r["sample_id"]: r for r in rollouts}
+    scores = {}
+    for j in judgements:
+        scores.setdefault(j["sample_id"], {})[j["metric"]] = {k: j.get(k) for k in SCORE_FIELDS}
+    samples, events, errors = [], [], []
+    for p in prompts:
+        sid, r = p["sample_id"], roll.get(p["sample_id"], {})
+        messages = loads(p.get("messages"), [])
+        trajectory, tool_calls = loads(r.get("trajectory"), None), loads(r.get("tool_trace"), None)
+        samples.append({
+            "sample_id": sid, "sample_index": p["sample_index"], "prompt": messages, "target": p.get("target"),
+            "metadata": loads(p.get("metadata"), {}), "slices": loads(p.get("slices"), {}),
+            "prediction": r.get("prediction"), "raw_output": r.get("raw_output"), "status": r.get("status"),
+            "error": r.get("error"), "scores": scores.get(sid, {}),
+            "usage": {k: r.get(k) for k in ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")},
+            "finish_reason": r.get("finish_reason"), "final_answer": r.get("prediction"),
+            "files": loads(p.get("files"), []), "trajectory": trajectory, "tool_calls": tool_calls})
+        if r.get("status") not in (None, "ok"):
+            errors.append({"sample_id": sid, "error": r.get("error"), "attempts": r.get("attempts"),
+                           "latency_s": r.get("latency_s")})
+        if isinstance(trajectory, list) and trajectory:
+            source, evs = "trajectory", _with_tool_calls(trajectory, tool_calls)
+        else:
+            source, evs = "conversation", [{"type": "message", **m} for m in messages]
+            if r.get("status") == "ok":
+                evs.append({"type": "message", "role": "assistant", "content": r.get("raw_output")})
+            elif r.get("status") is not None:
+                evs.append({"type": "error", "error": r.get("error")})
+        for i, ev in enumerate(evs):
+            flat = ev if isinstance(ev, dict) else {"type": "value", "value": ev}
+            events.append({"sample_id": sid, "event_index": i, "source": source, **flat})
+    return {"samples.jsonl": samples, "events.jsonl": events, "errors.jsonl": errors}
+
+
+def test_lines_are_the_records_redacted_with_secrets_everywhere(home, tmp_path, monkeypatch):
+    """Secrets planted unmasked in the warehouse (prompts, metadata keys and values, replies, errors, trajectories,
+    tool traces), with unicode, escapes, JSON in other spellings, missing and duplicate rows, in batches of 4: every
+    line is `json.dumps(redact_obj(record))` of its record, and no secret is in any file."""
+    import pyarrow.parquet as pq
+
+    from evalpipe.artifacts import write_artifacts
+    from evalpipe.redact import get_redactor
+    from evalpipe.warehouse import Warehouse, to_arrow
+
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "another-plain-value-7")  # literal secrets (a secret-like env name)
+    monkeypatch.setenv("OTHER_SECRET", 'we"ird\\value77')
+    n = 30
+    prompts = [{"sample_id": f"s{i:02d}", "sample_index": i, "messages": _messages(i),
+                "target": None if i % 7 == 0 else CONTENTS[(3 * i) % len(CONTENTS)],
+                "metadata": METADATA[i % len(METADATA)], "slices": json.dumps({"category": "ab"[i % 2]}),
+                "files": json.dumps(["a.csv", "ü.txt"], ensure_ascii=False) if i % 3 == 0 else None} for i in range(n)]
+    rollouts = []
+    for i in range(n):
+        if i == 5:
+            continue  # a sample without a rollout
+        status = ["ok", "ok", "error", None][i % 4]
+        trajectory = json.dumps([{"role": "user", "content": "q"}, {"role": "tool", "content": "42"}, "plain event",
+                                 {"type": "note", "password": "pw-in-trajectory"}]) if i % 9 == 0 else None
+        rollouts.append({"sample_id": f"s{i:02d}", "status": status, "fingerprint": f"f{i}",
+                         "prediction": CONTENTS[(5 * i) % len(CONTENTS)] if status == "ok" else None,
+                         "raw_output": CONTENTS[(7 * i) % len(CONTENTS)] if status == "ok" else None,
+                         "error": "boom sk-abcdefghijklmnop99999" if status == "error" and i % 3 else
+                         ("plain failure ü" if status == "error" else None),
+                         "finish_reason": "stop" if status == "ok" else None, "latency_s": [0.5, 1e-05, 3.0][i % 3],
+                         "input_tokens": i, "output_tokens": 2 * i, "cost": [0.0, 0.001, None][i % 3],
+                         "attempts": 1 + i % 2, "cached": [True, False, None][i % 3], "trajectory": trajectory,
+                         "tool_trace": json.dumps([{"name": "calc", "api_key": "tt-in-trace"}]) if trajectory else None})
+    rollouts.insert(4, dict(rollouts[3], prediction="a later row of the same sample wins"))
+    judgements = []
+    for i in range(n):
+        judgements.append({"sample_id": f"s{i:02d}", "metric": "exact_match", "score": [1.0, 0.0, None][i % 3],
+                           "correct": [True, False, None][i % 3], "status": "scored", "reason": CONTENTS[i % len(CONTENTS)],
+                           "normalized_prediction": "x", "normalized_target": None, "judge_fingerprint": "j1"})
+        if i % 4 == 0:
+            judgements.append({"sample_id": f"s{i:02d}", "metric": "f1", "score": 0.5, "status": "unscored",
+                               "reason": None, "judge_fingerprint": "j2"})
+    wh = Warehouse(home / "warehouse.duckdb")
+    for table, rows in (("prompts", prompts), ("rollouts", rollouts), ("judgements", judgements)):
+        path = wh.partition_file(table, P)  # written as is: the artifacts' own redaction is what is tested
+        path.parent.mkdir(parents=True)
+        pq.write_table(to_arrow(table, pd.DataFrame(rows), fill=P), path)
+
+    out = write_artifacts("b/test", "m", wh, run={"run_id": "r1"}, out_dir=tmp_path / "art", batch_rows=4)
+    r = get_redactor()
+    for name, records in _expected_records(prompts, rollouts, judgements).items():
+        text = (out / name).read_text(encoding="utf-8")
+        assert text.splitlines() == [json.dumps(r.redact_obj(rec), ensure_ascii=False) for rec in records], name
+        assert not [s for s in SECRETS if s in text], name
+    assert "[REDACTED]" in (out / "events.jsonl").read_text() and "K\u212aEY and tokens" in (out / "samples.jsonl").read_text()

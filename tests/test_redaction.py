@@ -237,3 +237,39 @@ redact_patterns: ['INTERNAL-[0-9]{{6}}']
     assert leaky["error"].dropna().tolist() == [f"RuntimeError: 401 Unauthorized: invalid api key {MASK}"] * 2
     assert MASK in leaky["trajectory"].dropna().iloc[0]
     assert MASK in raw[raw["model"] == "parrot"]["raw_output"].iloc[3]
+
+
+def test_column_check_flags_every_cell_that_could_be_masked():
+    """`could_match_cells` (one RE2 scan per column) says True wherever `could_match` does, and for JSON text
+    wherever `redact_obj` of the parsed value changes anything; ordinary cells are False."""
+    import random
+
+    r = Redactor(literals=["plain-looking-value-42", 'we"ird\\lit\nx', "ünï-çødé-123"])
+    pieces = ["sk-", "SK-", "hf_", "Bearer ", "KEY", "\u212aey", "ſecret", "PASSW", "authorızation", 'token"', "token=",
+              "://", "@", "SIG=", "code=", "plain-looking-value-42", 'we"ird\\lit\nx', "ünï-çødé-123", "hello", " ",
+              "\n", '"', "\\", "é", "token", "credential", "api_key", "İ", "x"]
+    rng = random.Random(5)
+    texts = ["".join(rng.choice(pieces) for _ in range(rng.randint(0, 4))) for _ in range(4000)]
+    flags = r.could_match_cells(texts)
+    assert all(f for t, f in zip(texts, flags) if r.could_match(t)) and not flags.all()
+
+    def value(depth=0):
+        roll = rng.random()
+        if depth > 2 or roll < 0.4:
+            return rng.choice(texts)
+        if roll < 0.5:
+            return rng.choice([1, 2.5, None, True])
+        if roll < 0.75:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        return {rng.choice(texts + ["role", "content", "max_tokens", "token_id", "Credentials", "Authorızation"]):
+                value(depth + 1) for _ in range(rng.randint(0, 3))}
+
+    values = [value() for _ in range(4000)]
+    for ensure_ascii in (False, True):  # the writers' spelling, and \u escapes (which could hide a secret)
+        cells = [json.dumps(v, ensure_ascii=ensure_ascii) for v in values]
+        flags = r.could_match_cells(cells, json_text=True)
+        assert all(f for v, f in zip(values, flags) if r.redact_obj(v) != v)
+    assert list(r.could_match_cells(['{"role": "user", "content": "What is 2+2?"}', '{"max": 5}', None], True)) == [
+        False, False, False]
+    assert list(r.could_match_cells(['{"Token_ID": 5}', '"a \\u0073k-x"', '{"password": 1}'], True)) == [True] * 3
+    assert Redactor(patterns=["x"]).could_match_cells(["nothing"]).all()  # user regexes: every cell is checked

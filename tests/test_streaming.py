@@ -36,6 +36,37 @@ def test_writer_appends_batches_and_puts_the_file_in_place_only_on_close(tmp_pat
     assert wh.query("select count(*) n from rollouts")["n"][0] == 3  # the DuckDB views see it
 
 
+def test_writer_masks_the_cells_redact_frame_masks_and_keeps_every_other_value(tmp_path, monkeypatch):
+    """The writer checks each text column in one scan and redacts only the cells that could hold a secret: the file
+    holds exactly what `redact_frame` (every cell through the redactor) and the Python-object conversion give."""
+    import pyarrow as pa
+
+    from evalpipe.redact import redact_frame
+    from evalpipe.schema import TABLES
+
+    monkeypatch.setenv("MY_SERVICE_TOKEN", "another-plain-value-7")
+    texts = ["plain", "key sk-proj-abcdefghijklmnop1234", '{"api_key": "zzzzzzzz"}', "password=hunter22", None,
+             "env another-plain-value-7", "ünï ✓", "login(password='abc12345')", "https://u:pw1234@h/x", np.nan]
+    n = len(texts)
+    df = pd.DataFrame({"sample_id": [f"s{i}" for i in range(n)], "status": texts, "error": texts[::-1],
+                       "raw_output": texts,  # model output: known secrets only, `password=` guesses kept
+                       "latency_s": [0.5, np.nan] * (n // 2), "input_tokens": list(range(n)),
+                       "output_tokens": pd.array([1, None] * (n // 2), dtype="Int64"), "attempts": [1.0] * n,
+                       "cached": [True, None] * (n // 2)})
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    wh.write("rollouts", df, P)
+    expected = redact_frame(df.assign(**P))
+    schema = TABLES["rollouts"]
+    want = pa.Table.from_arrays(
+        [pa.array(expected[f.name].astype(object).where(expected[f.name].notna(), None).tolist(), type=f.type)
+         if f.name in expected else pa.nulls(n, f.type) for f in schema], schema=schema)
+    got = wh.reader("rollouts", P)
+    assert got.to_pandas().equals(want.to_pandas())
+    text = got.to_pandas()
+    assert "sk-proj-abcdefghijklmnop1234" not in str(text.to_dict()) and "another-plain-value-7" not in str(text.to_dict())
+    assert "login(password='abc12345')" in text["raw_output"].tolist()  # model output is scored as written
+
+
 def test_an_error_while_writing_keeps_the_previous_partition(tmp_path):
     wh = Warehouse(tmp_path / "warehouse.duckdb")
     wh.write("rollouts", _rollouts(["old"]), P)
