@@ -276,7 +276,8 @@ def tool_calls_frame(rollouts: pd.DataFrame) -> pd.DataFrame:
     cols = ["benchmark_split", "model", "sample_id", *TOOL_CALL_COLUMNS]
     rows = []
     if "tool_trace" in rollouts.columns:
-        for r in rollouts[["benchmark_split", "model", "sample_id", "tool_trace"]].itertuples(index=False):
+        traced = rollouts[rollouts["tool_trace"].notna()]  # (one-shot samples have no trace: not visited)
+        for r in traced[["benchmark_split", "model", "sample_id", "tool_trace"]].itertuples(index=False):
             for rec in _loads(r.tool_trace, []):
                 rows.append({"benchmark_split": r.benchmark_split, "model": r.model, "sample_id": r.sample_id,
                              **{c: rec.get(c) for c in TOOL_CALL_COLUMNS}})
@@ -361,11 +362,11 @@ class RolloutSession:
             rows = self._loop.run(run_requests(self.runner, requests, self._journal, self.settings, progress,
                                                close=False, tools=tools_env, start=not self._started))
             self._started = self._started or any(not r.get("cached") for r in rows)
-        self.done += len(rows)
-        self.failed += sum(1 for r in rows if r.get("status") != "ok")
         from evalpipe.runners.driver import ROW_FIELDS
 
         df = pd.DataFrame(rows) if rows else pd.DataFrame(columns=[*ROW_FIELDS, "cached"])  # 0 samples: 0 rows
+        self.done += len(df)
+        self.failed += int((df["status"] != "ok").sum())
         for c in TRACE_COLUMNS:  # [tools] conversation columns (null for one-shot samples)
             if c not in df.columns:
                 df[c] = None

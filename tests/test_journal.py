@@ -45,3 +45,45 @@ def test_a_damaged_record_reruns_and_a_damaged_file_is_a_clear_error(tmp_path):
     junk.write_bytes(b"this is not a database" * 100)
     with Journal(junk) as j:  # set aside, named, and a fresh journal: its samples run again (issue 12)
         assert j.count() == 0 and j.set_aside_to is not None and j.set_aside_to.read_bytes().startswith(b"this is")
+
+
+def test_lookups_see_indexed_and_newest_rows_and_the_latest_record_wins(tmp_path, monkeypatch):
+    import evalpipe.journal as journal_mod
+
+    monkeypatch.setattr(journal_mod, "INDEX_AFTER_ROWS", 3)  # index every few rows: both read paths are used
+    path = tmp_path / "x.sqlite"
+    with Journal(path) as j:
+        for i in range(5):
+            j.record(f"f{i}", f"s{i}", {"v": i})
+        assert set(j.lookup(["f0", "f4", "nope"])) == {"f0", "f4"}  # 5 rows not indexed: indexed now
+        j.record("f0", "s0", {"v": "new"})  # newer than its indexed row, read from the unindexed rows
+        j.record("f5", "s5", {"v": 5})
+        got = j.lookup(["f0", "f1", "f5"])
+        assert got == {"f0": {"v": "new"}, "f1": {"v": 1}, "f5": {"v": 5}}
+        j._con.execute("INSERT INTO done VALUES ('f1', 's1', '{not json', 0)")  # the latest record of f1 is damaged
+        assert set(j.lookup(["f0", "f1"])) == {"f0"}
+    with Journal(path) as j:  # the same answers after reopening, and each sample counts once
+        assert j.lookup(["f0", "f5"]) == {"f0": {"v": "new"}, "f5": {"v": 5}}
+        assert j.count() == 6
+        assert j.forget(["f0", "f5"]) == 2 and j.lookup(["f0", "f5"]) == {} and j.count() == 4
+
+
+@pytest.mark.parametrize("finished_at", [True, False])
+def test_a_journal_of_the_older_layout_is_converted_when_opened(tmp_path, finished_at):
+    path = tmp_path / "old.sqlite"
+    con = sqlite3.connect(path)
+    con.execute("CREATE TABLE done (fingerprint TEXT PRIMARY KEY, sample_id TEXT, record TEXT"
+                + (", finished_at REAL)" if finished_at else ")"))
+    con.executemany("INSERT INTO done VALUES (?, ?, ?" + (", 1.5)" if finished_at else ")"),
+                    [(f"f{i}", f"s{i}", '{"i": %d}' % i) for i in range(3)])
+    con.commit()
+    con.close()
+    with Journal(path) as j:
+        assert j.lookup(["f0", "f2", "f9"]) == {"f0": {"i": 0}, "f2": {"i": 2}}
+        j.record("f3", "s3", {"i": 3})
+        assert j.count() == 4
+    con = sqlite3.connect(path)
+    assert [r[5] for r in con.execute("PRAGMA table_info(done)")] == [0, 0, 0, 0]  # no key on `done` any more
+    assert con.execute("SELECT finished_at FROM done WHERE fingerprint = 'f0'").fetchone()[0] == (
+        1.5 if finished_at else None)
+    con.close()
