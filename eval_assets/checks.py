@@ -14,10 +14,11 @@ partition whose metrics do not account for every sample is wrong, so assets down
 run (the leaderboard, when the UI materializes both) do not run, and `evalpipe run` exits 3 naming it.
 """
 
-from typing import Any
+from typing import Any, Iterator
 
 import pandas as pd
-from dagster import AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn, MetadataValue, asset_check
+from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetIn,
+                     MetadataValue, asset_check, multi_asset_check)
 
 from eval_assets.assets import dataset, metrics, rollouts
 from evalpipe.errors import ConfigError
@@ -96,50 +97,56 @@ def rollouts_error_rate(context: AssetCheckExecutionContext, eval_config: EvalCo
                             description=f"{meta['errors']}/{meta['rollouts']} rollouts failed")
 
 
-@asset_check(asset=metrics, name="samples_accounted", partitions_def=eval_partitions, blocking=True,
-             additional_ins={"prompts": AssetIn("prompts", metadata={"columns": ["sample_id"]}),  # [scale] only these
-                             "judgements": AssetIn("judgements", metadata={"columns": ["sample_id", "metric", "status"]})},
-             description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric.")
-def metrics_samples_accounted(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
-                              metrics: pd.DataFrame, prompts: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
+# The metrics checks run as one Dagster step (a multi-asset check: one op, each check its own result, spec and UI
+# row, each still selectable alone): one step and one load of `judgements` instead of three of each, which were
+# ~15% of the Dagster work of a small run. Tool-integration gates: issue 10 (evalpipe/tooleval/gates.py, docs/metrics.md).
+METRICS_CHECK_SPECS = {
+    "samples_accounted": AssetCheckSpec(
+        "samples_accounted", asset=metrics, partitions_def=eval_partitions, blocking=True,
+        additional_deps=["prompts", "judgements"],
+        description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric."),
+    "judge_parse_failures": AssetCheckSpec(
+        "judge_parse_failures", asset=metrics, partitions_def=eval_partitions, additional_deps=["judgements"],
+        description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05)."),
+    # Not Dagster-blocking: a gate the dataset marks `blocking` fails with severity ERROR (the CLI exits 3) while
+    # the partition's results stay materialized and visible; non-blocking gates and "insufficient" ones are WARN.
+    "tool_integration_gates": AssetCheckSpec(
+        "tool_integration_gates", asset=metrics, partitions_def=eval_partitions, additional_deps=["judgements"],
+        description="The tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, F1 "
+                    "thresholds from the header). A failed blocking gate is an ERROR (CLI exit 3); a gate with "
+                    "too few eligible items is 'insufficient' (WARN, never a pass). Other partitions: passes."),
+}
+
+
+@multi_asset_check(
+    name="metrics_checks", specs=list(METRICS_CHECK_SPECS.values()), can_subset=True,
+    ins={"metrics": AssetIn("metrics"), "prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")})
+def metrics_checks(context: AssetCheckExecutionContext, eval_config: EvalConfigResource, metrics: pd.DataFrame,
+                   prompts: PartitionReader, judgements: PartitionReader) -> Iterator[AssetCheckResult]:
+    selected = {key.name for key in context.selected_asset_check_keys}
     t = thresholds(eval_config)
-    rows = metrics[~metrics["metric"].isin(USAGE_METRICS)] if len(metrics) else metrics
-    ok, meta = accounted_result(prompts, judgements, rows)
-    return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta)
+    # [scale] only the columns the checks read (the readers are lazy: resources/warehouse.py)
+    judgement_columns = ["sample_id", "metric", "status"] + (["details"] if "tool_integration_gates" in selected else [])
+    judgements = judgements.to_pandas(judgement_columns)
+    prompts = prompts.to_pandas(["sample_id"]) if "samples_accounted" in selected else None
+    if "samples_accounted" in selected:
+        rows = metrics[~metrics["metric"].isin(USAGE_METRICS)] if len(metrics) else metrics
+        ok, meta = accounted_result(prompts, judgements, rows)
+        yield AssetCheckResult(check_name="samples_accounted", passed=ok, severity=_severity(t), metadata=meta)
+    if "judge_parse_failures" in selected:
+        ok, meta = parse_failure_result(judgements, float(t["max_parse_error_rate"]))
+        yield AssetCheckResult(check_name="judge_parse_failures", passed=ok, severity=_severity(t), metadata=meta)
+    if "tool_integration_gates" in selected:
+        from evalpipe.tooleval.gates import gate_outcome
+
+        out = gate_outcome(judgements)
+        meta = {"gates": MetadataValue.json(out.gates)} if out.applicable else {}
+        yield AssetCheckResult(check_name="tool_integration_gates", passed=out.passed, metadata=meta,
+                               description=out.description[:1000],
+                               severity=AssetCheckSeverity.ERROR if out.error else AssetCheckSeverity.WARN)
 
 
-@asset_check(asset=metrics, name="judge_parse_failures", partitions_def=eval_partitions,
-             additional_ins={"judgements": AssetIn("judgements", metadata={"columns": ["metric", "status"]})},
-             description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05).")
-def metrics_judge_parse_failures(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
-                                 metrics: pd.DataFrame, judgements: pd.DataFrame) -> AssetCheckResult:
-    t = thresholds(eval_config)
-    ok, meta = parse_failure_result(judgements, float(t["max_parse_error_rate"]))
-    return AssetCheckResult(passed=ok, severity=_severity(t), metadata=meta)
-
-
-EVAL_CHECKS = [rollouts_error_rate, metrics_samples_accounted, metrics_judge_parse_failures]
-
-
-# ---- tool-integration gates (issue 10; evalpipe/tooleval/gates.py, docs/metrics.md) ------------------------------
-# Not Dagster-blocking: a gate the dataset marks `blocking` fails with severity ERROR (the CLI exits 3) while the
-# partition's results stay materialized and visible; non-blocking gates and "insufficient" ones are WARN.
-@asset_check(asset=metrics, name="tool_integration_gates", partitions_def=eval_partitions,
-             additional_ins={"judgements": AssetIn("judgements", metadata={"columns": ["metric", "details"]})},
-             description="The tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, F1 "
-                         "thresholds from the header). A failed blocking gate is an ERROR (CLI exit 3); a gate with "
-                         "too few eligible items is 'insufficient' (WARN, never a pass). Other partitions: passes.")
-def metrics_tool_integration_gates(context: AssetCheckExecutionContext, metrics: pd.DataFrame,
-                                   judgements: pd.DataFrame) -> AssetCheckResult:
-    from evalpipe.tooleval.gates import gate_outcome
-
-    out = gate_outcome(judgements)
-    meta = {"gates": MetadataValue.json(out.gates)} if out.applicable else {}
-    return AssetCheckResult(passed=out.passed, metadata=meta, description=out.description[:1000],
-                            severity=AssetCheckSeverity.ERROR if out.error else AssetCheckSeverity.WARN)
-
-
-EVAL_CHECKS.append(metrics_tool_integration_gates)
+EVAL_CHECKS = [rollouts_error_rate, metrics_checks]
 
 
 # ---- tool fixtures (issue 9; evalpipe/tools/replay.py, docs/tools.md) --------------------------------------------

@@ -82,6 +82,17 @@ def test_checks_run_with_the_assets_and_gate_errors_and_parse_failures(instance,
     latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
         [AssetCheckKey(AssetKey("rollouts"), "error_rate")])
     assert latest and list(latest.values())[0].run_id in runs.values()
+    # the three metrics checks share one step (eval_assets/checks.py) yet each can be selected alone
+    from dagster import AssetSelection
+
+    from eval_assets.launch import run_assets
+    from partitions import eval_key
+
+    only = AssetSelection.assets("metrics").without_checks() | AssetSelection.checks(
+        AssetCheckKey(AssetKey("metrics"), "judge_parse_failures"))
+    alone = run_assets(only, eval_key("smoke/extra", "good"), instance)
+    assert alone.success
+    assert set(check_outcomes(instance, alone.run_id)) == {("metrics", "judge_parse_failures")}
 
 
 def test_check_functions_on_hand_made_frames():

@@ -96,12 +96,13 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
     downstream in that run, and `evalpipe run` exits 3 naming the check (not 1, as for a crash)."""
     from click.testing import CliRunner
 
-    from eval_assets.checks import metrics_samples_accounted
+    from eval_assets.checks import METRICS_CHECK_SPECS
     from evalpipe.metrics import register_metric
     from evalpipe.metrics.base import Metric
     from evalpipe.types import Score
 
-    assert all(spec.blocking for spec in metrics_samples_accounted.check_specs)
+    assert METRICS_CHECK_SPECS["samples_accounted"].blocking
+    assert not METRICS_CHECK_SPECS["judge_parse_failures"].blocking
 
     class Bogus(Metric):
         name = "bogus_status"
