@@ -164,8 +164,11 @@ def _values(col: pd.Series) -> list[Any]:
 
     if col.dtype.kind in "iub":
         return col.tolist()
-    if col.dtype.kind == "f" or (col.dtype == object and infer_dtype(col, skipna=True) in ("string", "empty", "boolean")):
-        return col.astype(object).where(col.notna(), None).tolist()  # (checked in C: numbers, text, flags, nulls)
+    kind = infer_dtype(col, skipna=True) if col.dtype == object else None  # (checked in C)
+    if kind in ("string", "empty"):  # text and missing values (None, NaN, pd.NA): those become None
+        return [v if isinstance(v, str) else None for v in col.tolist()]
+    if col.dtype.kind == "f" or kind == "boolean":
+        return col.astype(object).where(col.notna(), None).tolist()
     return [_clean(v) for v in col.tolist()]
 
 
@@ -333,21 +336,23 @@ def _event_line(sid: Any, index: int, source: str, ev: Any, text: str | None = N
 _MESSAGE_EVENT_KEYS = (*EVENT_HEAD, "type")  # a message with none of these keys: its event line is spliced
 
 
-def _conversation_events(sid: Any, messages: Any, message_texts: list[str] | None, st: Any, raw_output: Any,
-                         error: Any) -> list[str]:
+def _conversation_events(sid: Any, sid_text: str, messages: Any, message_texts: list[str] | None, st: Any,
+                         raw_output: Any, error: Any) -> list[str]:
     """The event lines of a sample without an agent trajectory: each message as a `message` event, then the reply
     (or the error). A message's event text is `"type": "message"` spliced before the message's own JSON text."""
     lines = []
     for k, m in enumerate(messages):
         if message_texts is not None and type(m) is dict and m and m.keys().isdisjoint(_MESSAGE_EVENT_KEYS):
-            lines.append(_event_line(sid, k, "conversation", m, '{"type": "message", ' + message_texts[k][1:]))
+            lines.append(f'{{"sample_id": {sid_text}, "event_index": {k}, "source": "conversation", "type": "message", '
+                         + message_texts[k][1:])
         else:
             lines.append(_event_line(sid, k, "conversation", {"type": "message", **m}))
     if st == "ok":
-        lines.append(_event_line(sid, len(lines), "conversation",
-                                 {"type": "message", "role": "assistant", "content": raw_output}))
+        lines.append(f'{{"sample_id": {sid_text}, "event_index": {len(lines)}, "source": "conversation", '
+                     f'"type": "message", "role": "assistant", "content": {_enc(raw_output)}}}')
     elif st is not None:
-        lines.append(_event_line(sid, len(lines), "conversation", {"type": "error", "error": error}))
+        lines.append(f'{{"sample_id": {sid_text}, "event_index": {len(lines)}, "source": "conversation", '
+                     f'"type": "error", "error": {_enc(error)}}}')
     return lines
 
 
@@ -422,11 +427,13 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
             return vals if rows is None else [None if i is None else vals[i] for i in rows]
 
         roll = {c: rollout(c) for c in ROLLOUT_COLUMNS}
-        score_text: dict[Any, dict[Any, str]] = {}
+        scores: dict[Any, dict[Any, str]] = {}  # sample id -> metric -> '"metric": {fields}'
         if len(j_batch):
+            metrics = _column(j_batch, "metric")
+            keys = {m: _key(m) + ": " for m in set(metrics)}
             texts = [SCORE_TEXT % v for v in zip(*(_encs(_column(j_batch, c)) for c in SCORE_FIELDS))]
-            for sid, metric, text in zip(_column(j_batch, "sample_id"), _column(j_batch, "metric"), texts):
-                score_text.setdefault(sid, {})[metric] = text
+            for sid, metric, text in zip(_column(j_batch, "sample_id"), metrics, texts):
+                scores.setdefault(sid, {})[metric] = keys[metric] + text
 
         # which samples' lines must be walked by redact_obj
         walk = _might_redact(r, p_batch, ("sample_id", "target"), ("messages", "metadata", "slices", "files"))
@@ -447,6 +454,7 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
         trajectories = [_loads(t, None) for t in roll["trajectory"]]
         status, raw_output, error = roll["status"], roll["raw_output"], roll["error"]
         walk_rows = walk.tolist()
+        sid_texts = _encs(sids)
         prompt_texts, events, events_walk, errors, errors_walk = [], [], [], [], []
         for i, (sid, messages) in enumerate(zip(sids, map(_loads, _column(p_batch, "messages"), repeat([])))):
             if type(messages) is list:  # the prompt's text made of its messages' texts, which the events reuse
@@ -465,17 +473,16 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
                 evs = _with_tool_calls(trajectory, _loads(roll["tool_trace"][i], None))
                 lines = [_event_line(sid, k, "trajectory", ev) for k, ev in enumerate(evs)]
             else:  # no agent trajectory: the conversation itself is the event list
-                lines = _conversation_events(sid, messages, message_texts, st, raw_output[i], error[i])
+                lines = _conversation_events(sid, sid_texts[i], messages, message_texts, st, raw_output[i], error[i])
             events += lines
             events_walk += [walk_rows[i]] * len(lines)
 
         prediction = _encs(roll["prediction"])
         columns = [
-            _encs(sids), _encs(_column(p_batch, "sample_index")), prompt_texts,
+            sid_texts, _encs(_column(p_batch, "sample_index")), prompt_texts,
             _encs(_column(p_batch, "target")), _json_texts(_column(p_batch, "metadata"), {}),
             _json_texts(_column(p_batch, "slices"), {}), prediction, _encs(raw_output), _encs(status), _encs(error),
-            ("{" + ", ".join(f"{_key(m)}: {t}" for m, t in score_text[sid].items()) + "}" if sid in score_text
-             else "{}" for sid in sids),
+            ["{" + ", ".join(scores[sid].values()) + "}" if sid in scores else "{}" for sid in sids],
             (USAGE_TEXT % u for u in zip(*(_encs(roll[c]) for c in USAGE_FIELDS))),
             _encs(roll["finish_reason"]), prediction, _json_texts(_column(p_batch, "files"), []),
             _json_texts(roll["trajectory"], None), _json_texts(roll["tool_trace"], None),
