@@ -603,9 +603,12 @@ class SampleCursor:
 
     def take(self, ids: Any) -> pd.DataFrame:
         """The rows whose key is in `ids` (a batch of prompts' sample ids, in prompt order), in file order."""
-        wanted = set(ids)
+        import numpy as np
+
+        values = np.asarray(ids if isinstance(ids, pd.Series) else list(ids), dtype=object)
+        wanted = set(values.tolist())
         if self.in_order:
-            rows = self._next_rows(wanted)
+            rows = self._next_rows(wanted, values)
             if rows is not None:
                 return rows
             self.in_order = False
@@ -613,11 +616,11 @@ class SampleCursor:
                         self.reader.table)
         return self.reader.select(lambda b: b[self.key].isin(wanted), self.batch_rows, self.columns)
 
-    def _next_rows(self, wanted: set) -> pd.DataFrame | None:
+    def _next_rows(self, wanted: set, values: Any) -> pd.DataFrame | None:
         while True:
             buf = self._buf
             if buf is not None and len(buf):
-                inside = buf[self.key].isin(wanted).to_numpy()
+                inside = buf[self.key].isin(values).to_numpy()  # (an array: pandas would copy a set into one)
                 if not inside.all():
                     cut = int(inside.argmin())  # the first row of a later batch
                     break
