@@ -398,8 +398,14 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
     adapter = adapter_for(split)
     specs = metrics if metrics is not None else adapter.metrics()
     trace_cols = [c for c in ("trajectory", "tool_trace", "stop_reason") if c in rollouts.columns]  # [tools]
+    for side, frame in (("prompts", prompts), ("rollouts", rollouts)):
+        # one row per sample on each side, as merge's validate="one_to_one" would check, from one hash table of
+        # the ids instead of its MultiIndex per side (which cost twice the merge itself)
+        if not frame["sample_id"].is_unique:
+            raise DataError(f"{split.key}: a sample id occurs more than once in the {side} being judged; sample ids "
+                            f"must be unique within a split (materialize {side} again)")
     merged = prompts.merge(rollouts[["sample_id", "status", "error", "prediction", "raw_output", *trace_cols]],
-                           on="sample_id", how="left", validate="one_to_one")
+                           on="sample_id", how="left")
     n = len(merged)
     targets, predictions = _strings(merged["target"]), _strings(merged["prediction"])
     ok = [i for i, s in enumerate(merged["status"].tolist()) if s == "ok"]

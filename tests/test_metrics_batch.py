@@ -15,6 +15,7 @@ import pytest
 
 from evalpipe import pipeline
 from evalpipe.config import SplitConfig
+from evalpipe.errors import DataError
 from evalpipe.metrics import JudgeInput, Metric, build_metric, register_metric
 from evalpipe.metrics.exact_match import normalize_text
 from evalpipe.metrics.numbers import parse_number
@@ -242,3 +243,11 @@ def test_judge_of_no_samples_or_no_metrics_is_an_empty_frame():
     split = file_split()
     assert pipeline.judge(split, prompts.iloc[:0], rollouts.iloc[:0], metrics=["exact_match"]).shape == (0, 0)
     assert pipeline.judge(split, prompts, rollouts, metrics=[]).shape == (0, 0)
+
+
+def test_judge_refuses_a_sample_id_twice():
+    prompts, rollouts = frames()
+    with pytest.raises(DataError, match="occurs more than once in the rollouts"):
+        pipeline.judge(file_split(), prompts, pd.concat([rollouts, rollouts.iloc[:1]]), metrics=["exact_match"])
+    with pytest.raises(DataError, match="occurs more than once in the prompts"):
+        pipeline.judge(file_split(), pd.concat([prompts, prompts.iloc[:1]]), rollouts, metrics=["exact_match"])
