@@ -265,8 +265,12 @@ class Redactor:
             return np.ones(len(cells), dtype=bool)
         if self._re2 is None:
             self._re2 = _re2_patterns(self.literals)
-        hits = pc.match_substring_regex(cells, self._re2[json_text])
-        return hits.fill_null(False).to_numpy(zero_copy_only=False)
+        pattern = self._re2[json_text]
+        chunks = cells.chunks if isinstance(cells, pa.ChunkedArray) else [cells]
+        out = [np.zeros(len(c), dtype=bool) if _nothing_in(c, pattern)
+               else pc.match_substring_regex(c, pattern).fill_null(False).to_numpy(zero_copy_only=False)
+               for c in chunks]
+        return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
     def redact(self, text: Any) -> Any:
         if not isinstance(text, str) or not text or not self.could_match(text):
@@ -300,6 +304,24 @@ class Redactor:
 
 _LONG_TEXT = 32_768  # from this length on, one RE2 scan (~0.4 ms to compile, then ~1 GB/s) beats substring scans
 _RE2_SPECIAL = frozenset("\\.+*?()|[]{}^$")
+
+
+def _nothing_in(cells: Any, pattern: str) -> bool:
+    """True when `pattern` matches nowhere in a string array: one RE2 search over all its cells' bytes end to end
+    (a zero-copy view of the array's data; RE2 pays ~0.3 us per cell searched one by one). A match that spans two
+    cells only sends the array to the cell-by-cell search; a match inside a cell is a match in the whole."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if cells.type != pa.string() or not len(cells):
+        return False
+    offsets = np.frombuffer(cells.buffers()[1], dtype=np.int32, count=len(cells) + 1, offset=cells.offset * 4)
+    start, end = int(offsets[0]), int(offsets[-1])
+    data = cells.buffers()[2]
+    whole = pa.Array.from_buffers(pa.string(), 1, [None, pa.py_buffer(np.array([0, end - start], dtype=np.int32)),
+                                                    data.slice(start, end - start) if data is not None else None])
+    return not pc.match_substring_regex(whole, pattern)[0].as_py()
 
 
 def _re2_literal(text: str) -> str:
