@@ -427,13 +427,22 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
             return vals if rows is None else [None if i is None else vals[i] for i in rows]
 
         roll = {c: rollout(c) for c in ROLLOUT_COLUMNS}
-        scores: dict[Any, dict[Any, str]] = {}  # sample id -> metric -> '"metric": {fields}'
+        # each sample's scores as '"metric": {fields}' parts; a sample's first metric kept without a dict of its own
+        # (a dict per sample would be 20,000 containers for the garbage collector to walk, per batch)
+        first_metric: dict[Any, Any] = {}
+        first_part: dict[Any, str] = {}
+        more: dict[Any, dict[Any, str]] = {}  # samples with several metrics: metric -> part (a repeat replaces it)
         if len(j_batch):
             metrics = _column(j_batch, "metric")
             keys = {m: _key(m) + ": " for m in set(metrics)}
             texts = [SCORE_TEXT % v for v in zip(*(_encs(_column(j_batch, c)) for c in SCORE_FIELDS))]
             for sid, metric, text in zip(_column(j_batch, "sample_id"), metrics, texts):
-                scores.setdefault(sid, {})[metric] = keys[metric] + text
+                if sid in more:
+                    more[sid][metric] = keys[metric] + text
+                elif sid not in first_part or first_metric[sid] == metric:
+                    first_metric[sid], first_part[sid] = metric, keys[metric] + text
+                else:
+                    more[sid] = {first_metric[sid]: first_part[sid], metric: keys[metric] + text}
 
         # which samples' lines must be walked by redact_obj
         walk = _might_redact(r, p_batch, ("sample_id", "target"), ("messages", "metadata", "slices", "files"))
@@ -482,7 +491,8 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
             sid_texts, _encs(_column(p_batch, "sample_index")), prompt_texts,
             _encs(_column(p_batch, "target")), _json_texts(_column(p_batch, "metadata"), {}),
             _json_texts(_column(p_batch, "slices"), {}), prediction, _encs(raw_output), _encs(status), _encs(error),
-            ["{" + ", ".join(scores[sid].values()) + "}" if sid in scores else "{}" for sid in sids],
+            ["{" + ", ".join(more[sid].values()) + "}" if sid in more else "{" + first_part[sid] + "}"
+             if sid in first_part else "{}" for sid in sids],
             (USAGE_TEXT % u for u in zip(*(_encs(roll[c]) for c in USAGE_FIELDS))),
             _encs(roll["finish_reason"]), prediction, _json_texts(_column(p_batch, "files"), []),
             _json_texts(roll["trajectory"], None), _json_texts(roll["tool_trace"], None),
