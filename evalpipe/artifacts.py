@@ -18,7 +18,6 @@ import json
 import math
 import os
 import platform
-import re
 import shutil
 import subprocess
 import sys
@@ -385,8 +384,6 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
     Each line is the text `_dump(r.redact_obj(record))` of its record, made without building the records: the
     lines are put together from each column's JSON text, and only the lines of samples whose cells could hold
     something to mask (`Redactor.could_match_cells`, one scan per column in C) are parsed back and redacted."""
-    from evalpipe.redact import is_secret_name
-
     part = {"benchmark_split": split_key, "model": model_key}
     prompts, rollouts, judgements = (_reader(wh, t, part) for t in ("prompts", "rollouts", "judgements"))
     if prompts is None and rollouts is None:
