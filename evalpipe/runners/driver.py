@@ -295,15 +295,15 @@ def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
         secret = _SECRET_FIELDS[keys] = any(is_secret_name(k) for k in keys)
     if secret:
         return False
-    texts = []
-    for v in row.values():
-        if isinstance(v, str):
-            texts.append(v)
-        elif v is not None and not isinstance(v, (int, float)):
-            return False
-    return not redactor.could_match("\n".join(texts))
+    values = row.values()
+    # the value types checked in one C pass; only a row with others (subclasses, lists, dicts) is looked at closely
+    if not _PLAIN_TYPES.issuperset(map(type, values)) and any(
+            v is not None and not isinstance(v, (str, int, float)) for v in values):
+        return False
+    return not redactor.could_match("\n".join([v for v in values if isinstance(v, str)]))
 
 
+_PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _SECRET_FIELDS: dict[tuple, bool] = {}
 
 
