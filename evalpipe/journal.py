@@ -134,7 +134,11 @@ class Journal:
         if last is None:  # nothing journaled yet
             return out
         if last - self._indexed_upto() >= INDEX_AFTER_ROWS:
-            self._index_new_rows()
+            try:
+                self._index_new_rows()
+            except sqlite3.OperationalError as exc:  # another writer held the journal 30 s: read the rows directly
+                if "locked" not in str(exc):
+                    raise
         for lo in range(0, len(wanted), _CHUNK):
             keys = _ENCODER.encode(wanted[lo:lo + _CHUNK])
             con.execute("BEGIN")  # one snapshot: the index and the rows after it agree
