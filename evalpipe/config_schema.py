@@ -438,13 +438,20 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
 
 def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = ()) -> None:
     judges = {str(j) for j in judges}
+    first: dict[str, int] = {}
     for i, spec in enumerate(specs or []):
         name = spec if isinstance(spec, str) else (spec.get("name") if isinstance(spec, dict) else None)
         if name is None:
             report.add(loc + (i,), "a metric is a name or a mapping with 'name' (e.g. {name: exact_match})")
+        elif str(name) in first:  # judgements and metrics rows are keyed by the metric's name: two would mix
+            report.add(loc + (i,), f"metric {name!r} is listed twice (entries {first[str(name)]} and {i}); its "
+                                   "judgements and scores are keyed by name, so the two would be mixed into one "
+                                   "row: keep one entry per metric")
         elif str(name) not in metrics:
             at = loc + (i,) if isinstance(spec, str) else loc + (i, "name")
             report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)")
+        if name is not None:
+            first.setdefault(str(name), i)
         if not isinstance(spec, dict):
             continue
         # judges named by a model-graded metric must be under `judges:` (inline mappings are judges themselves)

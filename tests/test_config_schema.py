@@ -81,6 +81,10 @@ def problems(text: str, tmp_path) -> list[str]:
     ("benchmarks:\n  s:\n    adapter: file\n    metrics:\n      - {name: llm_judge, judge: strcit}\njudges:\n  strict: {runner: echo}\n",
      5, "benchmarks.s.metrics.0.judge: unknown judge 'strcit'; did you mean 'strict'?"),
     ("plugins: [no_such_module_xyz]\n", 1, "plugins.0: cannot import plugin module 'no_such_module_xyz'"),
+    ("benchmarks:\n  s:\n    adapter: file\n    metrics:\n      - exact_match\n      - {name: exact_match, numeric: false}\n",
+     6, "benchmarks.s.metrics.1: metric 'exact_match' is listed twice (entries 0 and 1)"),
+    ("benchmarks:\n  s:\n    adapter: file\n    splits:\n      a: {metrics: [includes, includes]}\n", 5,
+     "benchmarks.s.splits.a.metrics.1: metric 'includes' is listed twice"),
     ("benchmarks: {qa: [unclosed\n", 2, "not valid YAML"),
 ])
 def test_each_mistake_is_one_line_with_file_and_line(tmp_path, text, line, needle):
