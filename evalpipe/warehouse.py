@@ -617,6 +617,7 @@ class SampleCursor:
         return self.reader.select(lambda b: b[self.key].isin(wanted), self.batch_rows, self.columns)
 
     def _next_rows(self, wanted: set, values: Any) -> pd.DataFrame | None:
+        rest = None  # the buffer after these rows, when it is the next batch as read
         while True:
             buf = self._buf
             if buf is not None and len(buf):
@@ -632,6 +633,12 @@ class SampleCursor:
                 self._exhausted = True
             elif buf is None or not len(buf):
                 self._buf = nxt
+            elif (len(nxt) and not nxt[self.key].iloc[:1].isin(values).any() and list(nxt.columns) == list(buf.columns)
+                  and (nxt.dtypes.to_numpy() == buf.dtypes.to_numpy()).all()):
+                # the buffer is all wanted and the next batch starts with a later sample: the buffer is the answer,
+                # without copying both into one frame (which would give these dtypes: the same rows and values)
+                cut, rest = len(buf), nxt
+                break
             else:
                 self._buf = pd.concat([buf, nxt], ignore_index=True)
         buf = self._buf
@@ -640,5 +647,5 @@ class SampleCursor:
         head = buf.iloc[:cut]
         if set(head[self.key]) != wanted:
             return None
-        self._buf = buf.iloc[cut:].reset_index(drop=True)
+        self._buf = rest if rest is not None else buf.iloc[cut:].reset_index(drop=True)
         return head.reset_index(drop=True)
