@@ -5,7 +5,10 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import hashlib
+import itertools
 import json
+import operator
+import pickle
 from json.encoder import encode_basestring as _encode_json_string
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -17,6 +20,7 @@ from evalpipe.benchmarks import adapter_for
 from evalpipe.config import ModelConfig, SplitConfig, dagster_home
 from evalpipe.errors import DataError
 from evalpipe.fingerprint import canonical_json, fingerprint
+from evalpipe.fingerprints import canonical_sample
 from evalpipe.journal import Journal
 from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
 from evalpipe.runners import Runner, RunSettings, run_requests
@@ -32,6 +36,51 @@ def _json(obj: Any) -> str | None:
 
 def _loads(s: Any, default: Any) -> Any:
     return json.loads(s) if isinstance(s, str) and s else default
+
+
+def _loads_column(column: list[Any], empty: Callable[[], Any]) -> list[Any]:
+    """`_loads(s, empty())` of each value of a column. A text that is exactly one JSON value (what `_json` writes) is
+    read by the decoder's `raw_decode`, without `json.loads`' checks around it (the same value, in about half the
+    time); any other text goes through `json.loads`, so a bad one raises as before."""
+    out = []
+    for s in column:
+        if isinstance(s, str) and s:
+            try:
+                value, end = _raw_decode(s)
+            except json.JSONDecodeError:  # (leading whitespace, or not JSON)
+                end = -1
+            out.append(value if end == len(s) else json.loads(s))
+        else:
+            out.append(empty())
+    return out
+
+
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def _encode_each(encode: Callable[[Any], str], values: list[Any]) -> list[str]:
+    """`[encode(v) for v in values]` from one call of `encode` (a JSON encoder: `_ENCODER.encode`, `canonical_json`):
+    the values are encoded as one list of `{"\\u0000": v}` wrappers and the text is cut where one wrapper ends and
+    the next begins. JSON encodes a list item by item, so the pieces are the values' own texts byte for byte; cuts
+    never overlap (a cut holds one "}", its first character) and one precedes every value but the first, so there
+    is exactly one piece per value unless a value's text holds a cut too: then each value is encoded alone.
+    Why: the encoder's set-up per call costs more than encoding a small value (a sample's metadata, messages)."""
+    if len(values) < 2:
+        return [encode(v) for v in values]
+    probe = encode([{_WRAPPER: True}, {_WRAPPER: True}])  # '[{"\\u0000": true}, {"\\u0000": true}]'
+    head = probe[1:probe.index("true")]  # '{"\\u0000": '
+    cut = probe[probe.index("true") + 4:probe.rindex(head)] + head  # '}, {"\\u0000": '
+    pieces = encode([{_WRAPPER: v} for v in values])[1 + len(head):-2].split(cut)
+    return pieces if len(pieces) == len(values) else [encode(v) for v in values]
+
+
+_WRAPPER = "\x00"  # the key `_encode_each` wraps values in (escaped in JSON, so rare inside a value's text)
+
+
+def _json_each(values: list[Any]) -> list[str | None]:
+    """`_json` of each value (None stays None), the values encoded together (`_encode_each`)."""
+    texts = iter(_encode_each(_ENCODER.encode, [v for v in values if v is not None]))
+    return [None if v is None else next(texts) for v in values]
 
 
 # ---- dataset ----------------------------------------------------------------------------------------------------
@@ -60,15 +109,16 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     limit = split.options.get("limit")
     if limit is not None and int(limit) < 0:  # checked with the config too; a negative slice would drop samples
         raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
+    limit = int(limit) if limit is not None else None
     shard = sharding.shard_spec(split.options)
     n = max(1, int(batch_rows)) if batch_rows else None
     sha = DatasetSha()
     seen: set[int] = set()  # hashes of the ids so far: 1M ids in ~70 MB instead of the strings' ~130 MB
     batch: list[tuple[int, Sample]] = []
     yielded = False
-    for i, s in enumerate(adapter.load()):
+    for i, s in enumerate(adapter.load()):  # the `file` adapter's load() reads its file as it is iterated
         sha.add(s)
-        if limit is not None and i >= int(limit):
+        if limit is not None and i >= limit:
             continue  # [reproducibility] still fingerprinted: the header pins the file's content, not the slice
         if shard is not None and sharding.shard_of(s.id, shard[0]) != shard[1]:
             continue
@@ -91,63 +141,85 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
 
 
 def _dataset_frame(split: SplitConfig, adapter: Any, batch: list[tuple[int, Sample]]) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "benchmark_split": split.key, "sample_id": s.id, "sample_index": i, "input": s.input, "target": s.target,
-        "choices": _json(s.choices), "system": s.system, "files": _json(s.files), "metadata": _json(s.metadata),
-        "slices": _json(adapter.slices(s)), "messages": _json(s.messages), "tools": _json(s.tools),
-    } for i, s in batch], columns=DATASET_COLUMNS)
+    """One batch as `datasets` rows, column by column (the same values and dtypes as a frame of row dicts, without a
+    dict per sample; each JSON column encoded in one call, `_json_each`)."""
+    if not batch:
+        return pd.DataFrame([], columns=DATASET_COLUMNS)
+    samples = [s for _, s in batch]
+    return pd.DataFrame({
+        "benchmark_split": [split.key] * len(samples), "sample_id": [s.id for s in samples],
+        "sample_index": [i for i, _ in batch], "input": [s.input for s in samples],
+        "target": [s.target for s in samples], "choices": _json_each([s.choices for s in samples]),
+        "system": [s.system for s in samples], "files": _json_each([s.files for s in samples]),
+        "metadata": _json_each([s.metadata for s in samples]),
+        "slices": _json_each([adapter.slices(s) for s in samples]),
+        "messages": _json_each([s.messages for s in samples]), "tools": _json_each([s.tools for s in samples]),
+    }, columns=DATASET_COLUMNS)
 
 
 class DatasetSha:
     """`fingerprints.dataset_sha256` computed while the samples stream by, with the same value: the canonical JSON
-    of the records sorted by id. Records are kept in memory up to `spill_rows`, then sorted runs go to temp files
-    and are merged (heapq.merge, stable like `sorted`) when the digest is asked for."""
+    of the `canonical_sample` records sorted by id. Records are encoded `BLOCK` at a time (`_encode_each`), their
+    texts kept up to `spill_rows`, then sorted runs go to temp files and are merged (heapq.merge, stable like
+    `sorted`) when the digest is asked for."""
+
+    BLOCK = 2_000  # records encoded per canonical_json call; (id, text) pairs per pickled block of a sort run
 
     def __init__(self, spill_rows: int = 50_000):
         self.spill_rows = spill_rows
+        self._records: list[dict[str, Any]] = []  # not encoded yet
         self._rows: list[tuple[str, str]] = []
         self._runs: list[Any] = []
 
     def add(self, sample: Sample) -> None:
-        from evalpipe.fingerprint import canonical_json
-        from evalpipe.fingerprints import canonical_sample
+        self._records.append(canonical_sample(sample))
+        if len(self._records) >= self.BLOCK:
+            self._encode()
 
-        rec = canonical_sample(sample)
-        self._rows.append((str(rec["id"]), canonical_json(rec)))
+    def _encode(self) -> None:
+        records, self._records = self._records, []
+        self._rows += zip([str(r["id"]) for r in records], _encode_each(canonical_json, records))
         if len(self._rows) >= self.spill_rows:
             self._spill()
 
     def _spill(self) -> None:
         import tempfile
 
-        self._rows.sort(key=lambda r: r[0])
-        fh = tempfile.TemporaryFile("w+", encoding="utf-8")
-        for key, text in self._rows:  # JSON-quoted key: one line per record whatever the id holds
-            fh.write(json.dumps(key) + "\t" + text + "\n")
-        fh.seek(0)
+        self._rows.sort(key=_ID)
+        fh = tempfile.TemporaryFile()
+        for start in range(0, len(self._rows), self.BLOCK):  # (pickled strings: no escaping, no parsing back)
+            pickle.dump(self._rows[start:start + self.BLOCK], fh, protocol=pickle.HIGHEST_PROTOCOL)
         self._runs.append(fh)
         self._rows = []
 
+    @staticmethod
+    def _run(fh: Any) -> Iterator[tuple[str, str]]:
+        fh.seek(0)
+        while True:
+            try:
+                block = pickle.load(fh)
+            except EOFError:
+                return
+            yield from block
+
     def hexdigest(self) -> str:
-        import hashlib
         import heapq
 
+        self._encode()
         h = hashlib.sha256(b"[")
         if self._runs:
             if self._rows:
                 self._spill()
-
-            def lines(fh: Any) -> Iterator[tuple[str, str]]:
-                for line in fh:
-                    key, _, text = line.rstrip("\n").partition("\t")
-                    yield json.loads(key), text
-            records: Iterator[tuple[str, str]] = heapq.merge(*(lines(fh) for fh in self._runs), key=lambda r: r[0])
+            records: Iterator[tuple[str, str]] = heapq.merge(*(self._run(fh) for fh in self._runs), key=_ID)
         else:
-            records = iter(sorted(self._rows, key=lambda r: r[0]))
-        first = True
-        for _, text in records:
-            h.update((text if first else "," + text).encode("utf-8"))
-            first = False
+            records = iter(sorted(self._rows, key=_ID))
+        sep = ""
+        while True:  # the texts joined by "," a block at a time: the same bytes as one by one
+            texts = [text for _, text in itertools.islice(records, self.BLOCK)]
+            if not texts:
+                break
+            h.update((sep + ",".join(texts)).encode("utf-8"))
+            sep = ","
         h.update(b"]")
         for fh in self._runs:
             fh.close()
@@ -155,13 +227,27 @@ class DatasetSha:
         return h.hexdigest()
 
 
+_ID = operator.itemgetter(0)  # an (id, text) pair's sort key
+
+
 def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
-    return [Sample(id=r.sample_id, input=r.input, target=r.target if isinstance(r.target, str) else None,
-                   metadata=_loads(r.metadata, {}), choices=_loads(r.choices, None),
-                   system=r.system if isinstance(r.system, str) else None, files=_loads(r.files, []),
-                   messages=_loads(getattr(r, "messages", None), None),
-                   tools=_loads(getattr(r, "tools", None), None))
-            for r in df.itertuples(index=False)]
+    """The samples of a `datasets` frame, read column by column (`_loads_column`)."""
+    n = len(df)
+
+    def column(name: str) -> list[Any]:  # `messages` and `tools` may be missing (older partitions)
+        return df[name].tolist() if name in df.columns else [None] * n
+
+    def none() -> None:
+        return None
+
+    return [Sample(id=sid, input=text, target=target if isinstance(target, str) else None, metadata=metadata,
+                   choices=choices, system=system if isinstance(system, str) else None, files=files,
+                   messages=messages, tools=tools)
+            for sid, text, target, metadata, choices, system, files, messages, tools in zip(
+                df["sample_id"].tolist(), df["input"].tolist(), df["target"].tolist(),
+                _loads_column(df["metadata"].tolist(), dict), _loads_column(df["choices"].tolist(), none),
+                df["system"].tolist(), _loads_column(df["files"].tolist(), list),
+                _loads_column(column("messages"), none), _loads_column(column("tools"), none))]
 
 
 # ---- prompts ----------------------------------------------------------------------------------------------------
@@ -170,27 +256,38 @@ def render_messages(messages: list[dict[str, Any]]) -> str:
 
 
 def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wrapper: Any = None) -> pd.DataFrame:
-    """`wrapper`: a `PromptWrapper` (evalpipe/prompt_wrappers.py) shaping the system and user turns, or None."""
+    """`wrapper`: a `PromptWrapper` (evalpipe/prompt_wrappers.py) shaping the system and user turns, or None.
+    Built column by column (the same values and dtypes as a frame of row dicts), each JSON column and the
+    fingerprints' canonical JSON encoded in one call (`_encode_each`)."""
     adapter = adapter_for(split)
     config_tools = split_tool_schemas(split)  # [tools] schemas the benchmark config offers every sample
-    rows = []
-    extra = dataset[["sample_index", "files", "metadata", "slices"]].itertuples(index=False)
-    for s, d in zip(samples_from_frame(dataset), extra):
+    samples = samples_from_frame(dataset)
+    if not samples:
+        return pd.DataFrame([])
+    wrapper_id = {"wrapper": wrapper.sha256} if wrapper is not None else {}
+    all_messages, all_tools, identities = [], [], []
+    for s in samples:
         tools = merge_tools(s.tools, config_tools)
         if wrapper is not None and not s.messages:  # [reproducibility] native chat messages are sent unwrapped
             messages = wrapper.render(user=s.input, system=s.system, tools=getattr(s, "tools", None))
         else:
             messages = adapter.build_messages(s)
-        rows.append({
-            "benchmark_split": split.key, "model": model_key, "sample_id": s.id, "sample_index": d.sample_index,
-            "messages": _json(messages), "prompt_text": render_messages(messages), "target": s.target,
-            "files": d.files, "metadata": d.metadata, "slices": d.slices,
-            "prompt_fingerprint": fingerprint({"messages": messages, "files": s.files}
-                                              | ({"wrapper": wrapper.sha256} if wrapper is not None else {})
-                                              | ({"tools": tools} if tools is not None else {})),
-            "tools": _json(tools),
-        })
-    return pd.DataFrame(rows)
+        all_messages.append(messages)
+        all_tools.append(tools)
+        identities.append({"messages": messages, "files": s.files} | wrapper_id
+                          | ({"tools": tools} if tools is not None else {}))
+    n = len(samples)
+    return pd.DataFrame({
+        "benchmark_split": [split.key] * n, "model": [model_key] * n, "sample_id": [s.id for s in samples],
+        "sample_index": dataset["sample_index"].tolist(), "messages": _json_each(all_messages),
+        "prompt_text": [render_messages(m) for m in all_messages], "target": [s.target for s in samples],
+        "files": dataset["files"].tolist(), "metadata": dataset["metadata"].tolist(),
+        "slices": dataset["slices"].tolist(),
+        # fingerprint(identity) of each: the first 32 hex digits of the SHA-256 of its canonical JSON
+        "prompt_fingerprint": [hashlib.sha256(t.encode("utf-8")).hexdigest()[:32]
+                               for t in _encode_each(canonical_json, identities)],
+        "tools": _json_each(all_tools),
+    })
 
 
 # ---- rollouts ---------------------------------------------------------------------------------------------------
