@@ -305,11 +305,16 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
     # `fingerprint(fp)` below, with the runner's canonical JSON made once instead of once per sample
     ident_json, tools_json = canonical_json(ident), canonical_json(tools_id)
     n = len(prompts)
-    # column by column (lists, not a namedtuple per row)
+    # column by column (lists, not a namedtuple per row; the stored JSON read by `_loads_column`)
     raw_tools_col = prompts["tools"].tolist() if "tools" in prompts.columns else [None] * n
+    messages_col = _loads_column(prompts["messages"].tolist(), lambda: None)
+    if None in messages_col:
+        sid = prompts["sample_id"].iloc[messages_col.index(None)]
+        raise DataError(f"prompts row {sid!r} has no messages; re-materialize the partition's prompts")
     for sample_id, prompt_fp, messages, files, metadata, target, raw_tools in zip(
-            prompts["sample_id"].tolist(), prompts["prompt_fingerprint"].tolist(), prompts["messages"].tolist(),
-            prompts["files"].tolist(), prompts["metadata"].tolist(), prompts["target"].tolist(), raw_tools_col):
+            prompts["sample_id"].tolist(), prompts["prompt_fingerprint"].tolist(), messages_col,
+            _loads_column(prompts["files"].tolist(), list), _loads_column(prompts["metadata"].tolist(), dict),
+            prompts["target"].tolist(), raw_tools_col):
         tools = None
         if isinstance(raw_tools, str) and raw_tools:
             tools = parsed.get(raw_tools)
@@ -319,9 +324,8 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
         fp = (f'{{"prompt":{_canonical_value(prompt_fp)},"runner":{ident_json},"sample":{_canonical_value(sample_id)}'
               + (f',"tools":{tools_json}}}' if tools is not None else "}"))
         out.append(RolloutRequest(
-            sample_id=sample_id, messages=json.loads(messages),
-            fingerprint=hashlib.sha256(fp.encode("utf-8")).hexdigest()[:32],
-            files=_loads(files, []), metadata=_loads(metadata, {}),
+            sample_id=sample_id, messages=messages, fingerprint=hashlib.sha256(fp.encode("utf-8")).hexdigest()[:32],
+            files=files, metadata=metadata,
             target=target if isinstance(target, str) else None, tools=tools))
     return out
 
