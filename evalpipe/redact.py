@@ -40,9 +40,12 @@ TOKEN_PATTERNS = [
 _PAIR_NAMES = r"(?i:[A-Za-z0-9_\-]*(?:api[_\-]?key|apikey|access[_\-]?key|secret|password|passwd|auth[_\-]?token|access[_\-]?token|authorization)[A-Za-z0-9_\-]*|token)"
 # Credentials inside URLs: the password of `scheme://user:password@host`, and query parameters whose name says key,
 # token, secret or signature (`?key=...`, `&sig=...`, `?subscription-key=...`).
-_URL_USERINFO = r"(?P<upre>://[^\s/:@?#]+:)(?P<upw>[^\s/@?#]+)(?=@)"
-_URL_QUERY = r"(?P<qpre>[?&](?i:key|sig|signature|code|[A-Za-z0-9_\-]*(?:key|token|secret|password))=)(?P<qval>(?!\[REDACTED\])[^&\s#\"'<>]+)"
-_PAIR = rf"""\b(?P<pname>{_PAIR_NAMES})(?<![_\-]env)(?P<psep>["']?\s*[:=]\s*["']?)(?P<pval>(?:(?i:bearer|basic|token)\s+)?(?!\[REDACTED\])[^\s"'&,;{{}}<>]{{4,}})"""
+# Stored JSON text (messages, metadata, events) is redacted as text, where a pair's quotes are escaped
+# (`api_key = \"...\"`): the separator takes an escaped quote too, and a value takes a backslash only with the
+# character after it, never before a quote (masking the backslash alone would leave an unescaped quote: invalid JSON).
+_URL_USERINFO = r"(?P<upre>://[^\s/:@?#]+:)(?P<upw>(?:[^\s/@?#\"\\]|\\[^\s/@?#\"])+)(?=@)"
+_URL_QUERY = r"(?P<qpre>[?&](?i:key|sig|signature|code|[A-Za-z0-9_\-]*(?:key|token|secret|password))=)(?P<qval>(?!\[REDACTED\])(?:[^&\s#\"'<>\\]|\\[^&\s#\"'<>])+)"
+_PAIR = rf"""\b(?P<pname>{_PAIR_NAMES})(?<![_\-]env)(?P<psep>(?:\\?["'])?\s*[:=]\s*(?:\\?["'])?)(?P<pval>(?:(?i:bearer|basic|token)\s+)?(?!\[REDACTED\])(?:[^\s"'&,;{{}}<>\\]|\\[^\s"']){{4,}})"""
 
 # Every token pattern and pair name contains one of these (lower-cased) substrings.
 # "token" only right before a separator: usage counts ("prompt_tokens") are everywhere in API replies and must

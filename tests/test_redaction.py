@@ -31,6 +31,19 @@ def test_token_shapes_and_pairs_are_masked(text):
 
 
 @pytest.mark.parametrize("text", [
+    'api_key = "zzzzzzzz"', '{"client_secret": "zzzzzzzz", "n": 1}', 'password=hunter22"', "password=hunter22\\",
+    'see https://h/x?key=abcd1234" ok', 'Authorization: Bearer abc.def"', 'secret="hunter22" and "x"'])
+def test_pairs_inside_stored_json_text_are_masked_and_the_json_stays_valid(text):
+    """Messages, metadata and events are stored as JSON text and redacted as text: there a pair's quotes are
+    escaped (`api_key = \\"...\\"`), and masking must never eat the backslash of an escaped quote."""
+    stored = Redactor().redact(json.dumps([{"role": "user", "content": text}]))
+    content = json.loads(stored)[0]["content"]  # still valid JSON
+    assert MASK in content
+    for secret in ("zzzzzzzz", "abcd1234", "hunter22", "abc.def"):
+        assert secret not in stored
+
+
+@pytest.mark.parametrize("text", [
     "sk-learn is a library", "max_tokens: 256", '{"prompt_tokens": 12, "total_tokens": 20}', "api_key_env: OPENAI_API_KEY",
     "The capital of France is Paris.", "hf_hub"])
 def test_ordinary_text_is_left_alone(text):
