@@ -70,11 +70,16 @@ def _encode_each(encode: Callable[[Any], str], values: list[Any]) -> list[str]:
     probe = encode([{_WRAPPER: True}, {_WRAPPER: True}])  # '[{"\\u0000": true}, {"\\u0000": true}]'
     head = probe[1:probe.index("true")]  # '{"\\u0000": '
     cut = probe[probe.index("true") + 4:probe.rindex(head)] + head  # '}, {"\\u0000": '
-    pieces = encode([{_WRAPPER: v} for v in values])[1 + len(head):-2].split(cut)
-    return pieces if len(pieces) == len(values) else [encode(v) for v in values]
+    out: list[str] = []
+    for start in range(0, len(values), _WRAPPED):  # (a few wrappers at a time: they die young, the GC never walks them)
+        chunk = values[start:start + _WRAPPED]
+        pieces = encode([{_WRAPPER: v} for v in chunk])[1 + len(head):-2].split(cut)
+        out += pieces if len(pieces) == len(chunk) else [encode(v) for v in chunk]
+    return out
 
 
 _WRAPPER = "\x00"  # the key `_encode_each` wraps values in (escaped in JSON, so rare inside a value's text)
+_WRAPPED = 500  # values per encoder call
 
 
 def _json_each(values: list[Any]) -> list[str | None]:
@@ -114,7 +119,9 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     n = max(1, int(batch_rows)) if batch_rows else None
     sha = DatasetSha()
     seen: set[int] = set()  # hashes of the ids so far: 1M ids in ~70 MB instead of the strings' ~130 MB
-    batch: list[tuple[int, Sample]] = []
+    # the batch as two lists, not an (index, sample) tuple per sample: fewer objects for the GC to walk (docs/scale.md)
+    indices: list[int] = []
+    batch: list[Sample] = []
     yielded = False
     for i, s in enumerate(adapter.load()):  # the `file` adapter's load() reads its file as it is iterated
         sha.add(s)
@@ -126,12 +133,13 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
         if h in seen:  # (a 64-bit hash: a false alarm needs ~4e9 samples)
             raise DataError(f"{split.key}: duplicate sample id {s.id!r}; ids must be unique within a split")
         seen.add(h)
-        batch.append((i, s))  # sample_index: the position in the split, the same in every shard
+        indices.append(i)  # sample_index: the position in the split, the same in every shard
+        batch.append(s)
         if n is not None and len(batch) >= n:
-            yield _dataset_frame(split, adapter, batch)
-            yielded, batch = True, []
+            yield _dataset_frame(split, adapter, indices, batch)
+            yielded, indices, batch = True, [], []
     if batch or not yielded:
-        yield _dataset_frame(split, adapter, batch)
+        yield _dataset_frame(split, adapter, indices, batch)
     header = adapter.header() if hasattr(adapter, "header") else None
     dataset_sha = sha.hexdigest()
     mismatches = fingerprints.check_header(split.key, header, {"dataset_sha256": dataset_sha}, ["dataset_sha256"],
@@ -140,15 +148,14 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
                   "fingerprint_mismatches": mismatches})
 
 
-def _dataset_frame(split: SplitConfig, adapter: Any, batch: list[tuple[int, Sample]]) -> pd.DataFrame:
+def _dataset_frame(split: SplitConfig, adapter: Any, indices: list[int], samples: list[Sample]) -> pd.DataFrame:
     """One batch as `datasets` rows, column by column (the same values and dtypes as a frame of row dicts, without a
     dict per sample; each JSON column encoded in one call, `_json_each`)."""
-    if not batch:
+    if not samples:
         return pd.DataFrame([], columns=DATASET_COLUMNS)
-    samples = [s for _, s in batch]
     return pd.DataFrame({
         "benchmark_split": [split.key] * len(samples), "sample_id": [s.id for s in samples],
-        "sample_index": [i for i, _ in batch], "input": [s.input for s in samples],
+        "sample_index": indices, "input": [s.input for s in samples],
         "target": [s.target for s in samples], "choices": _json_each([s.choices for s in samples]),
         "system": [s.system for s in samples], "files": _json_each([s.files for s in samples]),
         "metadata": _json_each([s.metadata for s in samples]),
@@ -163,12 +170,13 @@ class DatasetSha:
     texts kept up to `spill_rows`, then sorted runs go to temp files and are merged (heapq.merge, stable like
     `sorted`) when the digest is asked for."""
 
-    BLOCK = 2_000  # records encoded per canonical_json call; (id, text) pairs per pickled block of a sort run
+    BLOCK = 500  # records encoded at a time (`_encode_each`); (id, text) pairs per pickled block of a sort run
 
     def __init__(self, spill_rows: int = 50_000):
         self.spill_rows = spill_rows
         self._records: list[dict[str, Any]] = []  # not encoded yet
-        self._rows: list[tuple[str, str]] = []
+        self._ids: list[str] = []  # and the encoded records' texts, side by side (no tuple per record to walk)
+        self._texts: list[str] = []
         self._runs: list[Any] = []
 
     def add(self, sample: Sample) -> None:
@@ -178,19 +186,25 @@ class DatasetSha:
 
     def _encode(self) -> None:
         records, self._records = self._records, []
-        self._rows += zip([str(r["id"]) for r in records], _encode_each(canonical_json, records))
-        if len(self._rows) >= self.spill_rows:
+        self._ids += [str(r["id"]) for r in records]
+        self._texts += _encode_each(canonical_json, records)
+        if len(self._ids) >= self.spill_rows:
             self._spill()
+
+    def _sorted(self) -> Iterator[tuple[str, str]]:
+        """The (id, text) pairs kept, by id (stable)."""
+        ids, texts = self._ids, self._texts
+        self._ids, self._texts = [], []
+        return ((ids[i], texts[i]) for i in sorted(range(len(ids)), key=ids.__getitem__))
 
     def _spill(self) -> None:
         import tempfile
 
-        self._rows.sort(key=_ID)
+        pairs = self._sorted()
         fh = tempfile.TemporaryFile()
-        for start in range(0, len(self._rows), self.BLOCK):  # (pickled strings: no escaping, no parsing back)
-            pickle.dump(self._rows[start:start + self.BLOCK], fh, protocol=pickle.HIGHEST_PROTOCOL)
+        while block := list(itertools.islice(pairs, self.BLOCK)):  # (pickled strings: no escaping, no parsing back)
+            pickle.dump(block, fh, protocol=pickle.HIGHEST_PROTOCOL)
         self._runs.append(fh)
-        self._rows = []
 
     @staticmethod
     def _run(fh: Any) -> Iterator[tuple[str, str]]:
@@ -208,11 +222,11 @@ class DatasetSha:
         self._encode()
         h = hashlib.sha256(b"[")
         if self._runs:
-            if self._rows:
+            if self._ids:
                 self._spill()
             records: Iterator[tuple[str, str]] = heapq.merge(*(self._run(fh) for fh in self._runs), key=_ID)
         else:
-            records = iter(sorted(self._rows, key=_ID))
+            records = self._sorted()
         sep = ""
         while True:  # the texts joined by "," a block at a time: the same bytes as one by one
             texts = [text for _, text in itertools.islice(records, self.BLOCK)]
@@ -223,7 +237,7 @@ class DatasetSha:
         h.update(b"]")
         for fh in self._runs:
             fh.close()
-        self._runs, self._rows = [], []
+        self._runs = []
         return h.hexdigest()
 
 

@@ -271,3 +271,93 @@ models:
     assert f"{bad} line 2: duplicate id 'a' (first at line 1); ids must be unique" in result.partitions[0].error
     assert not list((home / "warehouse").glob("datasets/benchmark_split=*/**/*.parquet"))
     assert not list((home / "warehouse").glob("rollouts/benchmark_split=*/**/*.parquet"))
+
+
+# ---- streaming: the file is read as the samples are taken (docs/scale.md) -------------------------------------
+def test_load_yields_samples_before_the_rest_of_the_file_is_read(tmp_path):
+    p = tmp_path / "big.jsonl"
+    p.write_text("".join(json.dumps({"id": f"r{i}", "question": f"q{i}", "answer": str(i)}) + "\n"
+                         for i in range(50)) + "{not json\n", encoding="utf-8")
+    samples = adapter_for(split(p, {"prompt": "question", "target": "answer", "id": "id"})).load()
+    assert next(samples).id == "r0"  # the bad last line is not read yet
+    with pytest.raises(DataError, match=r"big.jsonl line 51: not valid JSON"):
+        list(samples)
+
+
+def test_load_holds_about_one_chunk_of_the_file(tmp_path, monkeypatch):
+    import tracemalloc
+
+    from evalpipe.benchmarks import file as file_adapter
+
+    monkeypatch.setattr(file_adapter, "TEXT_CHUNK_BYTES", 1 << 14)
+    p = tmp_path / "many.jsonl"
+    p.write_text("".join(json.dumps({"id": f"r{i}", "question": "x" * 200, "answer": str(i), "n": i}) + "\n"
+                         for i in range(20_000)), encoding="utf-8")  # ~5 MB of text
+    ad = adapter_for(split(p, {"prompt": "question", "target": "answer", "id": "id"}))
+    tracemalloc.start()
+    try:
+        n = sum(1 for _ in ad.load())
+        _, streamed = tracemalloc.get_traced_memory()
+        tracemalloc.reset_peak()
+        kept = list(ad.load())
+        _, whole = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert n == len(kept) == 20_000
+    assert streamed < whole / 4, (streamed, whole)  # what is left: the ids seen so far (duplicates name both rows)
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "json", "csv", "tsv", "parquet"])
+def test_chunk_boundaries_change_nothing(tmp_path, monkeypatch, kind):
+    from evalpipe.benchmarks import file as file_adapter
+
+    rows = [{**ROWS[i % 2], "qid": f"q{i}", "question": f"{'naïve ✓ ' * (i % 5)}q{i}\nsecond line"}
+            for i in range(40)]
+    p = write(tmp_path, kind, rows)
+    if kind == "jsonl":  # CRLF line ends, blank lines and a BOM on top
+        text = p.read_text(encoding="utf-8").replace("\n", "\r\n\r\n")
+        p.write_bytes(b"\xef\xbb\xbf" + text.encode("utf-8"))
+    whole = [(s.id, s.input, s.target, s.system, s.choices, s.metadata) for s in load(p)]
+    monkeypatch.setattr(file_adapter, "TEXT_CHUNK_BYTES", 7)
+    monkeypatch.setattr(file_adapter, "ROWS_PER_CHUNK", 3)
+    assert [(s.id, s.input, s.target, s.system, s.choices, s.metadata) for s in load(p)] == whole
+    assert len(whole) == 40
+
+
+def test_bad_bytes_are_found_on_their_line_across_chunks(tmp_path, monkeypatch):
+    from evalpipe.benchmarks import file as file_adapter
+
+    monkeypatch.setattr(file_adapter, "TEXT_CHUNK_BYTES", 16)
+    p = tmp_path / "latin1.jsonl"
+    good = "".join(json.dumps({"question": f"q{i}", "answer": "1"}) + "\n" for i in range(9))
+    p.write_bytes(good.encode() + '{"question": "caf\xe9", "answer": "2"}\n'.encode("latin-1"))
+    msg = one_line_error(p, columns={"prompt": "question", "target": "answer"})
+    assert msg == f"{p} line 10: not UTF-8 text (byte 0xe9 at column 18); re-save the file as UTF-8"
+
+
+# The whole file used to be read before any row was mapped: the problem reported is still the one that comes first
+# that way (a problem of the file anywhere, then a mapped column missing from every row, then the first bad row).
+def test_a_problem_of_the_file_further_on_comes_before_a_bad_row(tmp_path):
+    p = tmp_path / "two.jsonl"
+    p.write_text(json.dumps({"id": "a", "question": "", "answer": "1"}) + "\n"
+                 + "".join(json.dumps({"id": f"r{i}", "question": "q", "answer": "1"}) + "\n" for i in range(30))
+                 + "{broken\n", encoding="utf-8")
+    assert "two.jsonl line 32: not valid JSON" in one_line_error(p, columns={"prompt": "question", "target": "answer"})
+    c = tmp_path / "two.csv"
+    c.write_bytes(b"question,answer\n,1\n" + b"q,1\n" * 30 + b"q\xff,1\n")
+    assert "two.csv line 33: not UTF-8 text" in one_line_error(c, columns={"prompt": "question", "target": "answer"})
+
+
+def test_jsonl_columns_are_every_row_keys(tmp_path):
+    p = tmp_path / "keys.jsonl"
+    p.write_text(json.dumps({"question": "a", "answer": "1"}) + "\n"
+                 + json.dumps({"question": "b", "answer": "2", "sys": "Be brief.", "id": "x"}) + "\n", encoding="utf-8")
+    # a mapped column that only later rows have is a column of the file (rows without it: null)
+    samples = load(p, columns={"prompt": "question", "target": "answer", "system": "sys", "id": None})
+    assert [s.system for s in samples] == [None, "Be brief."]
+    # ... a typo is a missing column, named with every column found, even though the first row's prompt is empty
+    msg = one_line_error(p, columns={"prompt": "questoin", "target": "answer"})
+    assert "column 'questoin' (mapped as prompt) not found; columns found: 'question', 'answer', 'sys', 'id'" in msg
+    # the default id column exists (row 2): the first row, without one, has an empty id
+    assert one_line_error(p, columns={"prompt": "question", "target": "answer"}) == \
+        f"{p} line 1: column 'id' (the id) is empty"

@@ -555,8 +555,10 @@ class _RowMapper:
                       choices=choices, system=system or None, messages=messages, tools=tools)
 
 
-def samples_from_rows(rows: RowReader,
-                      mapping: Callable[[], tuple[dict[str, Any], set[str], PromptTemplate | None]]) -> Iterator[Sample]:
+ColumnMapping = tuple[dict[str, Any], set[str], PromptTemplate | None]  # columns, roles mapped explicitly, template
+
+
+def samples_from_rows(rows: RowReader, mapping: Callable[[], ColumnMapping]) -> Iterator[Sample]:
     """The rows' samples, mapped as the rows are read; every problem names the file and the row. `mapping` gives the
     column mapping, the explicitly mapped roles and the template; it is called once the file has a row.
 
