@@ -281,6 +281,9 @@ PROMPT_COLUMNS = ["sample_id", "sample_index", "messages", "target", "metadata",
 ROLLOUT_COLUMNS = ["sample_id", "prediction", "raw_output", "status", "error", "input_tokens", "output_tokens",
                    "cost", "latency_s", "attempts", "cached", "finish_reason", "trajectory", "tool_trace",
                    "fingerprint"]
+# Integer columns of rollouts: pandas reads one with a null (an error row) in the batch as floats, and a line must
+# not say `12.0` tokens or depend on which rows share its batch
+ROLLOUT_INT_COLUMNS = ("input_tokens", "output_tokens", "attempts")
 SCORE_FIELDS = ("score", "correct", "status", "reason", "normalized_prediction", "normalized_target")
 USAGE_FIELDS = ("input_tokens", "output_tokens", "cost", "latency_s", "attempts", "cached")
 # The per-sample lines are put together column by column from these templates (each `%s` the JSON text of one
@@ -421,6 +424,8 @@ def stream_samples(split_key: str, model_key: str, wh: Any, sink: Any, batch_row
 
         def rollout(name: str) -> list[Any]:
             vals = _column(r_batch, name)
+            if name in ROLLOUT_INT_COLUMNS and name in r_batch.columns and r_batch[name].dtype.kind == "f":
+                vals = [None if v is None else int(v) for v in vals]
             return vals if rows is None else [None if i is None else vals[i] for i in rows]
 
         roll = {c: rollout(c) for c in ROLLOUT_COLUMNS}

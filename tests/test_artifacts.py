@@ -91,9 +91,12 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
     assert s1["scores"]["exact_match"]["correct"] is True and s1["usage"]["input_tokens"] == 10
     assert samples[1]["status"] == "error" and "the tool server said no" in samples[1]["error"]
     assert samples[1]["scores"]["exact_match"]["score"] == 0.0
+    # counts stay integers though the batch holds an error row (pandas reads that column as floats)
+    assert all(type(s["usage"][k]) is int for s in samples if s["status"] == "ok" for k in ("input_tokens", "attempts"))
 
     errors = _jsonl(folder / "errors.jsonl")
     assert [e["sample_id"] for e in errors] == ["s2"] and "the tool server said no" in errors[0]["error"]
+    assert type(errors[0]["attempts"]) is int
 
     events = _jsonl(folder / "events.jsonl")
     e1 = [e for e in events if e["sample_id"] == "s1"]
