@@ -254,6 +254,11 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         _out(_table(as_frame(estimate(cfg, chosen, model_keys, split_options, resources["model_runner"].params))))
         return
     instance = get_instance()
+    # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
+    # (every few thousand samples, ~150-200 ms each) skip them: ~10% of a large run's CPU (docs/scale.md)
+    import gc
+
+    gc.freeze()
 
     from evalpipe.progress import keep_terminal, reporter
 
