@@ -35,6 +35,7 @@ import pandas as pd
 from evalpipe.config import REPO_ROOT, EvalConfig, dagster_home
 from evalpipe.errors import WarehouseError
 from evalpipe.fingerprint import fingerprint
+from evalpipe.jsontext import dumps as _dump
 from evalpipe.redact import MASK, get_redactor, is_secret_name
 
 ARTIFACTS_ENV = "EVALS_ARTIFACTS"
@@ -72,18 +73,6 @@ def partition_dir(root: Path, split_key: str, model_key: str) -> Path:
 
 # ---- small helpers ------------------------------------------------------------------------------------------------
 _scan = json.JSONDecoder().scan_once  # json.loads without its Python layers (~4x faster on short texts)
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)
-# `_ENCODER.encode` builds this C encoder on every call; built once here (no cycle check: values come from JSON and
-# the warehouse, never cyclic). The output is the same text.
-_c_encoder = (json.encoder.c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None, ": ", ", ",
-                                          False, False, True) if json.encoder.c_make_encoder else None)
-
-
-def _dump(obj: Any) -> str:
-    """`json.dumps(obj, ensure_ascii=False, default=str)`."""
-    return "".join(_c_encoder(obj, 0)) if _c_encoder is not None else _ENCODER.encode(obj)
-
-
 # What the encoder writes for a plain value (finite floats: their repr; NaN and infinities go to the encoder)
 _SCALAR_TEXT = {str: json.encoder.encode_basestring, int: int.__repr__, type(None): lambda v: "null",
                 bool: lambda v: "true" if v else "false",

@@ -30,20 +30,11 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from evalpipe.errors import DataError
+from evalpipe.jsontext import dumps
 
 log = logging.getLogger(__name__)
 _CHUNK = 20_000  # fingerprints per lookup query: bounded for very large partitions
 INDEX_AFTER_ROWS = 100_000  # rows a lookup reads directly (not yet in done_index) before it indexes them
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # (json.dumps with options builds one per call)
-# `_ENCODER.encode` builds this C encoder on every call (a fifth of a record's cost); built once here, it writes
-# the same text (no cycle check: a record is a row of plain values and JSON texts, never cyclic)
-_c_encoder = (json.encoder.c_make_encoder(None, _ENCODER.default, json.encoder.encode_basestring, None, ": ", ", ",
-                                          False, False, True) if json.encoder.c_make_encoder else None)
-
-
-def _record_text(record: Mapping[str, Any]) -> str:
-    """`json.dumps(record, ensure_ascii=False, default=str)`."""
-    return "".join(_c_encoder(record, 0)) if _c_encoder is not None else _ENCODER.encode(record)
 FLUSH_S = 0.05  # longest a finished sample waits for its commit (the driver schedules the flush)
 FLUSH_ROWS = 2_000  # queued samples that trigger a commit at once
 
@@ -140,7 +131,7 @@ class Journal:
                 if "locked" not in str(exc):
                     raise
         for lo in range(0, len(wanted), _CHUNK):
-            keys = _ENCODER.encode(wanted[lo:lo + _CHUNK])
+            keys = dumps(wanted[lo:lo + _CHUNK])
             con.execute("BEGIN")  # one snapshot: the index and the rows after it agree
             try:
                 upto = self._indexed_upto()
@@ -190,7 +181,7 @@ class Journal:
         e.g. a runner answering at once, never wait for the driver's timer)."""
         now = time.time()
         queued = self._queued
-        queued.append((fingerprint, sample_id, _record_text(record), now))
+        queued.append((fingerprint, sample_id, dumps(record), now))
         if commit or len(queued) >= FLUSH_ROWS or now - queued[0][3] >= FLUSH_S:
             self.flush()
 
@@ -226,7 +217,7 @@ class Journal:
                 dropped = con.execute("DELETE FROM done_index").rowcount
                 con.execute("DELETE FROM done")
             else:
-                keys = _ENCODER.encode(list(fingerprints))
+                keys = dumps(list(fingerprints))
                 dropped = con.execute("DELETE FROM done_index WHERE fingerprint IN (SELECT value FROM json_each(?))",
                                       (keys,)).rowcount
                 con.execute("DELETE FROM done WHERE fingerprint IN (SELECT value FROM json_each(?))", (keys,))

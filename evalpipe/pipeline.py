@@ -9,7 +9,6 @@ import itertools
 import json
 import operator
 import pickle
-from json.encoder import encode_basestring as _encode_json_string
 from pathlib import Path
 from typing import Any, Callable, Iterator
 from urllib.parse import quote
@@ -22,16 +21,15 @@ from evalpipe.errors import DataError
 from evalpipe.fingerprint import canonical_json, fingerprint
 from evalpipe.fingerprints import canonical_sample
 from evalpipe.journal import Journal
+from evalpipe.jsontext import dumps as _dump
+from evalpipe.jsontext import encode_string, raw_decode
 from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
 from evalpipe.runners import Runner, RunSettings, run_requests
 from evalpipe.types import RolloutRequest, Sample, Score
 
 
-_ENCODER = json.JSONEncoder(ensure_ascii=False, default=str)  # json.dumps with these options builds one per call
-
-
 def _json(obj: Any) -> str | None:
-    return None if obj is None else _ENCODER.encode(obj)
+    return None if obj is None else _dump(obj)
 
 
 def _loads(s: Any, default: Any) -> Any:
@@ -46,7 +44,7 @@ def _loads_column(column: list[Any], empty: Callable[[], Any]) -> list[Any]:
     for s in column:
         if isinstance(s, str) and s:
             try:
-                value, end = _raw_decode(s)
+                value, end = raw_decode(s)
             except json.JSONDecodeError:  # (leading whitespace, or not JSON)
                 end = -1
             out.append(value if end == len(s) else json.loads(s))
@@ -55,11 +53,8 @@ def _loads_column(column: list[Any], empty: Callable[[], Any]) -> list[Any]:
     return out
 
 
-_raw_decode = json.JSONDecoder().raw_decode
-
-
 def _encode_each(encode: Callable[[Any], str], values: list[Any]) -> list[str]:
-    """`[encode(v) for v in values]` from one call of `encode` (a JSON encoder: `_ENCODER.encode`, `canonical_json`):
+    """`[encode(v) for v in values]` from one call of `encode` (a JSON encoder: `_dump`, `canonical_json`):
     the values are encoded as one list of `{"\\u0000": v}` wrappers and the text is cut where one wrapper ends and
     the next begins. JSON encodes a list item by item, so the pieces are the values' own texts byte for byte; cuts
     never overlap (a cut holds one "}", its first character) and one precedes every value but the first, so there
@@ -84,7 +79,7 @@ _WRAPPED = 500  # values per encoder call
 
 def _json_each(values: list[Any]) -> list[str | None]:
     """`_json` of each value (None stays None), the values encoded together (`_encode_each`)."""
-    texts = iter(_encode_each(_ENCODER.encode, [v for v in values if v is not None]))
+    texts = iter(_encode_each(_dump, [v for v in values if v is not None]))
     return [None if v is None else next(texts) for v in values]
 
 
@@ -347,7 +342,7 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
 def _canonical_value(value: Any) -> str:
     """canonical_json(value), byte for byte: for a string that is the JSON string the encoder itself writes (json's
     C `encode_basestring`, what `json.dumps(s, ensure_ascii=False)` returns) without building an encoder per call."""
-    return _encode_json_string(value) if isinstance(value, str) else canonical_json(value)
+    return encode_string(value) if isinstance(value, str) else canonical_json(value)
 
 
 # ---- tools (docs/tools.md) ------------------------------------------------------------------------------------------

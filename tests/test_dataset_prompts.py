@@ -6,7 +6,7 @@ import json
 import pandas as pd
 import pytest
 
-from evalpipe import pipeline
+from evalpipe import jsontext, pipeline
 from evalpipe.benchmarks import adapter_for
 from evalpipe.config import SplitConfig
 from evalpipe.fingerprint import canonical_json, fingerprint
@@ -17,7 +17,7 @@ VALUES = [None, 1, -2.5, 1e16, float("nan"), True, "", *ODD, [], {}, [1, [2, {"a
           {"z": 1, "a": {"\x00": [ODD]}, "m": [{"k": "v"}, {"\x00": 1}]}, {1: "int key"}, ("tuple", 2)]
 
 
-@pytest.mark.parametrize("encode", [pipeline._ENCODER.encode, canonical_json], ids=["_json", "canonical_json"])
+@pytest.mark.parametrize("encode", [jsontext.ENCODER.encode, canonical_json], ids=["_json", "canonical_json"])
 def test_encode_each_gives_each_value_its_own_text(encode):
     assert pipeline._encode_each(encode, VALUES) == [encode(v) for v in VALUES]
     # a value whose text holds the wrappers' cut: every value encoded alone, the same texts
