@@ -4,25 +4,28 @@ The procedure of DiscoveryBench's evaluation (`eval/new_eval.py`, also DSGym's `
 the prompts here is our own, their content (what the judge sees and must answer) the same:
 1. The judge splits the gold and the predicted hypothesis each into sub-hypotheses (text, context, variables,
    relations), seeing the dataset descriptions and the hypothesis' workflow. An empty split stands for one
-   sub-hypothesis: the whole text, context "None". A sub-hypothesis without a context has context "".
+   sub-hypothesis: the whole text, context "None". A sub-hypothesis without a context compares as "".
 2. Predicted sub-hypotheses are matched greedily, in order, to the first not yet matched gold one with the
-   same context: identical context strings match, a "None" context matches nothing else, otherwise the judge
-   decides. (All candidate pairs are asked in one batch; the greedy pass then reads the answers, which gives
-   the same matching as asking one pair at a time.)
+   same context: equal contexts match, a "None" context matches nothing else, otherwise the judge decides.
+   (All candidate pairs are asked in one batch; the greedy pass then reads the answers in the official order,
+   which gives the same matching, and the same stops, as asking one pair at a time.)
 3. Each matched pair: the judge compares the two hypotheses (with the query, the dataset descriptions and both
    workflows) on variables, giving counts sizeA, sizeB and their (fuzzy) intersection -> variable F1, and on the
-   relation: "A) very similar" 1.0, "B) similar but general than HypoA" 0.5, "C) different" 0.0 (read as the
-   reference reads it: the answer starts with the letter, or holds the option's words). Pair score = F1 x
+   relation: "A) very similar" 1.0, "B) similar but general than HypoA" 0.5, "C) different" 0.0. Pair score = F1 x
    relation score. As in the reference, these are asked about the FULL gold and predicted hypotheses
    (`pair_text: full`, the default), so every matched pair gets the same score; `pair_text: sub` asks about the
    matched sub-hypotheses instead.
 4. Final = (matched gold sub-hypotheses / gold sub-hypotheses) x (sum of pair scores / predicted sub-hypotheses).
 
-Differences from the reference, on purpose: a judge reply that can't be read makes the sample a `parse_error`
-(counted 0, and in n_errors), where the reference scores an unreadable variable reply as F1 = -1 (which can make
-the final score negative), an unreadable context reply as no match, and an unreadable split as no sub-hypotheses.
+Judge settings and replies as the official code (docs/metrics.md, hms_score, has the table): the split and context
+questions at temperature 1 (its `get_response`), the variables and relation questions at temperature 0, 250 tokens,
+JSON-only replies (its `run_chatgpt_query_multi_turn`); replies parsed as it parses them, with its fallbacks (an
+unreadable split is the whole hypothesis in context "None", an unreadable variables reply F1 = -1, an unknown
+relation answer -1, a context reply asked up to 5 times). Where the official code raises, the sample is refused
+(`parse_error`). Named settings, off by default, for the deliberate differences: `lenient_json` (find the JSON in
+prose or fences), `strict_replies` (refuse every fallback), `judge_params: judge` (the judge entry's own params).
 Sample metadata read when present: `query`, `workflow` (the gold workflow), `datasets` (dataset descriptions, as
-the discoverybench adapter builds them). The predicted workflow is the answer's `WORKFLOW:` section, if any.
+the discoverybench adapter builds them). The predicted workflow is the answer's `WORKFLOW:` section.
 """
 from __future__ import annotations
 
