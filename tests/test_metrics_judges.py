@@ -167,7 +167,7 @@ def hms_script(prompt):
     if "same context" in prompt:
         return json.dumps({"match": "US adults" in prompt and "American adults" in prompt})
     if "Count the variables" in prompt:
-        return 'Here: {"sizeA": 2, "sizeB": 3, "intersection": 2, "explanation": "age and income shared"}'
+        return '{"sizeA": 2, "sizeB": 3, "intersection": 2, "explanation": "age and income shared"}'
     if "Options: A) very similar" in prompt:
         return json.dumps({"answer": "B) similar but more general than hypothesis A", "explanation": "less specific"})
     raise AssertionError(prompt)
@@ -189,10 +189,12 @@ def test_hms_score_follows_discoverybench(judges):
 
 
 def test_hms_unreadable_reply_is_a_parse_error(judges):
+    # as the official: unreadable splits -> whole hypotheses in context "None" (matched), then a relation reply that
+    # is not JSON stops the official evaluation -> refused
     SCRIPTS["bad"] = lambda p: "no json here"
     s = run(build_metric({"name": "hms_score", "judge": {"runner": "scripted", "model": "bad"}}),
             [JudgeInput("d", "q", "gold hypothesis", "pred hypothesis")])[0]
-    assert s.status == "parse_error" and "sub_hypo" in s.reason
+    assert s.status == "parse_error" and "relation reply is not JSON" in s.reason
 
 
 def test_hms_greedy_matching_and_final_score():

@@ -88,7 +88,7 @@ def test_official_scoring(pred, gold, kind, ok):
 
 
 def test_final_answer_extraction_and_exact_match_tolerance():
-    assert extract_final("Reasoning...\nFINAL ANSWER: **0.23**\nmore") == "0.23"
+    assert extract_final("Reasoning...\nFINAL ANSWER: **0.23**\nmore") == "**0.23**"  # markup kept, as given
     assert extract_final("0.23") == "0.23"
     em = build_metric({"name": "exact_match", "numeric_tolerance": 0.03})
     assert [em.score(JudgeInput("s", "q", g, p)).value for p, g in
@@ -96,3 +96,39 @@ def test_final_answer_extraction_and_exact_match_tolerance():
         == [1.0, 0.0, 1.0, 0.0, 1.0]
     with pytest.raises(ConfigError, match="numeric_tolerance must be a number"):
         build_metric({"name": "exact_match", "numeric_tolerance": "lots"})
+
+
+# The whole path, reply -> extracted answer -> verdict, against the official eval.py given that answer as `pred`:
+# the extraction takes the text after the last FINAL ANSWER: (its first non-empty line, outer whitespace trimmed) and
+# nothing else, so markup is scored as given (eval.py lowercases, then multiple choice: pred starts with the answer;
+# numerical: the first number within 3%).
+@pytest.mark.parametrize("reply,gold,kind,official", [
+    ("Reasoning.\nFINAL ANSWER: **yes**", "yes", "multiple_choice", False),
+    ("FINAL ANSWER: `treatment group`", "treatment group", "multiple_choice", False),
+    ("FINAL ANSWER: *Yes*", "Yes", "multiple_choice", False),
+    ("FINAL ANSWER: yes", "yes", "multiple_choice", True),
+    ("Final answer:\n\n  Yes, the effect is significant.", "yes", "multiple_choice", True),
+    ("FINAL ANSWER: no\nFINAL ANSWER: yes", "yes", "multiple_choice", True),   # the last marker
+    ("The answer is yes.", "yes", "multiple_choice", False),                    # no marker: the whole reply
+    ("FINAL ANSWER: **0.23**", "0.23", "numerical", True),                      # the first number is still 0.23
+    ("FINAL ANSWER: `-3.60`", "-3.67", "numerical", True),
+    ("FINAL ANSWER: 20%", "0.2", "numerical", True),
+    ("FINAL ANSWER: * 0.30 *", "0.23", "numerical", False),
+])
+def test_reply_to_verdict_as_the_official_eval(reply, gold, kind, official):
+    from evalpipe.benchmarks.qrdata import QRDataAdapter
+
+    pred = QRDataAdapter.extract_answer(None, reply)
+    s = build_metric("qrdata").score(JudgeInput("s", "q", gold, pred, metadata={"answer_kind": kind}))
+    assert s.value == float(official) and s.correct is official
+
+
+def test_strip_markup_is_a_named_setting_off_by_default():
+    m = build_metric({"name": "qrdata", "strip_markup": True})
+    for pred, gold in [("**yes**", "yes"), ("`treatment group`", "treatment group"), ("** yes **", "yes")]:
+        assert m.score(JudgeInput("s", "q", gold, pred, metadata={"answer_kind": "multiple_choice"})).value == 1.0
+        assert build_metric("qrdata").score(JudgeInput("s", "q", gold, pred, metadata={"answer_kind": "multiple_choice"})).value == 0.0
+    with pytest.raises(ConfigError, match="qrdata: strip_markup must be true or false"):
+        build_metric({"name": "qrdata", "strip_markup": "yes"})
+    with pytest.raises(ConfigError, match="qrdata: unknown setting"):
+        build_metric({"name": "qrdata", "strip_mark": True})

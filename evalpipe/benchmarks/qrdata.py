@@ -48,14 +48,24 @@ _FIRST_NUMBER = re.compile(r"-?\d+\.?\d*%?")
 
 
 def extract_final(output: str | None) -> str | None:
-    """The text after the last `FINAL ANSWER:` (first non-empty line), else the whole reply stripped."""
+    """The text after the last `FINAL ANSWER:` (its first non-empty line), else the whole reply; outer whitespace
+    trimmed and nothing else: markup such as `**yes**` is scored as given, as the official eval.py scores its `pred`
+    (the `qrdata` metric's `strip_markup` setting is the deliberate exception)."""
     if not isinstance(output, str):
         return None
     marks = list(_FINAL.finditer(output))
     if not marks:
         return output.strip()
-    lines = [ln.strip().strip("*`").strip() for ln in output[marks[-1].end():].splitlines()]
+    lines = [ln.strip() for ln in output[marks[-1].end():].splitlines()]
     return next((ln for ln in lines if ln), "")
+
+
+_MARKUP = "*`_ \t"
+
+
+def strip_markup(pred: str) -> str:
+    """Markdown emphasis and code marks (and the spaces inside them) around an answer: `**yes**` -> `yes`."""
+    return pred.strip(_MARKUP)
 
 
 def _as_float(text: str) -> float:
@@ -83,20 +93,35 @@ def qrdata_correct(pred: str, gold: str, kind: str) -> tuple[bool, str]:
 
 @register_metric("qrdata")
 class QRDataScore(Metric):
-    """QRData's official scorer; the answer kind comes from the sample's `answer_kind` metadata."""
+    """QRData's official scorer; the answer kind comes from the sample's `answer_kind` metadata. Setting
+    `strip_markup` (false): remove `*`, `` ` ``, `_` and spaces around the prediction first (not in the official
+    evaluation, which scores `**yes**` wrong for `yes`)."""
 
     name = "qrdata"
+    known_settings = {"strip_markup"}
+
+    def __init__(self, **settings: Any):
+        unknown = set(settings) - self.known_settings
+        if unknown:
+            raise ConfigError(f"qrdata: unknown setting(s) {sorted(unknown)}; known: {sorted(self.known_settings)}")
+        if not isinstance(settings.get("strip_markup", False), bool):
+            raise ConfigError(f"qrdata: strip_markup must be true or false, not {settings['strip_markup']!r}")
+        super().__init__(**settings)
+        self.strip_markup = settings.get("strip_markup", False)
 
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
             return Score.unscored()
         kind = str(item.metadata.get("answer_kind") or "multiple_choice")
+        pred = item.prediction or ""
+        if self.strip_markup:  # not in the official evaluation: off by default
+            pred = strip_markup(pred)
         try:
-            ok, why = qrdata_correct(item.prediction or "", item.target, kind)
+            ok, why = qrdata_correct(pred, item.target, kind)
         except ValueError:
             raise DataError(f"sample {item.sample_id!r}: QRData numerical reference {item.target!r} is not a number; "
                             f"fix its answer or its question_type") from None
-        return Score(value=float(ok), correct=ok, reason=why, normalized_prediction=(item.prediction or "").lower(),
+        return Score(value=float(ok), correct=ok, reason=why, normalized_prediction=pred.lower(),
                      normalized_target=str(item.target).lower())
 
 

@@ -4,25 +4,28 @@ The procedure of DiscoveryBench's evaluation (`eval/new_eval.py`, also DSGym's `
 the prompts here is our own, their content (what the judge sees and must answer) the same:
 1. The judge splits the gold and the predicted hypothesis each into sub-hypotheses (text, context, variables,
    relations), seeing the dataset descriptions and the hypothesis' workflow. An empty split stands for one
-   sub-hypothesis: the whole text, context "None". A sub-hypothesis without a context has context "".
+   sub-hypothesis: the whole text, context "None". A sub-hypothesis without a context compares as "".
 2. Predicted sub-hypotheses are matched greedily, in order, to the first not yet matched gold one with the
-   same context: identical context strings match, a "None" context matches nothing else, otherwise the judge
-   decides. (All candidate pairs are asked in one batch; the greedy pass then reads the answers, which gives
-   the same matching as asking one pair at a time.)
+   same context: equal contexts match, a "None" context matches nothing else, otherwise the judge decides.
+   (All candidate pairs are asked in one batch; the greedy pass then reads the answers in the official order,
+   which gives the same matching, and the same stops, as asking one pair at a time.)
 3. Each matched pair: the judge compares the two hypotheses (with the query, the dataset descriptions and both
    workflows) on variables, giving counts sizeA, sizeB and their (fuzzy) intersection -> variable F1, and on the
-   relation: "A) very similar" 1.0, "B) similar but general than HypoA" 0.5, "C) different" 0.0 (read as the
-   reference reads it: the answer starts with the letter, or holds the option's words). Pair score = F1 x
+   relation: "A) very similar" 1.0, "B) similar but general than HypoA" 0.5, "C) different" 0.0. Pair score = F1 x
    relation score. As in the reference, these are asked about the FULL gold and predicted hypotheses
    (`pair_text: full`, the default), so every matched pair gets the same score; `pair_text: sub` asks about the
    matched sub-hypotheses instead.
 4. Final = (matched gold sub-hypotheses / gold sub-hypotheses) x (sum of pair scores / predicted sub-hypotheses).
 
-Differences from the reference, on purpose: a judge reply that can't be read makes the sample a `parse_error`
-(counted 0, and in n_errors), where the reference scores an unreadable variable reply as F1 = -1 (which can make
-the final score negative), an unreadable context reply as no match, and an unreadable split as no sub-hypotheses.
+Judge settings and replies as the official code (docs/metrics.md, hms_score, has the table): the split and context
+questions at temperature 1 (its `get_response`), the variables and relation questions at temperature 0, 250 tokens,
+JSON-only replies (its `run_chatgpt_query_multi_turn`); replies parsed as it parses them, with its fallbacks (an
+unreadable split is the whole hypothesis in context "None", an unreadable variables reply F1 = -1, an unknown
+relation answer -1, a context reply asked up to 5 times). Where the official code raises, the sample is refused
+(`parse_error`). Named settings, off by default, for the deliberate differences: `lenient_json` (find the JSON in
+prose or fences), `strict_replies` (refuse every fallback), `judge_params: judge` (the judge entry's own params).
 Sample metadata read when present: `query`, `workflow` (the gold workflow), `datasets` (dataset descriptions, as
-the discoverybench adapter builds them). The predicted workflow is the answer's `WORKFLOW:` section, if any.
+the discoverybench adapter builds them). The predicted workflow is the answer's `WORKFLOW:` section.
 """
 from __future__ import annotations
 
@@ -31,6 +34,7 @@ from typing import Any
 
 from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, register_metric
+from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient
 from evalpipe.metrics.llm_judge import ModelGraded
 from evalpipe.metrics.verdicts import json_objects
 from evalpipe.types import Score
@@ -88,9 +92,121 @@ Reply with one JSON object: {{"answer": <one of the options, e.g. "A) very simil
 
 RELATION_SCORES = {"A": 1.0, "B": 0.5, "C": 0.0}
 
+# The official judge settings (DiscoveryBench eval/new_eval.py): the split and context calls go through its
+# `get_response` (utils/openai_helpers.py, decoding OPENAI_GEN_HYP: temperature 1), the variables and relation
+# calls through `run_chatgpt_query_multi_turn` (eval/lm_utils.py, whose own OPENAI_GEN_HYP, temperature 0 and
+# 250 tokens, overrides the arguments it is given) with JSON-only replies.
+OFFICIAL_SPLIT_PARAMS = {"temperature": 1.0, "max_tokens": 4096, "top_p": 1.0, "frequency_penalty": 0,
+                         "presence_penalty": 0}
+OFFICIAL_PAIR_PARAMS = {"temperature": 0, "max_tokens": 250, "top_p": 1.0, "frequency_penalty": 0,
+                        "presence_penalty": 0, "response_format": {"type": "json_object"}}
+CONTEXT_TRIES = 5  # get_response's max_retry for the context question (the split asks once)
+_FENCE_CHARS = "`json"  # get_response trims the reply with str.strip("```json"): a character set, not a prefix
+UNREAD = object()
+
 
 class Unreadable(Exception):
-    """A judge reply that holds no usable answer: the sample becomes a parse_error."""
+    """A judge reply that holds no usable answer where the official code has no fallback (it raises): the sample
+    is refused (parse_error). Under `strict_replies`, also where it has one."""
+
+
+def load_reply(text: str | None, *, trim_fences: bool, lenient: bool = False) -> Any:
+    """The reply's JSON value as the official code reads it (json.loads of the stripped reply; split and context
+    replies first lose any of the characters `` ` j s o n `` at both ends), or UNREAD. `lenient`: when that fails,
+    the first JSON object found anywhere in the reply (prose around it, code fences)."""
+    t = (text or "").strip()
+    if trim_fences:
+        t = t.strip(_FENCE_CHARS)
+    try:
+        return json.loads(t)
+    except (ValueError, RecursionError):
+        pass
+    if lenient:
+        found = json_objects(text or "")
+        if found:
+            return found[0]
+    return UNREAD
+
+
+def _whole(hypothesis: str) -> dict[str, Any]:
+    return {"text": hypothesis, "context": "None", "variables": [], "relations": "", "explanation": "unable to segment"}
+
+
+def read_sub_hypotheses(reply: str | None, whole: str, lenient: bool = False) -> tuple[list[Any], bool]:
+    """(sub-hypotheses, unreadable). As the official: an unreadable reply or an empty `sub_hypo` stands for the
+    whole hypothesis in context "None" (unreadable True for the former); a reply that is JSON but not an object
+    with a `sub_hypo` list (or an empty value) stops the official evaluation. Elements are kept as they are: their
+    `text` and `context` are checked when the matching reads them (see `HMSScore._same_context`)."""
+    obj = load_reply(reply, trim_fences=True, lenient=lenient)
+    if obj is UNREAD or obj is None:
+        return [_whole(whole)], True
+    if not isinstance(obj, dict):
+        raise Unreadable(f"the split reply is JSON but not an object, where the official code stops: {_head(reply)}")
+    if "sub_hypo" not in obj:
+        raise Unreadable(f"the split reply has no sub_hypo, where the official code stops: {_head(reply)}")
+    subs = obj["sub_hypo"]
+    if isinstance(subs, (list, str, dict)) and len(subs) == 0:
+        return [_whole(whole)], False
+    if not isinstance(subs, list):
+        raise Unreadable(f"the split reply's sub_hypo is not a list, where the official code stops: {_head(reply)}")
+    return subs, False
+
+
+def read_match(reply: str | None, lenient: bool = False, strict: bool = False) -> bool | None:
+    """The context verdict as the official reads it: the JSON object's `match`, by truthiness (so "false" as a
+    string is a match, 0 is not, a missing key is no match); None: unreadable (the official asks again). A JSON
+    value that is not an object stops the official evaluation. `strict`: `match` must be true or false."""
+    obj = load_reply(reply, trim_fences=True, lenient=lenient)
+    if obj is UNREAD:
+        return None
+    if not isinstance(obj, dict):
+        raise Unreadable(f"the context reply is JSON but not an object, where the official code stops: {_head(reply)}")
+    m = obj.get("match", False)
+    if strict and not isinstance(m, bool):
+        raise Unreadable(f"strict_replies: the context reply's match is not true/false: {_head(reply)}")
+    return bool(m)
+
+
+def variable_f1(reply: str | None, lenient: bool = False) -> tuple[float, dict[str, Any]]:
+    """Variable F1 as the official computes it: p = intersection/sizeB if sizeB (by truthiness) else 0, r likewise
+    with sizeA, F1 = 2pr/(p+r) when both are > 0 else 0, with the numbers as the JSON gives them (floats count,
+    strings don't). A reply that is not JSON, or lacks any of sizeA, sizeB, intersection, explanation, or whose
+    values can't be divided, is F1 = -1 (the official fallback; details `unreadable`)."""
+    obj = load_reply(reply, trim_fences=False, lenient=lenient)
+    try:
+        if obj is UNREAD:
+            raise ValueError("not JSON")
+        p = r = 0.0
+        if obj["sizeB"]:
+            p = obj["intersection"] / obj["sizeB"]
+        if obj["sizeA"]:
+            r = obj["intersection"] / obj["sizeA"]
+        f1 = 2 * p * r / (p + r) if p > 0.0 and r > 0.0 else 0.0
+        details = {k: obj[k] for k in ("sizeA", "sizeB", "intersection", "explanation")}
+    except Exception:  # the official catches everything here
+        return -1.0, {"f1": -1.0, "unreadable": True, "reply": (reply or "")[:2000]}
+    return f1, {**details, "f1": f1}
+
+
+def relation_score(reply: str | None, lenient: bool = False) -> tuple[float, dict[str, Any]]:
+    """The official reading: json.loads of the reply (else it stops), `answer` a string (else it stops), stripped:
+    starts with A / B / C, or holds "very similar" / "similar but general than HypoA" / "different" (in that order)
+    -> 1 / 0.5 / 0; anything else -1 (details `unreadable`)."""
+    obj = load_reply(reply, trim_fences=False, lenient=lenient)
+    if obj is UNREAD:
+        raise Unreadable(f"the relation reply is not JSON, where the official code stops: {_head(reply)}")
+    if not isinstance(obj, dict) or not isinstance(obj.get("answer"), str):
+        raise Unreadable(f"the relation reply has no answer text, where the official code stops: {_head(reply)}")
+    ans = obj["answer"].strip()
+    if ans.startswith("A") or "very similar" in ans:
+        letter = "A"
+    elif ans.startswith("B") or "similar but general than HypoA" in ans:
+        letter = "B"
+    elif ans.startswith("C") or "different" in ans:
+        letter = "C"
+    else:
+        return -1.0, {"answer": ans, "unreadable": True, "explanation": obj.get("explanation", "")}
+    return RELATION_SCORES[letter], {"answer": letter, "explanation": obj.get("explanation", "")}
 
 
 def _workflow_of(raw: str | None) -> str:
@@ -103,58 +219,8 @@ def _ask(template: str, **fields: Any) -> list[dict[str, Any]]:
     return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": template.format(**fields)}]
 
 
-def read_sub_hypotheses(reply: str | None, whole: str) -> list[dict[str, Any]]:
-    for obj in json_objects(reply or ""):
-        subs = obj.get("sub_hypo")
-        if isinstance(subs, list):
-            subs = [s for s in subs if isinstance(s, dict) and s.get("text")]
-            if not subs:  # the judge found nothing to split: the whole hypothesis, in no particular context
-                return [{"text": whole, "context": "None", "variables": [], "relations": ""}]
-            return [{"text": str(s["text"]), "context": str(s.get("context", "")) if s.get("context") is not None else "",
-                     "variables": s.get("variables") or [], "relations": str(s.get("relations") or "")} for s in subs]
-    raise Unreadable(f"no sub_hypo list in the split reply: {(reply or '')[:200]!r}")
-
-
-def read_match(reply: str | None) -> bool:
-    for obj in json_objects(reply or ""):
-        m = obj.get("match")
-        if isinstance(m, bool):
-            return m
-        if isinstance(m, str) and m.strip().lower() in ("true", "false"):
-            return m.strip().lower() == "true"
-    raise Unreadable(f"no match true/false in the context reply: {(reply or '')[:200]!r}")
-
-
-def variable_f1(reply: str | None) -> tuple[float, dict[str, Any]]:
-    for obj in json_objects(reply or ""):
-        try:
-            a, b, inter = int(obj["sizeA"]), int(obj["sizeB"]), int(obj["intersection"])
-        except (KeyError, TypeError, ValueError):
-            continue
-        p = inter / b if b else 0.0
-        r = inter / a if a else 0.0
-        f1 = 2 * p * r / (p + r) if p > 0 and r > 0 else 0.0
-        return f1, {"sizeA": a, "sizeB": b, "intersection": inter, "f1": f1, "explanation": obj.get("explanation", "")}
-    raise Unreadable(f"no sizeA/sizeB/intersection in the variables reply: {(reply or '')[:200]!r}")
-
-
-def relation_score(reply: str | None) -> tuple[float, dict[str, Any]]:
-    """The reference's reading: the answer starts with A / B / C, or holds "very similar" / "similar but general than
-    HypoA" / "different" (checked in that order)."""
-    for obj in json_objects(reply or ""):
-        if not isinstance(obj.get("answer"), str):
-            continue
-        ans = obj["answer"].strip()
-        if ans.startswith("A") or "very similar" in ans:
-            letter = "A"
-        elif ans.startswith("B") or "similar but general than HypoA" in ans:
-            letter = "B"
-        elif ans.startswith("C") or "different" in ans:
-            letter = "C"
-        else:
-            continue
-        return RELATION_SCORES[letter], {"answer": letter, "explanation": obj.get("explanation", "")}
-    raise Unreadable(f"no A/B/C answer in the relation reply: {(reply or '')[:200]!r}")
+def _head(reply: str | None) -> str:
+    return repr((reply or "")[:200])
 
 
 def greedy_match(n_pred: int, n_gold: int, same_context) -> dict[int, int]:
@@ -176,23 +242,62 @@ def hms_final(n_gold: int, n_pred: int, pair_scores: list[float]) -> float:
     return recall_context * mean_pair
 
 
+def _sub_text(sub: Any) -> Any:
+    if isinstance(sub, dict) and "text" in sub:
+        return sub["text"]
+    raise Unreadable(f"a sub-hypothesis without text, where the official code stops: {str(sub)[:200]!r}")
+
+
+def _context(sub: Any) -> Any:
+    return sub.get("context", "") if isinstance(sub, dict) else ""
+
+
+def _counts_ok(var: dict[str, Any]) -> bool:
+    """strict_replies: the variable counts are whole numbers with 0 <= intersection <= each size."""
+    vals = [var.get(k) for k in ("sizeA", "sizeB", "intersection")]
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in vals):
+        return False
+    a, b, i = vals
+    return 0 <= i <= min(a, b)
+
+
+JUDGE_PARAMS = ("official", "judge")
+
+
 @register_metric("hms_score")
 class HMSScore(ModelGraded):
-    """Settings: pair_text (sub | full), plus the ModelGraded settings (the first judge is used).
-    Sample metadata read when present: `workflow` (the gold workflow), `datasets` (dataset descriptions)."""
+    """Settings: pair_text (full | sub), judge_params (official | judge), lenient_json (false), strict_replies
+    (false), plus the ModelGraded settings (the first judge is used). See the module docstring."""
 
     name = "hms_score"
-    known_settings = {"pair_text"}
+    known_settings = {"pair_text", "judge_params", "lenient_json", "strict_replies"}
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
         self.pair_text = settings.get("pair_text", "full")
         if self.pair_text not in ("sub", "full"):
             raise ConfigError(f"hms_score: pair_text must be 'sub' or 'full', not {self.pair_text!r}")
+        self.judge_params = settings.get("judge_params", "official")
+        if self.judge_params not in JUDGE_PARAMS:
+            raise ConfigError(f"hms_score: judge_params must be 'official' (DiscoveryBench's decoding) or 'judge' "
+                              f"(the judge entry's own params), not {self.judge_params!r}")
+        for key in ("lenient_json", "strict_replies"):
+            if not isinstance(settings.get(key, False), bool):
+                raise ConfigError(f"hms_score: {key} must be true or false, not {settings[key]!r}")
+        self.lenient = settings.get("lenient_json", False)
+        self.strict = settings.get("strict_replies", False)
         self.client = self.clients[0]
+        if self.judge_params == "official":  # the procedure's decoding, over the judge entry's (its seed etc. stay)
+            call = {k: settings[k] for k in CALL_SETTINGS if k in settings}
+            m = self.judge_models[0]
+            self.split_client = JudgeClient(m.with_overrides(params=OFFICIAL_SPLIT_PARAMS), call)
+            self.pair_client = JudgeClient(m.with_overrides(params=OFFICIAL_PAIR_PARAMS), call)
+        else:
+            self.split_client = self.pair_client = self.client
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "pair_text": self.pair_text, "procedure": 2}
+        return {**super().identity(), "pair_text": self.pair_text, "procedure": 3,
+                "judges": [self.split_client.identity, self.pair_client.identity]}
 
     async def ascore_many(self, items: list[JudgeInput]) -> list[Score]:
         n = len(items)
@@ -211,61 +316,86 @@ class HMSScore(ModelGraded):
             s["datasets"] = datasets(i)
             batch.append(_ask(SPLIT_PROMPT, datasets=datasets(i), hypothesis=s["gold"], workflow=s["gold_workflow"]))
             batch.append(_ask(SPLIT_PROMPT, datasets=datasets(i), hypothesis=s["pred"], workflow=s["pred_workflow"]))
-        replies = await self.client.ask_many(batch)
+        replies = await self.split_client.ask_many(batch)
         for k, s in enumerate(state):
             try:
-                s["gold_subs"] = read_sub_hypotheses(self._text(replies[2 * k]), s["gold"])
-                s["pred_subs"] = read_sub_hypotheses(self._text(replies[2 * k + 1]), s["pred"])
+                s["gold_subs"], bad_gold = read_sub_hypotheses(self._text(replies[2 * k]), s["gold"], self.lenient)
+                s["pred_subs"], bad_pred = read_sub_hypotheses(self._text(replies[2 * k + 1]), s["pred"], self.lenient)
+                if self.strict and (bad_gold or bad_pred):
+                    raise Unreadable("strict_replies: a split reply is not JSON (the official code takes the whole "
+                                     "hypothesis in context 'None')")
             except Unreadable as exc:
                 failed[k] = str(exc)
-        # 2. contexts: exact string match, "None" never matches, else ask
-        pairs: list[tuple[int, int, int]] = []
+        # 2. contexts: equal values match, a "None" context matches nothing else, else the judge decides. All pairs
+        # the greedy pass may read are asked in one batch; an unreadable reply is asked again (a fresh call), up to
+        # CONTEXT_TRIES times as the official does
+        pending: list[tuple[int, int, int]] = []
         for k, s in enumerate(state):
             if k in failed:
                 continue
             s["ctx"] = {}
             for p, ps in enumerate(s["pred_subs"]):
                 for g, gs in enumerate(s["gold_subs"]):
-                    if gs["context"] == ps["context"]:
-                        s["ctx"][(p, g)] = True
-                    elif "None" in (gs["context"], ps["context"]):
-                        s["ctx"][(p, g)] = False
-                    else:
-                        pairs.append((k, p, g))
-        replies = await self.client.ask_many([
-            _ask(CONTEXT_PROMPT, gold_text=state[k]["gold_subs"][g]["text"], gold_context=state[k]["gold_subs"][g]["context"],
-                 pred_text=state[k]["pred_subs"][p]["text"], pred_context=state[k]["pred_subs"][p]["context"])
-            for k, p, g in pairs]) if pairs else []
-        for (k, p, g), r in zip(pairs, replies):
-            if k in failed:
-                continue
-            try:
-                state[k]["ctx"][(p, g)] = read_match(self._text(r))
-            except Unreadable as exc:
-                failed[k] = str(exc)
-        # 3. variables and relation of each matched pair
+                    try:
+                        _sub_text(gs), _sub_text(ps)
+                    except Unreadable:
+                        continue  # the greedy pass stops there if it gets to this pair
+                    gc, pc = _context(gs), _context(ps)
+                    if gc != pc and "None" not in (gc, pc):
+                        pending.append((k, p, g))
+        for attempt in range(CONTEXT_TRIES):
+            if not pending:
+                break
+            asked, pending = pending, []
+            replies = await self.split_client.ask_many([
+                _ask(CONTEXT_PROMPT, gold_text=_sub_text(state[k]["gold_subs"][g]), pred_text=_sub_text(state[k]["pred_subs"][p]),
+                     gold_context=_context(state[k]["gold_subs"][g]), pred_context=_context(state[k]["pred_subs"][p]))
+                for k, p, g in asked], attempt=attempt)
+            for (k, p, g), r in zip(asked, replies):
+                try:
+                    verdict: Any = read_match(self._text(r), self.lenient, self.strict)
+                except Unreadable as exc:
+                    verdict = exc
+                if verdict is None:
+                    pending.append((k, p, g))
+                state[k]["ctx"][(p, g)] = verdict
+        for k, p, g in pending:
+            state[k]["ctx"][(p, g)] = Unreadable(f"no readable context reply in {CONTEXT_TRIES} tries, where the "
+                                                 f"official code stops")
+        # 3. greedy matching, then variables and relation of each matched pair
         asks: list[tuple[int, int, int]] = []
         for k, s in enumerate(state):
             if k in failed:
                 continue
-            s["matched"] = greedy_match(len(s["pred_subs"]), len(s["gold_subs"]), lambda p, g, s=s: s["ctx"][(p, g)])
+            try:
+                s["matched"] = greedy_match(len(s["pred_subs"]), len(s["gold_subs"]),
+                                            lambda p, g, s=s: self._same_context(s, p, g))
+            except Unreadable as exc:
+                failed[k] = str(exc)
+                continue
             asks += [(k, p, g) for p, g in s["matched"].items()]
         batch = []
         for k, p, g in asks:
             s = state[k]
             gold_text, pred_text = ((s["gold"], s["pred"]) if self.pair_text == "full"
-                                    else (s["gold_subs"][g]["text"], s["pred_subs"][p]["text"]))
+                                    else (_sub_text(s["gold_subs"][g]), _sub_text(s["pred_subs"][p])))
             pair = dict(query=s["query"], datasets=s["datasets"], gold_text=gold_text, pred_text=pred_text,
                         gold_workflow=s["gold_workflow"], pred_workflow=s["pred_workflow"])
             batch.append(_ask(VAR_PROMPT, **pair))
             batch.append(_ask(REL_PROMPT, **pair))
-        replies = await self.client.ask_many(batch) if batch else []
+        replies = await self.pair_client.ask_many(batch) if batch else []
         for j, (k, p, g) in enumerate(asks):
             if k in failed:
                 continue
             try:
-                f1, var = variable_f1(self._text(replies[2 * j]))
-                rel, rel_d = relation_score(self._text(replies[2 * j + 1]))
+                f1, var = variable_f1(self._text(replies[2 * j]), self.lenient)
+                rel, rel_d = relation_score(self._text(replies[2 * j + 1]), self.lenient)
+                if self.strict and (var.get("unreadable") or not _counts_ok(var)):
+                    raise Unreadable(f"strict_replies: unusable variables reply (the official code reads F1 = "
+                                     f"{f1:g}): {_head(replies[2 * j].text)}")
+                if self.strict and rel_d.get("unreadable"):
+                    raise Unreadable(f"strict_replies: the relation answer is none of A/B/C (the official code "
+                                     f"reads -1): {_head(replies[2 * j + 1].text)}")
             except Unreadable as exc:
                 failed[k] = str(exc)
                 continue
@@ -280,11 +410,34 @@ class HMSScore(ModelGraded):
                 continue
             pair_list = s.get("pairs", [])
             value = hms_final(len(s["gold_subs"]), len(s["pred_subs"]), [x["score"] for x in pair_list])
-            out.append(Score(value=value, correct=None, reason=f"recall of contexts x mean pair score = {value:.3f}",
+            notes = [w for w, hit in (("variables reply unreadable, F1 -1 as the official", any(
+                x["variables"].get("unreadable") for x in pair_list)), ("relation answer none of A/B/C, -1 as the "
+                "official", any(x["relation"].get("unreadable") for x in pair_list))) if hit]
+            out.append(Score(value=value, correct=None,
+                             reason="; ".join([f"recall of contexts x mean pair score = {value:.3f}", *notes]),
                              details={"gold_sub_hypo": s["gold_subs"], "pred_sub_hypo": s["pred_subs"],
                                       "matched": {str(p): g for p, g in s["matched"].items()}, "pairs": pair_list,
                                       "recall_context": len(pair_list) / len(s["gold_subs"])}))
         return out
+
+    @staticmethod
+    def _same_context(s: dict[str, Any], p: int, g: int) -> bool:
+        """The official reading of one (predicted, gold) pair in the greedy pass: both texts are read first, and a
+        matched pair's contexts are read as keys (a missing one stops the official evaluation)."""
+        gs, ps = s["gold_subs"][g], s["pred_subs"][p]
+        _sub_text(gs), _sub_text(ps)
+        gc, pc = _context(gs), _context(ps)
+        if gc == pc:
+            same = True
+        elif "None" in (gc, pc):
+            same = False
+        else:
+            same = s["ctx"][(p, g)]
+            if isinstance(same, Exception):
+                raise same if isinstance(same, Unreadable) else Unreadable(str(same))
+        if same and not ("context" in gs and "context" in ps):
+            raise Unreadable("a matched sub-hypothesis has no context, where the official code stops")
+        return bool(same)
 
     @staticmethod
     def _text(reply) -> str:

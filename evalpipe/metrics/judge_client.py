@@ -98,13 +98,15 @@ class JudgeClient:
         self.identity = build_runner(model).identity()
         self.stats = CallStats()
 
-    def key(self, messages: list[dict[str, Any]]) -> str:
-        return fingerprint({"judge": self.identity, "messages": messages})
+    def key(self, messages: list[dict[str, Any]], attempt: int = 0) -> str:
+        # attempt > 0: a fresh call for the same messages (a procedure that re-asks after an unreadable reply),
+        # cached under its own key; attempt 0 keeps the keys of earlier versions
+        return fingerprint({"judge": self.identity, "messages": messages, **({"attempt": attempt} if attempt else {})})
 
-    async def ask_many(self, batch: list[list[dict[str, Any]]]) -> list[Reply]:
+    async def ask_many(self, batch: list[list[dict[str, Any]]], attempt: int = 0) -> list[Reply]:
         from evalpipe.runners import RunSettings, run_requests
 
-        keys = [self.key(m) for m in batch]
+        keys = [self.key(m, attempt) for m in batch]
         unique: dict[str, list[dict[str, Any]]] = {}
         for k, m in zip(keys, batch):
             unique.setdefault(k, m)
