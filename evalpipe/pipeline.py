@@ -641,6 +641,8 @@ def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False) -> p
 def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as people read it: rank `=1` where tied, the value as its kind reads (a count without
     decimals), and which side is better."""
+    if not len(board):
+        return pd.DataFrame(columns=["benchmark_split", "metric", "rank", "model", "value", "better", "kind", "n"])
     out = pd.DataFrame({
         "benchmark_split": board["benchmark_split"], "metric": board["metric"],
         "rank": [rank_label(r, t) for r, t in zip(board["rank"], board["tied"])], "model": board["model"],

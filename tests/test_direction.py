@@ -32,8 +32,8 @@ def _judgements(model: str, contaminated: bool) -> pd.DataFrame:
         result = ti.analyze(spec, answer, [_rec({"city": "Madrid"}, MADRID)] if dirty else [])
         result["settings"] = settings_of({})
         rows.append({"sample_id": spec.id, "metric": "tool_integration", "status": "scored",
-                     "score": float(result["ok"]), "correct": bool(result["ok"]), "target": None, "slices": json.dumps({"kind": "control"}),
-                     "details": json.dumps(result)})
+                     "score": float(result["ok"]), "correct": bool(result["ok"]), "target": None,
+                     "slices": json.dumps({"kind": "control"}), "details": json.dumps(result)})
     return pd.DataFrame(rows)
 
 
@@ -169,7 +169,8 @@ def test_leaderboard_command_marks_ties(warehouse):
 def test_compare_marks_the_better_model_by_direction(warehouse):
     c = json.loads(_cli("compare", "dirty", "clean", "--metric", "tool_integration_control_contamination_rate",
                         "--format", "json").output)
-    assert (c["better"], c["higher_is_better"], c["value_a"], c["value_b"]) == ("clean", False, pytest.approx(1 / 3), 0.0)
+    assert (c["better"], c["higher_is_better"]) == ("clean", False)
+    assert (c["value_a"], c["value_b"]) == (pytest.approx(1 / 3), 0.0)
     t = _cli("compare", "dirty", "clean", "--metric", "tool_integration_controls_with_integration")
     assert t.exit_code == 0, t.output
     assert "better: clean (lower is better)" in t.output and "count" in t.output

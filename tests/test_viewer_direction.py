@@ -78,3 +78,15 @@ def test_charts_know_the_direction(wh, client):
     assert "lower is better" in svg and "95% CI" not in svg
     r = client.get("/chart/slices.svg", params={"split": SPLIT, "metric": RATE})
     assert r.status_code == 200 and b"lower is better" in r.content
+
+
+def test_dagster_chart_markdown_reads_counts_as_counts():
+    import pandas as pd
+
+    from evalpipe.viewer.links import metrics_chart_md
+
+    md = metrics_chart_md(pd.DataFrame([
+        {"metric": COUNT, "slice": "all", "value": 1.0, "ci_low": float("nan"), "ci_high": float("nan")},
+        {"metric": RATE, "slice": "all", "value": 0.25, "ci_low": 0.1, "ci_high": 0.5}]))
+    assert f"| {COUNT} | all | 1 | - | | ↓ lower |" in md      # no "1.000", no full bar
+    assert f"| {RATE} | all | 0.250 | 0.100-0.500 | `" in md and md.rstrip().endswith("| ↓ lower |")
