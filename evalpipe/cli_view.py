@@ -212,13 +212,14 @@ def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], incl
 @click.argument("model_a")
 @click.argument("model_b")
 @click.option("--split", default=None, help="benchmark_split key (default: the only one both models have).")
-@click.option("--metric", default=None, help="Metric (default: the split's official one).")
+@click.option("--metric", default=None, help="Metric (default: the split's official one); a partition row such as "
+              "tool_integration_control_contamination_rate compares the two values only.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="At most N samples listed per direction.")
 def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | None, fmt: str, limit: int) -> None:
     """Two models on the same samples: both right, only A, only B, both wrong, McNemar's exact test, and the
-    samples where they disagree."""
+    samples where they disagree; and both values with the better model by the metric's direction."""
     import pandas as pd
 
     from evalpipe.cli import _warehouse

@@ -176,3 +176,19 @@ def test_compare_marks_the_better_model_by_direction(warehouse):
     assert "better: clean (lower is better)" in t.output and "count" in t.output
     c = json.loads(_cli("compare", "dirty", "clean", "--format", "json").output)  # the per-sample metric
     assert (c["metric"], c["better"], c["higher_is_better"]) == ("tool_integration", "clean", True)
+
+
+def test_a_bad_declaration_is_refused_when_the_metric_is_registered():
+    class Bad(Metric):
+        name = "bad_direction_test"
+        kind = "percent"
+
+    with pytest.raises(ValueError, match="kind one of score, count, amount"):
+        register_metric("bad_direction_test", Bad)
+
+    class BadAggregate(Metric):
+        name = "bad_direction_test"
+        aggregates = {"x": (False, "count")}
+
+    with pytest.raises(ValueError, match=r"aggregates\['x'\] must be a Direction"):
+        register_metric("bad_direction_test", BadAggregate)

@@ -70,10 +70,6 @@ class Direction:
         if self.kind not in KINDS:
             raise ValueError(f"Direction kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
 
-    @property
-    def better(self) -> str:
-        """'higher', 'lower' or '-' (no order): how tables label the direction."""
-        return {True: "higher", False: "lower"}.get(self.higher_is_better, "-")
 
 
 class Metric:
@@ -123,7 +119,24 @@ _METRICS: Registry[Metric] = Registry("metric")
 
 
 def register_metric(name: str, factory: Callable[..., Metric] | None = None, *, replace: bool = False):
-    return _METRICS.register(name, factory, replace=replace)
+    def add(f: Callable[..., Metric]) -> Callable[..., Metric]:
+        _check_direction(name, f)
+        return _METRICS.register(name, f, replace=replace)
+
+    return add(factory) if factory is not None else add
+
+
+def _check_direction(name: str, factory: Any) -> None:
+    """A metric's direction declaration is checked when it is registered (a plugin's import), not when its first
+    partition is aggregated, after the rollouts were paid for."""
+    hib, kind = getattr(factory, "higher_is_better", True), getattr(factory, "kind", SCORE)
+    if hib not in (True, False, None) or kind not in KINDS:
+        raise ValueError(f"metric {name!r}: higher_is_better must be True, False or None and kind one of "
+                         f"{', '.join(KINDS)}; got {hib!r}, {kind!r}")
+    for suffix, d in (getattr(factory, "aggregates", None) or {}).items():
+        if not isinstance(d, Direction):
+            raise ValueError(f"metric {name!r}: aggregates[{suffix!r}] must be a Direction(higher_is_better, kind), "
+                             f"got {d!r}")
 
 
 def get_metric(name: str) -> Callable[..., Metric]:
