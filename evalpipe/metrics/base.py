@@ -71,7 +71,6 @@ class Direction:
             raise ValueError(f"Direction kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
 
 
-
 class Metric:
     name = "base"
     # Direction of every aggregate row this metric produces (the `metrics` table's `higher_is_better` and `kind`;
