@@ -322,7 +322,9 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> pd.DataFrame:
     df = pipeline.build_leaderboard(warehouse.get().read_table("metrics"))
     context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
-                                 "preview": _preview(df, ["benchmark_split", "metric", "rank", "model", "value", "n"], 30)})
+                                 # ranks as read (`=1` tied), counts as counts, which side is better (issue 20)
+                                 "preview": _preview(pipeline.leaderboard_display(df), ["benchmark_split", "metric",
+                                                     "rank", "model", "value", "better", "n"], 30)})
     return df
 
 

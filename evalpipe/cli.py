@@ -290,13 +290,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     import pandas as pd
 
     _out(_table(pd.DataFrame(rows)))
-    board = wh.query("SELECT benchmark_split, metric, rank, model, round(value, 4) AS value, n, n_unscored "
-                     "FROM leaderboard WHERE value IS NOT NULL ORDER BY benchmark_split, metric, rank, model")
-    if include_limited:  # the leaderboard asset leaves --limit runs out; rank them here only when asked
-        from evalpipe.pipeline import build_leaderboard
+    from evalpipe.cli_view import leaderboard_frame, leaderboard_table
 
-        board = build_leaderboard(wh.read_table("metrics"), include_limited=True)
-        board = board[board["value"].notna()][["benchmark_split", "metric", "rank", "model", "value", "n", "n_unscored"]]
+    # ranked by each metric's direction (`=1` where tied, counts as counts); --limit runs only when asked
+    board = leaderboard_table(leaderboard_frame(wh, include_limited))
     if len(board):
         _out("\nleaderboard (every model evaluated so far" + (", --limit runs included):" if include_limited else "):"))
         _out(_table(board))
@@ -552,10 +549,11 @@ main.add_command(_validate_cmd)
 from evalpipe.cli_repro import register as _register_repro  # noqa: E402
 
 _register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli_repro.py)
-from evalpipe.cli_view import compare_cmd, list_cmd  # noqa: E402  (evalpipe/cli_view.py)
+from evalpipe.cli_view import compare_cmd, leaderboard_cmd, list_cmd  # noqa: E402  (evalpipe/cli_view.py)
 
 main.add_command(list_cmd)  # evalpipe list
 main.add_command(compare_cmd)  # evalpipe compare A B
+main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
 from evalpipe.cli_tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli_tools.py)
 
 main.add_command(tools_cmd)

@@ -1,4 +1,4 @@
-"""`evalpipe list` and `evalpipe compare`, and the table/csv/json output shared by `summarize`.
+"""`evalpipe list`, `evalpipe leaderboard` and `evalpipe compare`, and the table/csv/json output shared by `summarize`.
 
 Registered at the bottom of evalpipe/cli.py. Missing values print as `-` everywhere (tables, the viewer);
 CSV leaves them empty and JSON writes null, as those formats expect.
@@ -160,18 +160,66 @@ def list_cmd(what: str, fmt: str) -> None:
         click.echo(redact(render(pd.DataFrame(models), fmt)))
 
 
+# ---- evalpipe leaderboard -----------------------------------------------------------------------------------------
+def leaderboard_frame(wh, include_limited: bool = False):
+    """The leaderboard ranked from the `metrics` table by each metric's direction (pipeline.build_leaderboard, as
+    the `leaderboard` asset builds it): always by the current declarations, also over partitions written before
+    directions were stored, whose stored leaderboard ranked everything higher-is-better."""
+    from evalpipe.pipeline import build_leaderboard
+
+    metrics = wh.query("SELECT * FROM metrics WHERE slice = 'all'")
+    return build_leaderboard(metrics, include_limited=include_limited)
+
+
+def leaderboard_table(board):
+    """`leaderboard_frame` as people read it: rank `=1` when tied, counts as whole numbers, which side is better;
+    rows with no value left out."""
+    from evalpipe.pipeline import leaderboard_display
+
+    board = board[board["value"].notna()] if len(board) else board
+    return leaderboard_display(board) if len(board) else board
+
+
+@click.command(name="leaderboard")
+@click.option("--split", "splits", multiple=True, help="benchmark_split key (repeatable; default: all).")
+@click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable; default: all).")
+@click.option("--include-limited", is_flag=True, help="Also --limit runs (model keys ending @limit<N>).")
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
+def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], include_limited: bool, fmt: str) -> None:
+    """Models ranked per benchmark split and metric, best first by the metric's direction (higher or lower is
+    better); `=1` marks a shared rank; counts read as whole numbers. JSON/CSV keep the numbers, `rank` and `tied`."""
+    from evalpipe.cli import _warehouse
+    from evalpipe.errors import DataError
+    from evalpipe.redact import redact
+
+    board = leaderboard_frame(_warehouse(), include_limited)
+    if len(board) and splits:
+        board = board[board["benchmark_split"].isin(splits)]
+    if len(board) and metric_names:
+        board = board[board["metric"].isin(metric_names)]
+    if not len(board):
+        raise DataError("no leaderboard rows match; materialize some first (evalpipe run) or check --split/--metric")
+    if fmt == "table":
+        click.echo(redact(render(leaderboard_table(board), "table")))
+        return
+    cols = ["benchmark_split", "metric", "rank", "tied", "model", "value", "higher_is_better", "kind", "n",
+            "n_unscored", "n_errors", "ci_low", "ci_high"]
+    click.echo(redact(render(board[cols], fmt)), nl=fmt != "csv")
+
+
 # ---- evalpipe compare ---------------------------------------------------------------------------------------------
 @click.command(name="compare")
 @click.argument("model_a")
 @click.argument("model_b")
 @click.option("--split", default=None, help="benchmark_split key (default: the only one both models have).")
-@click.option("--metric", default=None, help="Metric (default: the split's official one).")
+@click.option("--metric", default=None, help="Metric (default: the split's official one); a partition row such as "
+              "tool_integration_control_contamination_rate compares the two values only.")
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default="table", show_default=True)
 @click.option("--limit", type=click.IntRange(min=0), default=20, show_default=True,
               help="At most N samples listed per direction.")
 def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | None, fmt: str, limit: int) -> None:
     """Two models on the same samples: both right, only A, only B, both wrong, McNemar's exact test, and the
-    samples where they disagree."""
+    samples where they disagree; and both values with the better model by the metric's direction."""
     import pandas as pd
 
     from evalpipe.cli import _warehouse
@@ -199,6 +247,19 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
     if fmt == "json":
         click.echo(redact(json.dumps(c, indent=2, default=str)))
         return
+    from evalpipe.metrics.aggregate import format_value
+
+    verdict = ("a tie" if c["better"] == "tie" else f"better: {c['better']}" if c["better"] else "no better model")
+    values = pd.DataFrame([{"split": c["benchmark_split"], "metric": c["metric"], "kind": c["kind"],
+                            model_a: format_value(c["value_a"], c["kind"]),
+                            model_b: format_value(c["value_b"], c["kind"])}])
+    if c["n_paired"] is None:  # a partition-level row: no per-sample pairs to count
+        if fmt == "csv":
+            click.echo(redact(render(values.assign(better=c["better"], direction=c["direction"]), "csv")), nl=False)
+            return
+        click.echo(redact(render(values, "table")))
+        click.echo(f"{verdict} ({c['direction']}); {c['metric']} is a partition-level row: no per-sample pairs")
+        return
     summary = pd.DataFrame([{"split": c["benchmark_split"], "metric": c["metric"], "paired": c["n_paired"],
                              f"acc {model_a}": c["accuracy_a"], f"acc {model_b}": c["accuracy_b"],
                              "both right": c["both_correct"], f"only {model_a}": c["only_a"],
@@ -210,6 +271,8 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
         click.echo(redact(render(pd.DataFrame(rows), "csv")), nl=False)
         return
     click.echo(redact(render(summary, "table", ".3f")))
+    click.echo(f"value (all samples): {model_a} {format_value(c['value_a'], c['kind'])}, {model_b} "
+               f"{format_value(c['value_b'], c['kind'])}: {verdict} ({c['direction']})")
     p = c["mcnemar_p"]
     click.echo("McNemar (exact): " + ("no disagreements" if p is None else
                                        f"p = {p:.4f}, " + ("significant at 5%" if p < 0.05 else "not significant at 5%")))

@@ -24,6 +24,7 @@ from evalpipe.journal import Journal
 from evalpipe.jsontext import dumps as _dump
 from evalpipe.jsontext import encode_string, raw_decode
 from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
+from evalpipe.metrics.aggregate import format_value, rank_by_direction, rank_label, with_directions
 from evalpipe.runners import Runner, RunSettings, run_requests
 from evalpipe.types import RolloutRequest, Sample, Score
 
@@ -617,18 +618,36 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
                               for n in names if n and n not in set(df.get("metric", []))])
         df = pd.concat([df, empty], ignore_index=True) if len(df) else empty
     df["benchmark_split"], df["model"] = split_key, model_key
-    return df
+    return with_directions(df)  # (the n=0 rows above get theirs too)
 
 
 def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False) -> pd.DataFrame:
+    """Slice `all` of every partition, ranked per benchmark split and metric by the metric's direction
+    (docs/metrics.md "Direction"): competition ranking, best first (lower first for a lower-is-better metric),
+    `tied` where a rank is shared; no rank for a missing value or a value with no better side."""
     df = metrics[metrics["slice"] == "all"].drop(columns=["slice"]).copy()
     if not include_limited and len(df):  # `evalpipe run --limit N` partitions (<model>@limit<N>) never rank
         from evalpipe.run_marks import is_limited
 
         df = df[~df["model"].map(is_limited)]
+    df = with_directions(df)  # partitions written before the columns existed: from the declarations
     if df.empty:
-        return df.assign(rank=pd.Series(dtype="int64"))
+        return df.assign(rank=pd.Series(dtype="Int64"), tied=pd.Series(dtype="bool"))
     # a split whose samples are all unscored (GAIA test: answers hidden) has value NaN: no rank, not a crash
-    df["rank"] = df.groupby(["benchmark_split", "metric"])["value"].rank(
-        ascending=False, method="min", na_option="keep").astype("Int64")
+    df["rank"], df["tied"] = rank_by_direction(df, ["benchmark_split", "metric"])
     return df.sort_values(["benchmark_split", "metric", "rank", "model"]).reset_index(drop=True)
+
+
+def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
+    """The leaderboard as people read it: rank `=1` where tied, the value as its kind reads (a count without
+    decimals), and which side is better."""
+    if not len(board):
+        return pd.DataFrame(columns=["benchmark_split", "metric", "rank", "model", "value", "better", "kind", "n"])
+    out = pd.DataFrame({
+        "benchmark_split": board["benchmark_split"], "metric": board["metric"],
+        "rank": [rank_label(r, t) for r, t in zip(board["rank"], board["tied"])], "model": board["model"],
+        "value": [format_value(v, k) for v, k in zip(board["value"], board["kind"])],
+        "better": [{True: "higher", False: "lower"}.get(h if h is not pd.NA else None, "-")
+                   for h in board["higher_is_better"]],
+        "kind": board["kind"], "n": board["n"]})
+    return out.reset_index(drop=True)

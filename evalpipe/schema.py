@@ -54,10 +54,15 @@ TABLES: dict[str, pa.Schema] = {
     "metrics": pa.schema([
         ("benchmark_split", S), ("model", S), ("metric", S), ("slice", S), ("value", F), ("n", I),
         ("n_unscored", I), ("n_errors", I), ("stderr", F), ("ci_low", F), ("ci_high", F),
+        # how to read the value (evalpipe/metrics/base.py Direction): higher_is_better null = no better side;
+        # kind score | count | amount. Null in both: a partition written before they existed (readers fill them)
+        ("higher_is_better", B), ("kind", S),
     ]),
     "leaderboard": pa.schema([
         ("model", S), ("benchmark_split", S), ("metric", S), ("value", F), ("n", I), ("n_unscored", I),
         ("n_errors", I), ("stderr", F), ("ci_low", F), ("ci_high", F), ("rank", I),
+        # rank: competition ranking (1, 1, 3) by direction; tied: the rank is shared
+        ("higher_is_better", B), ("kind", S), ("tied", B),
     ]),
 }
 

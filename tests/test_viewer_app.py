@@ -101,3 +101,24 @@ def test_an_empty_warehouse_says_what_to_do(tmp_path):
         assert r.status_code == 200, path
     assert "evalpipe run" in c.get("/").text and "evalpipe run" in c.get("/samples").text
     assert c.get("/chart/heatmap.svg").status_code == 200
+
+
+@pytest.mark.parametrize("params", [{"page": str(10 ** 25)}, {"page": "-1"}, {"page": "0"}, {"page": "1.5"},
+                                    {"page": "99"}, {"page_size": str(10 ** 25)}, {"page_size": "0"},
+                                    {"page_size": "-5"}, {"page_size": "201"}, {"page_size": "1e3"},
+                                    {"page": "1" * 400}])
+def test_out_of_range_pages_and_sizes_are_a_400_with_one_line(client, params):
+    """Issue 20 item 10: page 10^25 was a 500 (DuckDB's OFFSET overflowed); a size above the cap was silently
+    clamped and page 99 of 3 an empty page that read like no samples."""
+    r = client.get("/samples.json", params={"split": SPLIT, **params})
+    assert r.status_code == 400, (params, r.status_code)
+    msg = r.json()["error"]
+    assert "\n" not in msg and len(msg) < 200 and ("page" in msg), msg
+    html = client.get("/samples", params={"split": SPLIT, **params})
+    assert html.status_code == 400 and "page" in html.text
+
+
+def test_in_range_pages_still_work(client):
+    data = client.get("/samples.json", params={"split": SPLIT, "page": "2", "page_size": "100"}).json()
+    assert data["page"]["page"] == 2 and data["page"]["page_size"] == 100 and data["page"]["rows"]
+    assert client.get("/samples.json", params={"split": SPLIT, "page": " 1 "}).status_code == 200

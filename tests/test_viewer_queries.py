@@ -78,7 +78,10 @@ def test_paging_and_cap(con):
     p3 = queries.samples(con, queries.SampleFilter(split=SPLIT, page_size=50, page=3))
     assert (p1.pages, len(p1.rows), len(p3.rows)) == (3, 50, 20)
     assert not {(r["model"], r["sample_id"]) for r in p1.rows} & {(r["model"], r["sample_id"]) for r in p3.rows}
-    assert queries.samples(con, queries.SampleFilter(split=SPLIT, page_size=10_000)).page_size == queries.MAX_PAGE_SIZE
+    with pytest.raises(ValueError, match="page_size must be between 1 and 200"):  # refused, never silently clamped
+        queries.samples(con, queries.SampleFilter(split=SPLIT, page_size=10_000))
+    with pytest.raises(ValueError, match="page 4 is past the last page \\(3\\)"):
+        queries.samples(con, queries.SampleFilter(split=SPLIT, page_size=50, page=4))
 
 
 def test_lists_never_carry_big_fields(con):

@@ -18,6 +18,8 @@ Per metric and slice (`all`, plus `key=value` for each slice attribute the adapt
 - per partition, from the rollouts, rows with slice `usage` (the USAGE_METRICS): latency percentiles and
   mean, token and cost totals, and the rollout error rate; `n` is the number of rollouts. A slice of their
   own keeps them out of queries over `slice = 'all'` and out of the leaderboard, which ranks scores.
+Every row carries its direction (docs/metrics.md "Direction"): `higher_is_better` (null: no better side, never
+ranked) and `kind` (score | count | amount), as the producing metric declares them (evalpipe/metrics/base.py).
 """
 from __future__ import annotations
 
@@ -180,6 +182,76 @@ def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series,
     return rows
 
 
+def _directed(rows: list[dict], metric: str | None = None) -> list[dict]:
+    """`rows` with `higher_is_better` and `kind` as `metric` (the judgement metric that produced them; None: usage
+    rows) declares them; a row that already says (a metric's own summary_rows) keeps its own."""
+    from evalpipe.metrics.base import direction_of
+
+    for r in rows:
+        if r.get("kind") is None:
+            d = direction_of(r["metric"], metric)
+            r["higher_is_better"], r["kind"] = d.higher_is_better, d.kind
+    return rows
+
+
+def with_directions(df: pd.DataFrame) -> pd.DataFrame:
+    """`df` (rows of the `metrics` or `leaderboard` table) with `higher_is_better` and `kind` filled from the
+    declarations where they are missing: partitions written before the columns existed read them as null."""
+    from evalpipe.metrics.base import direction_of
+
+    df = df.copy()
+    for c in ("higher_is_better", "kind"):
+        if c not in df.columns:
+            df[c] = None
+    missing = df["kind"].isna().to_numpy()
+    if missing.any():
+        found = {m: direction_of(m) for m in pd.unique(df.loc[missing, "metric"])}
+        hib = df["higher_is_better"].astype(object)
+        hib[missing] = [found[m].higher_is_better for m in df.loc[missing, "metric"]]
+        df["higher_is_better"] = hib
+        df.loc[missing, "kind"] = [found[m].kind for m in df.loc[missing, "metric"]]
+    df["higher_is_better"] = df["higher_is_better"].astype("boolean")
+    return df
+
+
+def rank_by_direction(df: pd.DataFrame, by: list[str]) -> tuple[pd.Series, pd.Series]:
+    """Competition ranks ("1224") of `df["value"]` within each `by` group, best first by each row's
+    `higher_is_better`, and whether the rank is shared (a tie). No value, or no better side: no rank, not tied."""
+    hib = df["higher_is_better"].astype("boolean")
+    value = pd.to_numeric(df["value"], errors="coerce").astype(float)
+    key = value.where(hib.notna().to_numpy()).where(hib.fillna(True).to_numpy(bool), -value)  # lower: rank -value
+    rank = key.groupby([df[c] for c in by]).rank(ascending=False, method="min", na_option="keep").astype("Int64")
+    sizes = pd.DataFrame({**{c: df[c] for c in by}, "_rank": rank}).groupby(
+        [*by, "_rank"], dropna=False)["_rank"].transform("size")
+    tied = (sizes > 1) & rank.notna()
+    return rank, tied.astype(bool)
+
+
+def rank_label(rank: Any, tied: Any) -> str:
+    """How a rank reads in a table: `3`, `=1` for a shared rank, `-` for none."""
+    if rank is None or rank is pd.NA or (isinstance(rank, float) and rank != rank):
+        return "-"
+    return f"={int(rank)}" if bool(tied) else str(int(rank))
+
+
+def format_value(v: Any, kind: str | None, spec: str = ".4f") -> str:
+    """A value as its kind reads: a score with `spec` decimals, a count as a whole number, an amount with 4
+    significant digits; `-` when missing."""
+    if v is None or v is pd.NA:
+        return "-"
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if f != f:
+        return "-"
+    if kind == "count":
+        return str(int(f)) if f.is_integer() else format(f, "g")
+    if kind == "amount":
+        return format(f, ".4g")
+    return format(f, spec)
+
+
 def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
     """Latency percentiles, token and cost totals and the error rate of one partition's rollouts."""
     if rollouts is None or rollouts.empty:
@@ -200,8 +272,9 @@ def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
         "cost_usd_total": float(col("cost").fillna(0).sum()),
         "rollout_error_rate": errors / n,
     }
-    return [{"metric": m, "slice": USAGE_SLICE, "value": v, "n": n, "n_unscored": 0, "n_errors": errors,
-             "stderr": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")} for m, v in values.items()]
+    return _directed([{"metric": m, "slice": USAGE_SLICE, "value": v, "n": n, "n_unscored": 0, "n_errors": errors,
+                       "stderr": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")}
+                      for m, v in values.items()])
 
 
 USAGE_COLUMNS = ["status", "latency_s", "input_tokens", "output_tokens", "cost"]  # what usage_rows reads
@@ -252,6 +325,7 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
         if "target" not in judgements:
             judgements = judgements.assign(target=None)
         for metric, g in judgements.groupby("metric", sort=True, observed=True):
+            start = len(rows)
             rows += _rows_for(metric, "all", g, details, seed)
             rows += _summary_rows(metric, g, details, seed)
             # slice name -> the slices values (category codes) that carry it; rows follow by their code
@@ -265,8 +339,10 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
                         names.setdefault(f"{k}={one}", []).append(int(code))
             for name in sorted(names):
                 rows += _rows_for(metric, name, g[np.isin(codes, names[name])], details, seed)
+            _directed(rows[start:], str(metric))
     if rollouts is not None:
         rows += usage_rows(rollouts)
     # an empty partition (an empty shard, `limit: 0`) still has the metrics table's columns
     return pd.DataFrame(rows, columns=None if rows else
-                        ["metric", "slice", "value", "n", "n_unscored", "n_errors", "stderr", "ci_low", "ci_high"])
+                        ["metric", "slice", "value", "n", "n_unscored", "n_errors", "stderr", "ci_low", "ci_high",
+                         "higher_is_better", "kind"])

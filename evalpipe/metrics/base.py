@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Mapping
 
 from evalpipe.errors import ConfigError
 from evalpipe.registry import Registry
@@ -51,8 +51,35 @@ class ScoreColumns:
                      normalized_target=self.normalized_target[i], details=self.details[i] or {})
 
 
+SCORE, COUNT, AMOUNT = "score", "count", "amount"
+KINDS = (SCORE, COUNT, AMOUNT)
+
+
+@dataclass(frozen=True)
+class Direction:
+    """How to read one aggregate value (lm-eval's `higher_is_better`, plus what the number is).
+
+    higher_is_better: True/False orders models; None: the value has no better side (a histogram bin, a difference
+    between two modes), so it is never ranked. kind: `score` (a rate, mean or score: shown with decimals and its
+    CI), `count` (a number of things: shown as a whole number, no CI), `amount` (a measured quantity in units:
+    seconds, USD)."""
+    higher_is_better: bool | None = True
+    kind: str = SCORE
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"Direction kind must be one of {', '.join(KINDS)}, got {self.kind!r}")
+
+
 class Metric:
     name = "base"
+    # Direction of every aggregate row this metric produces (the `metrics` table's `higher_is_better` and `kind`;
+    # the leaderboard ranks by it). The metric's own mean uses `higher_is_better`/`kind`; a derived row
+    # `<name>_<suffix>` (or `<name>[judge]`) uses `aggregates[suffix]` (`"[judge]"` for the latter) when declared,
+    # else the same as the metric's own. Every built-in scorer is a higher-is-better score, hence the defaults.
+    higher_is_better: ClassVar[bool | None] = True
+    kind: ClassVar[str] = SCORE
+    aggregates: ClassVar[Mapping[str, Direction]] = {}
     requires_target = True  # samples without ground truth are reported as unscored, never as wrong
     shared_settings: tuple[str, ...] = ()  # run-wide overrides this metric accepts (see build_metric)
     # The JudgeInput fields `score` reads (None: all). `judge` decodes a sample's stored JSON (metadata, tool
@@ -62,6 +89,12 @@ class Metric:
 
     def __init__(self, **settings: Any):
         self.settings = settings
+
+    @classmethod
+    def direction_of(cls, aggregate: str) -> Direction:
+        """The direction of one aggregate row name this metric produces (its own name, `<name>_<suffix>`,
+        `<name>[judge]`)."""
+        return _declared(cls, cls.name, aggregate)
 
     def identity(self) -> dict[str, Any]:
         """What determines the verdicts; hashed into each judgement's fingerprint."""
@@ -85,7 +118,24 @@ _METRICS: Registry[Metric] = Registry("metric")
 
 
 def register_metric(name: str, factory: Callable[..., Metric] | None = None, *, replace: bool = False):
-    return _METRICS.register(name, factory, replace=replace)
+    def add(f: Callable[..., Metric]) -> Callable[..., Metric]:
+        _check_direction(name, f)
+        return _METRICS.register(name, f, replace=replace)
+
+    return add(factory) if factory is not None else add
+
+
+def _check_direction(name: str, factory: Any) -> None:
+    """A metric's direction declaration is checked when it is registered (a plugin's import), not when its first
+    partition is aggregated, after the rollouts were paid for."""
+    hib, kind = getattr(factory, "higher_is_better", True), getattr(factory, "kind", SCORE)
+    if hib not in (True, False, None) or kind not in KINDS:
+        raise ValueError(f"metric {name!r}: higher_is_better must be True, False or None and kind one of "
+                         f"{', '.join(KINDS)}; got {hib!r}, {kind!r}")
+    for suffix, d in (getattr(factory, "aggregates", None) or {}).items():
+        if not isinstance(d, Direction):
+            raise ValueError(f"metric {name!r}: aggregates[{suffix!r}] must be a Direction(higher_is_better, kind), "
+                             f"got {d!r}")
 
 
 def get_metric(name: str) -> Callable[..., Metric]:
@@ -94,6 +144,46 @@ def get_metric(name: str) -> Callable[..., Metric]:
 
 def list_metrics() -> list[str]:
     return _METRICS.names()
+
+
+def _declared(factory: Any, name: str, aggregate: str) -> Direction:
+    """`factory`'s declaration for `aggregate` (a row name starting with `name`). A factory that is a plain function
+    (no class attributes) gets the defaults: a higher-is-better score, as every metric before directions."""
+    own = Direction(getattr(factory, "higher_is_better", True), getattr(factory, "kind", SCORE))
+    suffix = aggregate[len(name):] if aggregate.startswith(name) else None
+    if not suffix:
+        return own
+    table = getattr(factory, "aggregates", None) or {}
+    return table.get(suffix.removeprefix("_"), table.get(suffix, own))
+
+
+# Rows no metric produces: the partition's usage rows (evalpipe/metrics/aggregate.py USAGE_METRICS); `*_total`
+# tokens are counts, latency and cost amounts, all lower-is-better.
+FIXED_DIRECTIONS: dict[str, Direction] = {
+    "latency_s_p50": Direction(False, AMOUNT), "latency_s_p95": Direction(False, AMOUNT),
+    "latency_s_mean": Direction(False, AMOUNT), "input_tokens_total": Direction(False, COUNT),
+    "output_tokens_total": Direction(False, COUNT), "cost_usd_total": Direction(False, AMOUNT),
+    "rollout_error_rate": Direction(False, SCORE),
+}
+
+
+def direction_of(aggregate: str, metric: str | None = None) -> Direction:
+    """How to read the aggregate row `aggregate` (a `metrics` table name). `metric`: the judgement metric that
+    produced it, when known; otherwise the registered metric whose name is the longest prefix of `aggregate`
+    (followed by `_`, `[` or nothing). A name no metric claims reads as a higher-is-better score (the behaviour of
+    warehouses written before directions were declared)."""
+    if aggregate in FIXED_DIRECTIONS:
+        return FIXED_DIRECTIONS[aggregate]
+    names = [metric] if metric else sorted(
+        (n for n in _METRICS.names() if aggregate == n or aggregate.startswith((n + "_", n + "["))),
+        key=len, reverse=True)
+    for name in names:
+        try:
+            factory = get_metric(name)
+        except Exception:  # a metric registered in another process only (a plugin not loaded here)
+            continue
+        return _declared(factory, name, aggregate)
+    return Direction()
 
 
 def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) -> Metric:

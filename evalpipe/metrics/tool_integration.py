@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.base import COUNT, Direction, JudgeInput, Metric, register_metric
 from evalpipe.tooleval import integration, report
 from evalpipe.tooleval.dataset import DEFAULTS, validate_result
 from evalpipe.types import Score
@@ -31,6 +31,17 @@ def settings_of(md: dict[str, Any]) -> dict[str, Any]:
 class ToolIntegration(Metric):
     name = "tool_integration"
     requires_target = False  # the item's expectations are in its metadata; controls have no target
+    # the partition rows (report.metric_rows) that are not higher-is-better scores: a contaminated control or a
+    # hallucination is bad, so fewer is better; counts read as counts; a histogram bin and the strict-minus-lax
+    # difference have no better side (never ranked). Every other `tool_integration_<name>` is a rate, higher better.
+    aggregates = {
+        "control_contamination_rate": Direction(False),
+        "negative_control_hallucination_rate": Direction(False),
+        "controls_with_integration": Direction(False, COUNT),
+        "span_cap_exceeded": Direction(False, COUNT),
+        "span_histogram": Direction(None, COUNT),
+        "strict_minus_lax": Direction(None),
+    }
 
     def score(self, item: JudgeInput) -> Score:
         md = item.metadata or {}

@@ -32,6 +32,12 @@ def fmt(v: Any, spec: str = ".3f") -> str:
     return str(v)
 
 
+def _fmt_kind(v: Any, kind: str | None) -> str:
+    from evalpipe.metrics.aggregate import format_value
+
+    return format_value(v, kind, ".3f")
+
+
 def ci(lo: Any, hi: Any) -> str:
     if fmt(lo) == MISSING or fmt(hi) == MISSING:
         return MISSING
@@ -66,6 +72,7 @@ def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.filters["fmt"] = fmt
+    env.filters["fmtk"] = _fmt_kind  # a count without decimals
     env.filters["pretty"] = lambda v: json.dumps(v, indent=2, ensure_ascii=False, default=str) \
         if not isinstance(v, str) else v
     env.globals.update(ci=ci, MISSING=MISSING, title=title, qs=lambda **kw: urlencode({k: v for k, v in kw.items()
@@ -158,12 +165,20 @@ def _arg(request, name: str, required: bool = False) -> str | None:
     return v or None
 
 
-def _int(request, name: str, default: int) -> int:
+def _int(request, name: str, default: int, lo: int | None = None, hi: int | None = None) -> int:
+    """A whole-number query parameter within [lo, hi]; anything else is a ValueError (a 400 with its message),
+    never a clamp nor a value handed to SQL that overflows there (page 10^25 was a 500)."""
     v = request.query_params.get(name)
+    if v in (None, ""):
+        return default
+    shown = v if len(v) <= 40 else v[:37] + "..."
     try:
-        return int(v) if v not in (None, "") else default
-    except ValueError:
-        raise ValueError(f"{name} must be a whole number, got {v!r}") from None
+        n = int(v)
+    except ValueError:  # (also a text of more than 4300 digits: int() refuses it)
+        raise ValueError(f"{name} must be a whole number, got {shown!r}") from None
+    if (lo is not None and n < lo) or (hi is not None and n > hi):
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {shown!r}")
+    return n
 
 
 def _index(request, con) -> dict[str, Any]:
@@ -181,8 +196,8 @@ def _samples(request, con) -> dict[str, Any]:
                 "outcomes": queries.OUTCOMES, "sorts": list(queries.SORTS)}
     f = queries.SampleFilter(split=split, metric=_arg(request, "metric"), model=_arg(request, "model"),
                              outcome=_arg(request, "outcome"), slice=_arg(request, "slice"), q=_arg(request, "q"),
-                             sort=_arg(request, "sort") or "index", page=_int(request, "page", 1),
-                             page_size=_int(request, "page_size", queries.DEFAULT_PAGE_SIZE))
+                             sort=_arg(request, "sort") or "index", page=_int(request, "page", 1, 1, queries.MAX_PAGE),
+                             page_size=_int(request, "page_size", queries.DEFAULT_PAGE_SIZE, 1, queries.MAX_PAGE_SIZE))
     page = queries.samples(con, f)
     return {"page": {"rows": page.rows, "total": page.total, "page": page.page, "pages": page.pages,
                      "page_size": page.page_size, "metric": page.metric}, "filters": page.filters, "split": split,
@@ -227,12 +242,15 @@ def _split_metric(request, con) -> tuple[str, str]:
 
 def _slices_svg(request, con) -> bytes:
     split, metric = _split_metric(request, con)
-    return charts.slice_bars_svg(queries.slice_bars(con, split, metric), metric)
+    hib, kind = queries.direction(con, split, metric)
+    return charts.slice_bars_svg(queries.slice_bars(con, split, metric), metric, higher_is_better=hib, kind=kind)
 
 
 def _cost_svg(request, con) -> bytes:
     split, metric = _split_metric(request, con)
-    return charts.cost_accuracy_svg(queries.cost_accuracy(con, split, metric), metric)
+    hib, kind = queries.direction(con, split, metric)
+    return charts.cost_accuracy_svg(queries.cost_accuracy(con, split, metric), metric, higher_is_better=hib,
+                                    kind=kind)
 
 
 def serve(warehouse, host: str = "127.0.0.1", port: int = 8585, allowed_hosts: list[str] | None = None) -> None:

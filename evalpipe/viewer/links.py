@@ -24,17 +24,24 @@ def _bar(v: float) -> str:
 
 
 def metrics_chart_md(df, usage_slice: str = "usage") -> str:
-    """Per metric and slice: value, 95% CI and a bar (values in [0, 1]); usage rows left out."""
+    """Per metric and slice: value, 95% CI, a bar (scores in [0, 1]) and which side is better; usage rows left
+    out. A count reads as a whole number, with no CI and no bar."""
     if df is None or not len(df):
         return "_no metrics_"
-    lines = ["| metric | slice | value | 95% CI | |", "|---|---|---:|---|---|"]
+    import pandas as pd
+
+    from evalpipe.metrics.aggregate import format_value, with_directions
+
+    df = with_directions(df)
+    lines = ["| metric | slice | value | 95% CI | | better |", "|---|---|---:|---|---|---|"]
     for r in df[df["slice"] != usage_slice].itertuples(index=False):
-        v = r.value
+        v, kind, hib = r.value, r.kind, r.higher_is_better
+        arrow = "-" if hib is None or hib is pd.NA else "↑ higher" if hib else "↓ lower"
         ok = isinstance(v, (int, float)) and not math.isnan(v)
         low, high = getattr(r, "ci_low", None), getattr(r, "ci_high", None)  # an empty partition has no CI columns
-        ci = ("-" if low is None or high is None or (isinstance(low, float) and math.isnan(low))
+        ci = ("-" if kind != "score" or low is None or high is None or (isinstance(low, float) and math.isnan(low))
               else f"{low:.3f}-{high:.3f}")
-        bar = f"`{_bar(v)}`" if ok and 0.0 <= v <= 1.0 else ""
-        lines.append(f"| {r.metric} | {r.slice} | {v:.3f} | {ci} | {bar} |" if ok else
-                     f"| {r.metric} | {r.slice} | - | {ci} | |")
+        bar = f"`{_bar(v)}`" if ok and kind == "score" and 0.0 <= v <= 1.0 else ""
+        lines.append(f"| {r.metric} | {r.slice} | {format_value(v, kind, '.3f')} | {ci} |{f' {bar} ' if bar else ' '}"
+                     f"| {arrow} |")
     return "\n".join(lines)

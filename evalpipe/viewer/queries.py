@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 MAX_PAGE_SIZE = 200
+MAX_PAGE = 10**9  # beyond any warehouse (and far inside DuckDB's 64-bit OFFSET); larger is refused before SQL
 DEFAULT_PAGE_SIZE = 50
 DETAIL_CHARS = 20_000  # longer texts are cut on the detail page unless `full` is asked for
 OUTCOMES = ("correct", "incorrect", "unscored", "error")
@@ -42,11 +43,33 @@ def _loads(s: Any, default: Any = None) -> Any:
 
 # ---- runs and partitions --------------------------------------------------------------------------------------
 def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
-    """One row per (benchmark_split, model, metric) with slice `all`: value, n, unscored, errors, 95% CI."""
+    """One row per (benchmark_split, model, metric) with slice `all`: value, n, unscored, errors, 95% CI, and its
+    direction and rank among the models shown (docs/metrics.md "Direction"): `rank` (competition ranking, best
+    first by `higher_is_better`), `tied`, `rank_label` (`=1` when tied), `value_text` (a count without decimals),
+    `best` (this row holds the split's best value of the metric)."""
+    import pandas as pd
+
+    from evalpipe.metrics.aggregate import format_value, rank_by_direction, rank_label, with_directions
+
     rows = _records(con.execute(
-        "SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high "
-        "FROM metrics WHERE slice = 'all' ORDER BY benchmark_split, model, metric"))
-    return [r for r in rows if include_limited or not is_limited(r["model"])]
+        "SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high, higher_is_better, "
+        "kind FROM metrics WHERE slice = 'all' ORDER BY benchmark_split, model, metric"))
+    rows = [r for r in rows if include_limited or not is_limited(r["model"])]
+    if not rows:
+        return rows
+    df = with_directions(pd.DataFrame(rows))
+    rank, tied = rank_by_direction(df, ["benchmark_split", "metric"])
+    # colour the best only where there is something to beat (two or more ranked models)
+    ranked = rank.notna().groupby([df["benchmark_split"], df["metric"]]).transform("sum")
+    for r, hib, kind, k, t, others in zip(rows, df["higher_is_better"], df["kind"], rank, tied, ranked):
+        r["higher_is_better"] = None if hib is pd.NA else bool(hib)
+        r["kind"], r["rank"], r["tied"] = kind, None if k is pd.NA else int(k), bool(t)
+        r["rank_label"], r["value_text"] = rank_label(k, t), format_value(r["value"], kind, ".3f")
+        r["better"] = {True: "higher", False: "lower"}.get(r["higher_is_better"], "-")
+        r["best"] = r["rank"] == 1 and others > 1
+        if kind != "score":  # an interval is a score's (Wilson/bootstrap); a count or amount shows none
+            r["ci_low"] = r["ci_high"] = None
+    return rows
 
 
 def is_limited(model_key: str) -> bool:
@@ -120,6 +143,11 @@ class SamplePage:
         return max(1, math.ceil(self.total / self.page_size))
 
 
+def _short(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
 def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
@@ -134,8 +162,11 @@ def samples(con, f: SampleFilter) -> SamplePage:
         raise ValueError(f"outcome must be one of {', '.join(OUTCOMES)}")
     if f.sort not in SORTS:
         raise ValueError(f"sort must be one of {', '.join(SORTS)}")
-    size = max(1, min(int(f.page_size or DEFAULT_PAGE_SIZE), MAX_PAGE_SIZE))
-    page = max(1, int(f.page or 1))
+    size, page = f.page_size, f.page
+    if not isinstance(size, int) or not 1 <= size <= MAX_PAGE_SIZE:
+        raise ValueError(f"page_size must be between 1 and {MAX_PAGE_SIZE}, got {_short(size)}")
+    if not isinstance(page, int) or not 1 <= page <= MAX_PAGE:
+        raise ValueError(f"page must be between 1 and {MAX_PAGE}, got {_short(page)}")
     where = ["j.benchmark_split = ?", "j.metric = ?"]
     params: list[Any] = [f.split, metric]
     if f.model:
@@ -174,6 +205,9 @@ def samples(con, f: SampleFilter) -> SamplePage:
         WHERE {' AND '.join(where)}"""
     params = [f.split, metric] + params
     total = con.execute(f"SELECT count(*) {base}", params).fetchone()[0]
+    last = max(1, math.ceil(total / size))
+    if page > last:  # an empty page past the end would read as "no samples"
+        raise ValueError(f"page {page} is past the last page ({last}) of {total} sample(s) at page_size {size}")
     rows = _records(con.execute(
         f"""SELECT j.sample_index, j.sample_id, j.model, j.score, j.correct, j.status AS verdict, j.reason,
                    left(j.prediction, 200) AS prediction, left(j.target, 200) AS target, j.slices
@@ -195,7 +229,9 @@ def samples(con, f: SampleFilter) -> SamplePage:
         r["outcome"] = outcome_of(r["verdict"], r["correct"], r["rollout_status"])
     return SamplePage(rows=rows, total=int(total), page=page, page_size=size, metric=metric,
                       filters={"split": f.split, "metric": metric, "model": f.model, "outcome": f.outcome,
-                               "slice": f.slice, "q": f.q, "sort": f.sort})
+                               "slice": f.slice, "q": f.q, "sort": f.sort,
+                               # (the pager's links keep a chosen size; the default is left out of them)
+                               "page_size": size if size != DEFAULT_PAGE_SIZE else None})
 
 
 def outcome_of(verdict: str | None, correct: Any, rollout_status: str | None) -> str:
@@ -268,11 +304,20 @@ def compare(con, split: str, model_a: str, model_b: str, metric: str | None = No
     """Paired comparison on the samples both models were scored on: counts of both right / only A / only B /
     both wrong, the exact McNemar test (a two-sided binomial test on the discordant pairs, scipy), and the
     samples where they disagree (A right and B wrong first)."""
+    common = [m for m in metric_names(con, split, model_a) if m in set(metric_names(con, split, model_b))]
     if not metric:
-        common = [m for m in metric_names(con, split, model_a) if m in set(metric_names(con, split, model_b))]
         if not common:
             raise ValueError(f"{model_a} and {model_b} share no metric on {split}")
         metric = common[0]
+    values = aggregate_values(con, split, metric, (model_a, model_b))
+    if metric not in common:  # a partition row (e.g. tool_integration_control_contamination_rate): no per-sample pairs
+        if len(values["values"]) < 2:
+            raise ValueError(f"{model_a} and {model_b} do not both have {metric!r} on {split}; shared per-sample "
+                             f"metrics: {', '.join(common) or 'none'}")
+        return {"benchmark_split": split, "metric": metric, "model_a": model_a, "model_b": model_b,
+                "n_paired": None, "both_correct": None, "only_a": None, "only_b": None, "both_wrong": None,
+                "accuracy_a": None, "accuracy_b": None, "mcnemar_p": None, "only_a_samples": [], "only_b_samples": [],
+                **_better(values, model_a, model_b)}
     rows = _records(con.execute(
         """SELECT a.sample_id, d.sample_index, a.correct AS a_correct, b.correct AS b_correct,
                   left(a.prediction, 160) AS a_prediction, left(b.prediction, 160) AS b_prediction,
@@ -296,7 +341,28 @@ def compare(con, split: str, model_a: str, model_b: str, metric: str | None = No
         "accuracy_a": (both + len(only_a)) / n if n else None, "accuracy_b": (both + len(only_b)) / n if n else None,
         "mcnemar_p": mcnemar_p(len(only_a), len(only_b)),
         "only_a_samples": only_a[:limit], "only_b_samples": only_b[:limit],
+        **_better(values, model_a, model_b),
     }
+
+
+def aggregate_values(con, split: str, metric: str, models_: tuple[str, ...]) -> dict[str, Any]:
+    """The metric's slice-`all` value per model and its direction (declared, or stored with the rows)."""
+    rows = _records(con.execute(
+        f"SELECT model, value FROM metrics WHERE benchmark_split = ? AND metric = ? "
+        f"AND slice = 'all' AND model IN ({', '.join('?' for _ in models_)})", [split, metric, *models_]))
+    hib, kind = direction(con, split, metric)
+    return {"values": {r["model"]: r["value"] for r in rows}, "higher_is_better": hib, "kind": kind}
+
+
+def _better(values: dict[str, Any], a: str, b: str) -> dict[str, Any]:
+    """value_a, value_b, the direction, and `better`: the model with the better value by direction, `tie`, or
+    None (a value missing, or a metric with no better side)."""
+    va, vb, hib = values["values"].get(a), values["values"].get(b), values["higher_is_better"]
+    better = None
+    if va is not None and vb is not None and hib is not None:
+        better = "tie" if va == vb else (a if (va > vb) == bool(hib) else b)
+    return {"value_a": va, "value_b": vb, "higher_is_better": hib, "kind": values["kind"], "better": better,
+            "direction": {True: "higher is better", False: "lower is better"}.get(hib, "no better side")}
 
 
 def mcnemar_p(only_a: int, only_b: int) -> float | None:
@@ -316,17 +382,33 @@ def primary_metric(con, split: str) -> str | None:
 
 def heatmap(con, include_limited: bool = False) -> dict[str, Any]:
     """models x benchmark splits: each split's official (first non-lenient) metric, slice `all`."""
-    cells = {}
+    cells, directions = {}, {}
     for s in splits(con):
         m = primary_metric(con, s)
         for r in _records(con.execute("SELECT model, value FROM metrics WHERE benchmark_split = ? AND metric = ? "
                                       "AND slice = 'all'", [s, m])):
             if include_limited or not is_limited(r["model"]):
                 cells[(r["model"], f"{s} ({m})")] = r["value"]
+                directions[f"{s} ({m})"] = (s, m)
     models_ = sorted({k[0] for k in cells})
     cols = sorted({k[1] for k in cells})
+    dirs = [direction(con, *directions[c]) for c in cols]
     return {"models": models_, "columns": cols,
-            "values": [[cells.get((m, c)) for c in cols] for m in models_]}
+            "values": [[cells.get((m, c)) for c in cols] for m in models_],
+            "higher_is_better": [d[0] for d in dirs], "kinds": [d[1] for d in dirs]}
+
+
+def direction(con, split: str, metric: str) -> tuple[bool | None, str]:
+    """(higher_is_better, kind) of a metric on a split: as stored with its rows, else as declared (partitions
+    written before the columns existed)."""
+    from evalpipe.metrics.base import direction_of
+
+    row = con.execute("SELECT higher_is_better, kind FROM metrics WHERE benchmark_split = ? AND metric = ? "
+                      "AND kind IS NOT NULL LIMIT 1", [split, metric]).fetchone()
+    if row is not None:
+        return row[0], row[1]
+    d = direction_of(metric)
+    return d.higher_is_better, d.kind
 
 
 def slice_bars(con, split: str, metric: str) -> list[dict[str, Any]]:
