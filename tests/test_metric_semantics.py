@@ -9,6 +9,7 @@ import math
 import random
 import re
 import string
+from pathlib import Path
 
 import pytest
 
@@ -433,3 +434,38 @@ def test_gaia_property_strings_without_signed_or_decimal_numbers_are_official():
         if re.search(r"(?<![^\W_])-\s*\.?\d|\d\.\d", p + " " + g):
             continue  # the documented differences: a sign before a digit, a point between digits
         assert question_scorer(p, g) is gaia_official(p, g), (p, g)
+
+
+# ---- docs/metrics.md: every row of the "Normalizer rules" tables is the code's verdict ------------------------------
+def doc_rows():
+    text = (Path(__file__).resolve().parent.parent / "docs" / "metrics.md").read_text()
+    section = text.split("### Normalizer rules", 1)[1].split("\n### ", 1)[0]
+    rows = []
+    for block in section.split("#### `")[1:]:
+        name = block.split("`", 1)[0]
+        for line in block.splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if len(cells) == 4 and cells[2] in ("right", "wrong"):
+                rows.append((name, cells[0].strip("`"), cells[1].strip("`"), cells[2] == "right"))
+    return rows
+
+
+CHOICE_OPTIONS = ["-3", "3", "30", "3%"]
+
+
+def doc_verdict(name, pred, target):
+    if name == "gaia":
+        return question_scorer(pred, target)
+    if name == "numeric_tolerance":
+        return em(pred, target, numeric_tolerance=0.5).correct
+    settings = {"regex": {"pattern": r"answer: (\S+)"}}.get(name, {})
+    item = JudgeInput("s", "q", target, pred, raw_output=pred, choices=CHOICE_OPTIONS if name == "choice" else None)
+    return build_metric({"name": name, **settings}).score(item).correct
+
+
+def test_docs_tables_are_the_verdicts():
+    rows = doc_rows()
+    assert {r[0] for r in rows} == {"exact_match", "numeric_tolerance", "includes", "choice", "regex", "last_number",
+                                    "list_match", "gaia"} and len(rows) > 70
+    wrong = [(name, p, t, ok) for name, p, t, ok in rows if doc_verdict(name, p, t) is not ok]
+    assert not wrong, wrong
