@@ -68,11 +68,14 @@ def ref_quantity(text):
         if s.startswith(head):
             sign, s = head.replace("$", "").strip(), s[len(head):]
             break
+    power = re.search(r" ?[×xX*·] ?10 ?(?:\^|\*\*) ?\{?([+-]?\d+)\}?$", s)  # "× 10^3" is "e3"
+    if power:
+        s = s[:power.start()]
     m = _PLAIN.fullmatch(s)
-    if not m or not re.search(r"\d", (m.group(1) or "") + (m.group(2) or "")):
+    if not m or not re.search(r"\d", (m.group(1) or "") + (m.group(2) or "")) or (power and m.group(3)):
         return None
     try:
-        value = float(sign + s.replace(",", "").replace(" ", ""))
+        value = float(sign + s.replace(",", "").replace(" ", "") + ("e" + power.group(1) if power else ""))
     except ValueError:
         return None
     return (value, percent) if math.isfinite(value) else None
@@ -132,6 +135,7 @@ def ref_exact_match(pred, gold, settings):
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]  # incl. \x1c-\x1f, \x85, \u3000
 FRAGMENTS = [
     "\u2212", "\u22123", "5.", "1 000", "-$", "$-", "%", "3%", "- ",  # signs, points and percents: issue 20
+    " × 10^3", "x10^-2", "*10**2",
     "1", "0", "-0", "+.5", "1.0", "1.00", "10", "1,000", "1,2", "12,34", "1,234.5", "$12", "$1,000", "45%", "1e3",
     "1E-3", "-3e2", "1_000", "inf", "nan", "NaN", "-inf", "1e999", ".", "$", "%", "+", "-", "e5", "0x10",
     "٣", "١٢٣", "５", "²", "½", "Ⅻ",  # Unicode digits: \\d and float() read some of them

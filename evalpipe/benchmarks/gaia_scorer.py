@@ -16,9 +16,10 @@ Consequences kept on purpose: "1,000" as a ground truth is a two-element list, n
 wrong against "17"; "sea gull" equals "seagull"; the number branch drops `$` and `%` ("3%" is right for "3") and
 does not read the unicode minus ("−3" is wrong for "-3"). Two deliberate differences: the original crashes (or
 turns `None` into the string "None") on a missing or non-string prediction; here such a prediction is wrong. And
-the string branch keeps what makes a number (issue 20): a minus before a digit that is not glued to a letter or
-digit on its left ("-3 km" is not "3 km", while "COVID-19" still equals "covid 19") and a decimal point between two
-digits ("3.5 km" is not "35 km"); the original deletes both as punctuation. Ground truths of the number and list
+the string branch keeps what makes a number (issue 20): a minus right before a digit and not glued to a letter or
+digit on its left, or opening the text ("-3 km" and "- 3 km" are not "3 km", while "COVID-19" still equals
+"covid 19" and "3 - 2" equals "3-2") and a decimal point between two digits ("3.5 km" is not "35 km"); the
+original deletes both as punctuation. Ground truths of the number and list
 branches are scored exactly as the original scores them.
 """
 from __future__ import annotations
@@ -61,9 +62,11 @@ def split_string(text: str) -> list[str]:
     return _LIST_SEPARATORS.split(text)
 
 
-# ASCII punctuation, except a sign (a "-" not glued to a letter or digit on its left, before a digit, spaces
-# allowed) and a decimal point between two digits: group 1 holds what is kept.
-_PUNCT_BUT_NUMBER = re.compile(r"((?<![^\W_])-(?=\s*\.?\d)|(?<=\d)\.(?=\d))|[" + re.escape(string.punctuation) + "]")
+# ASCII punctuation, except a sign and a decimal point between two digits: group 1 holds what is kept. A sign is a
+# "-" right before a digit (or ".digit") and not glued to a letter or digit on its left ("-3 km", "from -3";
+# "COVID-19" and "3-2" have hyphens), or a "-" that opens the text, spaces allowed ("- 3 km"); "3 - 2" has a dash.
+_PUNCT_BUT_NUMBER = re.compile(r"(^\s*-(?=\s*\.?\d)|(?<![^\W_])-(?=\.?\d)|(?<=\d)\.(?=\d))|["
+                               + re.escape(string.punctuation) + "]")
 
 
 def normalize_str(text: str, remove_punct: bool = True) -> str:

@@ -2,7 +2,7 @@
 
 A sign (`-`, `+`, the unicode minus U+2212), a decimal point, an exponent and a percent sign are part of the number
 they are written with (docs/metrics.md, "Normalizer rules"): `-3` is never 3, `3%` is never the plain number 3,
-`1e3` is 1000. Currency signs and thousands separators (`,` or a space, in groups of three) are dropped.
+`1e3` and `1 × 10^3` are 1000. Currency signs and thousands separators (`,` or a space, in groups of three) are dropped.
 """
 from __future__ import annotations
 
@@ -21,19 +21,28 @@ def ascii_minus(text: str) -> str:
     return text.translate(_ASCII_MINUS)
 
 
+# An exponent: "e3", "E-3", or a power of ten written out ("× 10^3", "x10^-3", "*10**3", "·10^{3}").
+_EXP = r"(?P<exp>[eE][+-]?\d+|\ ?[×xX*·]\ ?10\ ?(?:\^|\*\*)\ ?\{?(?P<pow>[+-]?\d+)\}?)"
+
 # One sign (before or after a `$`, not both), digits (thousands separators "," or " " only in groups of three, one
 # kind per number: "1,2" is a list, not 12; "1 2" is two numbers), an optional decimal point (a bare "5." is 5,
 # ".5" is 0.5), an optional exponent, an optional percent sign.
 _QUANTITY = re.compile(
     r"(?P<s1>[+-]?)(?:\$ ?(?P<s2>[+-]?))?"
     r"(?P<int>\d{1,3}(?P<sep>[, ])\d{3}(?:(?P=sep)\d{3})*|\d+)?(?P<frac>\.\d*)?"
-    r"(?P<exp>[eE][+-]?\d+)?(?P<pct> ?%)?")
+    r"" + _EXP + r"?(?P<pct> ?%)?")
 _DIGIT = re.compile(r"\d")  # (compiled once: `re.search` looks its pattern up on every call)
 
 
 class Quantity(NamedTuple):
     value: float
     percent: bool  # written with a percent sign: "45%" is (45.0, True), a different answer from 45 and from 0.45
+
+
+def _exponent(m: re.Match) -> str:
+    if m["pow"] is not None:
+        return "e" + m["pow"]
+    return m["exp"] or ""
 
 
 def _quantity(m: re.Match) -> Quantity | None:
@@ -44,7 +53,7 @@ def _quantity(m: re.Match) -> Quantity | None:
         return None
     integer = (m["int"] or "").replace(m["sep"], "") if m["sep"] else (m["int"] or "")
     try:
-        value = float((m["s1"] or m["s2"] or "") + integer + (m["frac"] or "") + (m["exp"] or ""))
+        value = float((m["s1"] or m["s2"] or "") + integer + (m["frac"] or "") + _exponent(m))
     except ValueError:
         return None
     return Quantity(value, bool(m["pct"])) if math.isfinite(value) else None
@@ -75,7 +84,7 @@ def parse_number(text: object) -> float | None:
 _IN_TEXT = re.compile(
     r"(?<![\w.])(?P<s1>[+-]?)(?:\$ ?(?P<s2>[+-]?))?"
     r"(?P<int>\d{1,3}(?P<sep>,)\d{3}(?:,\d{3})*(?![\d])|\d+)?(?P<frac>\.\d+)?(?<=\d)"
-    r"(?P<exp>[eE][+-]?\d+(?!\w))?(?P<pct> ?%)?")
+    r"(?:" + _EXP + r"(?!\w))?(?P<pct> ?%)?")
 
 
 def find_quantities(text: str | None) -> list[tuple[Quantity, str]]:
@@ -86,7 +95,7 @@ def find_quantities(text: str | None) -> list[tuple[Quantity, str]]:
         q = _quantity(m)
         if q is not None:
             sign = m["s1"] or m["s2"] or ""
-            out.append((q, sign + (m["int"] or "").replace(",", "") + (m["frac"] or "") + (m["exp"] or "")
+            out.append((q, sign + (m["int"] or "").replace(",", "") + (m["frac"] or "") + _exponent(m)
                         + ("%" if q.percent else "")))
     return out
 
