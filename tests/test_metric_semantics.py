@@ -273,6 +273,26 @@ def test_batch_path_gives_the_row_verdicts_on_signed_numbers():
     assert sum(r.correct for r in rows) > 50  # the cases hold matches as well as mismatches
 
 
+def test_no_punctuation_around_a_number_flips_its_sign():
+    """Sentence, markdown and enclosing punctuation around a rendering of x (no sign added) never makes any
+    normalizer read it as -x (this search found "...-3", "_-3_" and "-$3" cases)."""
+    rng = random.Random(37)
+    wrappers = list(".,!?;:()[]\"'*_# $") + ["", "", "**", "...", " is", "so "]
+    choice = build_metric("choice")
+    for _ in range(1500):
+        x = rng.choice([-1, 1]) * random_value(rng)
+        w = rng.choice(wrappers) + rng.choice(renderings(x, rng)).strip() + rng.choice(wrappers)
+        t = rng.choice(renderings(-x, rng)).strip()
+        assert em(w, t).correct is False, (w, t)
+        assert lenient("includes", f"ok {w} end", t).correct is False, (w, t)
+        assert lenient("last_number", f"0.000123 then {w}", t).correct is False, (w, t)
+        assert lenient("regex", f"answer: {w}", t, pattern=r"answer: (.+)$").correct is False, (w, t)
+        assert question_scorer(w, plain(-x)) is False and question_scorer(w + " km", plain(-x) + " km") is False
+        options = [plain(-x), plain(x)]
+        got = choice.score(JudgeInput("s", "q", "A", f"I think {w}", raw_output=f"I think {w}", choices=options))
+        assert got.normalized_prediction != "A", (w, options)
+
+
 # ---- parse_number / read_quantity -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("text,value", [
     ("-3", (-3.0, False)), (f"{MINUS}3", (-3.0, False)), ("+3", (3.0, False)), ("3%", (3.0, True)),
@@ -306,7 +326,8 @@ INCLUDES_TABLE = [
     ("it was 3,000", "3", False), ("45% of them", "45", False), ("45% of them", "45%", True), ("1e3 m", "1000", True),
     ("loss of $-3", "-3", True), ("loss of -$3", "$3", False), ("(-3)", "3", False), ("x = 3", "3", True),
     ("Windows 100", "Windows 10", False), ("Windows 10.", "Windows 10", True), ("Paris, France", "paris", True),
-    ("COVID-19 cases", "covid-19", True),
+    ("COVID-19 cases", "covid-19", True), ("COVID-19 cases", "19", False), ("COVID-19 cases", "-19", False),
+    ("so...-3", "3", False), ("_-0.5_", "0.5", False), ("5-3", "3", True),
 ]
 
 
@@ -402,7 +423,7 @@ GAIA_TABLE = [
     ("-3", "3", False, False), ("3", "-3", False, False), ("$-3", "-3", True, True), ("3%", "3", True, True),
     ("1e3", "1000", True, True), ("5.", "5", True, True), (".5", "0.5", True, True), ("1,000", "1000", True, True),
     (f"{MINUS}3", "-3", False, False),  # float() does not read the unicode minus: officially wrong, kept
-    ("-3 km", "3 km", False, True),  # the string branch: official deletes the sign; here it is kept
+    ("-3 km", "3 km", False, True), ("-$3 km", "$3 km", False, True),  # the string branch: official deletes the sign; here it is kept
     ("3 km", "-3 km", False, True), ("- 3 km", "3 km", False, True),
     ("3.5 km", "35 km", False, True),  # a decimal point between digits is kept
     ("COVID-19", "covid 19", True, True), ("U.S.", "US", True, True), ("5% rise", "5 rise", True, True),
@@ -434,7 +455,7 @@ def test_gaia_property_strings_without_signed_or_decimal_numbers_are_official():
     for _ in range(2000):
         p = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 8)))
         g = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 8)))
-        if any(re.search(r"^\s*-\s*\.?\d|(?<![^\W_])-\.?\d|\d\.\d", t) for t in (p, g)):
+        if any(re.search(r"^\s*-\s*\$?\s*\.?\d|(?<![^\W_])-\$?\.?\d|\d\.\d", t) for t in (p, g)):
             continue  # the documented differences: a sign before a digit, a point between digits
         assert question_scorer(p, g) is gaia_official(p, g), (p, g)
 

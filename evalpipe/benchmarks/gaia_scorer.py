@@ -63,9 +63,9 @@ def split_string(text: str) -> list[str]:
 
 
 # ASCII punctuation, except a sign and a decimal point between two digits: group 1 holds what is kept. A sign is a
-# "-" right before a digit (or ".digit") and not glued to a letter or digit on its left ("-3 km", "from -3";
+# "-" right before a digit (or ".digit", "$digit") and not glued to a letter or digit on its left ("-3 km", "from -3";
 # "COVID-19" and "3-2" have hyphens), or a "-" that opens the text, spaces allowed ("- 3 km"); "3 - 2" has a dash.
-_PUNCT_BUT_NUMBER = re.compile(r"(^\s*-(?=\s*\.?\d)|(?<![^\W_])-(?=\.?\d)|(?<=\d)\.(?=\d))|["
+_PUNCT_BUT_NUMBER = re.compile(r"(^\s*-(?=\s*\$?\s*\.?\d)|(?<![^\W_])-(?=\$?\.?\d)|(?<=\d)\.(?=\d))|["
                                + re.escape(string.punctuation) + "]")
 
 

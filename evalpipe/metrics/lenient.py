@@ -94,7 +94,7 @@ def contains(text: str, needle: str, *, whole_word: bool = False) -> bool:
         before, after = text[:m.start()], text[m.start() + len(needle):]
         if whole_word and (re.search(r"\w$", before) or re.match(r"\w", after)):
             continue
-        if re.match(r"[+-]?\.?\d", needle) and re.search(r"(?:[\d.-]|\d,)$", before):
+        if re.match(r"[+-]?\.?\d", needle) and re.search(r"(?:[\d.-]|\d,|-\$ ?)$", before):
             continue
         if needle[-1].isdigit() and re.match(r"\d|\.\d|,\d{3}(?!\d)| ?%|[eE][+-]?\d", after):
             continue
@@ -139,11 +139,23 @@ class Choice(LenientMetric):
                 return hits[-1]
         if choices:  # the option text itself, the longest one stated (so "New York" beats "York"; "-3" is not "3")
             low = normalize_text(text)
-            found = [(len(c), letters[i]) for i, c in enumerate(choices)
-                     if normalize_text(str(c)) and contains(low, normalize_text(str(c)), whole_word=True)]
+            numbers = [q for q, _ in find_quantities(low)]
+            found = [(len(c), letters[i]) for i, c in enumerate(choices) if self._stated(str(c), low, numbers)]
             if found:
                 return max(found)[1]
         return None
+
+    @staticmethod
+    def _stated(option: str, low: str, numbers: list) -> bool:
+        """The reply states the option: a number option as one of the reply's numbers (sign, %, exponent), any
+        other as text."""
+        opt = normalize_text(option)
+        if not opt:
+            return False
+        q = read_quantity(opt)
+        if q is not None:
+            return any(same_quantity(n, q) for n in numbers)
+        return contains(low, opt, whole_word=True)
 
     def _target_letter(self, target: str, choices: list[str] | None) -> str:
         t = target.strip()

@@ -79,10 +79,12 @@ def parse_number(text: object) -> float | None:
     return q.value if q is not None and not q.percent else None
 
 
-# Numbers inside a reply: not the tail of a word or of another number ("H2O", "3.14.15"), so a dash between two
-# numbers ("2020-2021") is a range, not a sign.
+# Numbers inside a reply: not the tail of a word or of another number ("H2O", "3.14.15"). A sign is a "-" or "+"
+# not glued to a letter or digit on its left ("x = -3", "...-3", "(-3)"); a dash glued to a digit is a range or a
+# subtraction ("2020-2021", "5-3": 2021 and 3); after a letter it is a hyphen or a sign ("COVID-19", "is-3"), so
+# that number is not read at all (find_quantities), as Inspect does not read such a token.
 _IN_TEXT = re.compile(
-    r"(?<![\w.])(?P<s1>[+-]?)(?:\$ ?(?P<s2>[+-]?))?"
+    r"(?:(?<![^\W_])(?P<s1>[+-])|(?<![\w.]))(?:\$ ?(?P<s2>[+-]?))?"
     r"(?P<int>\d{1,3}(?P<sep>,)\d{3}(?:,\d{3})*(?![\d])|\d+)?(?P<frac>\.\d+)?(?<=\d)"
     r"(?:" + _EXP + r"(?!\w))?(?P<pct> ?%)?")
 
@@ -91,7 +93,11 @@ def find_quantities(text: str | None) -> list[tuple[Quantity, str]]:
     """Every number written in `text`, in order, with its normalized text ("-$1,234.50" -> "-1234.50",
     "45 %" -> "45%")."""
     out = []
-    for m in _IN_TEXT.finditer(ascii_minus(text or "")):
+    text = ascii_minus(text or "")
+    for m in _IN_TEXT.finditer(text):
+        start = m.start()
+        if not m["s1"] and start >= 2 and text[start - 1] in "+-" and text[start - 2].isalpha():
+            continue  # "COVID-19", "is-3": a hyphen or a sign, undecidable
         q = _quantity(m)
         if q is not None:
             sign = m["s1"] or m["s2"] or ""
