@@ -4,7 +4,7 @@ answers but does not follow the answer format.
 
 - `includes`: the target appears in the reply (Inspect AI's `includes()`: case-insensitive substring; a number
   target is found as a number, as Inspect's `match(location="any", numeric=True)`: "3" is not in "-3" or "2023");
-  settings `ignore_case` (true), `whole_word` (false: a target "3" is then not found inside "2023"),
+  settings `ignore_case` (true), `whole_word` (false: with true, a text target is not found glued to a word),
   `field` (`raw_output`, the whole reply, default; or `prediction`, the extracted answer).
 - `choice`: a multiple-choice answer. The letter is read from "ANSWER: B", "the answer is (B)", "(B)",
   "B." / "B)" at the start of the reply, or a lone letter; failing those, the option whose text the reply
@@ -91,7 +91,8 @@ def contains(text: str, needle: str, *, whole_word: bool = False) -> bool:
     "-3"), and where it ends with a digit it is not followed by more of a number (a digit, ".5", ",000", "%", an
     exponent). `whole_word`: not glued to a letter or digit on either side either."""
     for m in re.finditer("(?=" + re.escape(needle) + ")", text):  # overlapping occurrences too
-        before, after = text[:m.start()], text[m.start() + len(needle):]
+        end = m.start() + len(needle)
+        before, after = text[max(0, m.start() - 3):m.start()], text[end:end + 6]  # the checks need a few chars
         if whole_word and (re.search(r"\w$", before) or re.match(r"\w", after)):
             continue
         if re.match(r"[+-]?\.?\d", needle) and re.search(r"(?:[\d.-]|\d,|-\$ ?)$", before):
