@@ -22,7 +22,9 @@ def test_registered_and_marked_lenient():
     ("the chemical symbol of gold is AU", "Au", True),
     ("It is  Paris,\nFrance", "paris, france", True),
     ("I do not know", "Au", False),
-    ("in 2023 it was", "3", True),  # plain substring, as Inspect's includes()
+    ("in 2023 it was", "3", False),  # a number is found as a number, never inside another (issue 20)
+    ("the answer is -3", "3", False),
+    ("it was 3.", "3", True),
 ])
 def test_includes(raw, target, ok):
     s = build_metric("includes").score(item(raw, target))
@@ -78,7 +80,7 @@ def test_regex():
 
 @pytest.mark.parametrize("text,num", [
     ("She pays $1,234.50 in total.", "1234.50"), ("-3 and then 7", "7"), ("x = -12", "-12"),
-    ("45% of them", "45"), ("none", None), ("2 apples, 3.5 pears", "3.5"),
+    ("45% of them", "45%"), ("so \u22123", "-3"), ("1e3 of them", "1e3"), ("none", None), ("2 apples, 3.5 pears", "3.5"),
 ])
 def test_last_number_extraction(text, num):
     assert last_number(text) == num

@@ -32,6 +32,10 @@ def em(pred, gold, **settings):
     ("10.4", "10", {"abs_tol": 0.5}, True),
     ("10.6", "10", {"abs_tol": 0.5}, False),
     ("1,2", "12", {}, False),  # "1,2" is a list, not twelve
+    ("-3", "3", {}, False),  # a sign is meaning, never punctuation (issue 20)
+    ("-2.5", "2.5", {}, False),
+    ("-3", "3", {"numeric": False}, False),
+    ("45%", "45", {}, False),  # a percentage is not the plain number
     ("b, a, c", "a; b; c", {"list": True}, True),
     ("a, b", "a, b, c", {"list": True}, False),
     ("a, b, b", "b, a", {"list": True}, True),  # sets: duplicates don't count
@@ -49,7 +53,8 @@ def test_exact_match_rejects_unknown_settings_and_leaves_missing_targets_unscore
     assert em("x", None).status == "unscored"
 
 
-@pytest.mark.parametrize("text,value", [("45%", 45.0), ("$1,234.5", 1234.5), ("-3e2", -300.0), (".5", 0.5),
+@pytest.mark.parametrize("text,value", [("45%", None), ("$1,234.5", 1234.5), ("-3e2", -300.0), (".5", 0.5),
+                                        ("-3", -3.0), ("\u22122.5", -2.5), ("$-3", -3.0), ("5.", 5.0), ("1 2", None),
                                         ("1,2", None), ("abc", None), ("", None), ("inf", None)])
 def test_parse_number(text, value):
     assert parse_number(text) == value

@@ -18,34 +18,72 @@ from evalpipe.config import SplitConfig
 from evalpipe.errors import DataError
 from evalpipe.metrics import JudgeInput, Metric, build_metric, register_metric
 from evalpipe.metrics.exact_match import normalize_text
-from evalpipe.metrics.numbers import parse_number
+from evalpipe.metrics.numbers import parse_number, read_quantity
 from evalpipe.types import Score
 
-# ---- the rules as they were written per row (commit 625aade), restated here as the reference -------------------
+# ---- the per-row rules (docs/metrics.md, "Normalizer rules"), restated here as the reference -----------------------
 _WS = re.compile(r"\s+")
-_NUMBER = re.compile(r"^[+-]?\$?(?:\d{1,3}(?:,\d{3})+|\d+)?(?:\.\d+)?(?:[eE][+-]?\d+)?%?$")
+_PUNCT = re.escape(string.punctuation + " ")
+_EDGES = re.compile(rf"([{_PUNCT}]*)(.*?)([{_PUNCT}]*)", re.S)
 
 
 def ref_normalize(s, case=False):
     s = _WS.sub(" ", s.strip())
+    for minus in "\u2212\ufe63\uff0d":
+        s = s.replace(minus, "-")
     if not case:
         s = s.lower()
-    return s.strip(string.punctuation + " ")
+    lead, core, trail = _EDGES.fullmatch(s).groups()
+    if not core:
+        return ""
+    if core[0].isdigit():  # a number: its sign and point stay, and any minus before it
+        kept = re.search(r"[+-]?\.?$", lead).group()
+        dropped = lead[:len(lead) - len(kept)]
+        if "-" in dropped:
+            kept = lead[dropped.index("-"):]
+    else:  # a minus glued to what follows stays
+        glued = [k for k, c in enumerate(lead) if c == "-" and (lead + core)[k + 1] != " "]
+        kept = lead[glued[0]:] if glued else ""
+    tail = re.match(r" ?%", trail) if core[-1].isdigit() else None
+    return kept + core + (tail.group() if tail else "")
 
 
-def ref_parse_number(text):
+_PLAIN = re.compile(r"(\d+|\d{1,3}(?:,\d{3})+|\d{1,3}(?: \d{3})+)?(\.\d*)?([eE][+-]?\d+)?")
+
+
+def ref_quantity(text):
+    """(value, is_percent) or None."""
     if isinstance(text, bool) or text is None:
         return None
     if isinstance(text, (int, float)):
-        return float(text) if math.isfinite(float(text)) else None
-    s = str(text).strip().replace(" ", "")
-    if not s or not _NUMBER.match(s) or not re.search(r"\d", s):
+        return (float(text), False) if math.isfinite(float(text)) else None
+    s = " ".join(str(text).split())
+    for minus in "\u2212\ufe63\uff0d":
+        s = s.replace(minus, "-")
+    percent = s.endswith("%")
+    if percent:
+        s = s[:-1].removesuffix(" ")
+    sign = ""
+    for head in ("-$ ", "+$ ", "-$", "+$", "$-", "$+", "$ -", "$ +", "-", "+", "$ ", "$"):
+        if s.startswith(head):
+            sign, s = head.replace("$", "").strip(), s[len(head):]
+            break
+    power = re.search(r" ?[×xX*·] ?10 ?(?:\^|\*\*) ?\{?([+-]?\d+)\}?$", s)  # "× 10^3" is "e3"
+    if power:
+        s = s[:power.start()]
+    m = _PLAIN.fullmatch(s)
+    if not m or not re.search(r"\d", (m.group(1) or "") + (m.group(2) or "")) or (power and m.group(3)):
         return None
     try:
-        value = float(s.replace("$", "").replace("%", "").replace(",", ""))
+        value = float(sign + s.replace(",", "").replace(" ", "") + ("e" + power.group(1) if power else ""))
     except ValueError:
         return None
-    return value if math.isfinite(value) else None
+    return (value, percent) if math.isfinite(value) else None
+
+
+def ref_parse_number(text):
+    q = ref_quantity(text)
+    return q[0] if q is not None and not q[1] else None
 
 
 def ref_exact_match(pred, gold, settings):
@@ -59,8 +97,11 @@ def ref_exact_match(pred, gold, settings):
 
     def same(p, g):
         if numeric:
-            a, b = ref_parse_number(p), ref_parse_number(g)
-            if a is not None and b is not None:
+            qa, qb = ref_quantity(p), ref_quantity(g)
+            if qa is not None and qb is not None:
+                if qa[1] != qb[1]:  # a percentage against a plain number
+                    return False
+                a, b = qa[0], qb[0]
                 if tol is not None:
                     err = abs(a) if b == 0 else abs(a - b) / abs(b)
                     if err < float(tol):
@@ -93,6 +134,8 @@ def ref_exact_match(pred, gold, settings):
 # ---- generated strings -------------------------------------------------------------------------------------------
 WHITESPACE = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()]  # incl. \x1c-\x1f, \x85, \u3000
 FRAGMENTS = [
+    "\u2212", "\u22123", "5.", "1 000", "-$", "$-", "%", "3%", "- ",  # signs, points and percents: issue 20
+    " × 10^3", "x10^-2", "*10**2",
     "1", "0", "-0", "+.5", "1.0", "1.00", "10", "1,000", "1,2", "12,34", "1,234.5", "$12", "$1,000", "45%", "1e3",
     "1E-3", "-3e2", "1_000", "inf", "nan", "NaN", "-inf", "1e999", ".", "$", "%", "+", "-", "e5", "0x10",
     "٣", "١٢٣", "５", "²", "½", "Ⅻ",  # Unicode digits: \\d and float() read some of them
@@ -157,6 +200,7 @@ def test_normalize_text_and_parse_number_are_the_per_row_rules():
         assert normalize_text(t) == ref_normalize(t), repr(t)
         assert normalize_text(t, case=True) == ref_normalize(t, case=True), repr(t)
         assert repr(parse_number(t)) == repr(ref_parse_number(t)), repr(t)  # -0.0 stays -0.0
+        assert repr(read_quantity(t) and tuple(read_quantity(t))) == repr(ref_quantity(t)), repr(t)
     for v in [None, True, 3, 2.5, float("nan"), float("inf")]:
         assert repr(parse_number(v)) == repr(ref_parse_number(v))
 

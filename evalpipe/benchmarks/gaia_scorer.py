@@ -9,11 +9,18 @@ rather than improving on it. The branch is chosen by the GROUND TRUTH, never by 
 2. list    - the ground truth contains `,` or `;`: both sides are split on either character; different
              lengths are wrong; each element compares as a number (when the ground-truth element parses)
              or as a string with all whitespace removed and lowercased, punctuation KEPT.
-3. string  - otherwise: all whitespace and ASCII punctuation removed, lowercased, then equality.
+3. string  - otherwise: all whitespace and ASCII punctuation removed, lowercased, then equality; except, on
+             purpose, a sign and a decimal point (below).
 
 Consequences kept on purpose: "1,000" as a ground truth is a two-element list, not a number; "17 km" is
-wrong against "17"; "sea gull" equals "seagull". One deliberate difference: the original crashes (or turns
-`None` into the string "None") on a missing or non-string prediction; here such a prediction is wrong.
+wrong against "17"; "sea gull" equals "seagull"; the number branch drops `$` and `%` ("3%" is right for "3") and
+does not read the unicode minus ("−3" is wrong for "-3"). Two deliberate differences: the original crashes (or
+turns `None` into the string "None") on a missing or non-string prediction; here such a prediction is wrong. And
+the string branch keeps what makes a number (issue 20): a minus right before a digit and not glued to a letter or
+digit on its left, or opening the text ("-3 km" and "- 3 km" are not "3 km", while "COVID-19" still equals
+"covid 19" and "3 - 2" equals "3-2") and a decimal point between two digits ("3.5 km" is not "35 km"); the
+original deletes both as punctuation. Ground truths of the number and list
+branches are scored exactly as the original scores them.
 """
 from __future__ import annotations
 
@@ -28,7 +35,6 @@ from evalpipe.types import Score
 
 _WHITESPACE = re.compile(r"\s")  # any Unicode whitespace, like the original's re.sub(r"\s", "", ...)
 _LIST_SEPARATORS = re.compile(r"[,;]")
-_DROP_PUNCTUATION = str.maketrans("", "", string.punctuation)  # ASCII only: "¿" or "–" survive
 _NUMBER_NOISE = ("$", "%", ",")
 _DROP_NUMBER_NOISE = str.maketrans("", "", "".join(_NUMBER_NOISE))
 
@@ -56,10 +62,19 @@ def split_string(text: str) -> list[str]:
     return _LIST_SEPARATORS.split(text)
 
 
+# ASCII punctuation, except a sign and a decimal point between two digits: group 1 holds what is kept. A sign is a
+# "-" right before a digit (or ".digit", "$digit") and not glued to a letter or digit on its left ("-3 km", "from -3";
+# "COVID-19" and "3-2" have hyphens), or a "-" that opens the text, spaces allowed ("- 3 km"); "3 - 2" has a dash.
+_PUNCT_BUT_NUMBER = re.compile(r"(^\s*-(?=\s*\$?\s*\.?\d)|(?<![^\W_])-(?=\$?\.?\d)|(?<=\d)\.(?=\d))|["
+                               + re.escape(string.punctuation) + "]")
+
+
 def normalize_str(text: str, remove_punct: bool = True) -> str:
-    """All whitespace removed, lowercased, and (by default) ASCII punctuation removed."""
-    squeezed = _WHITESPACE.sub("", text).lower()
-    return squeezed.translate(_DROP_PUNCTUATION) if remove_punct else squeezed
+    """All whitespace removed, lowercased, and (by default) ASCII punctuation removed, signs and decimal points of
+    numbers excepted."""
+    if remove_punct:
+        text = _PUNCT_BUT_NUMBER.sub(lambda m: m.group(1) or "", text)
+    return _WHITESPACE.sub("", text).lower()
 
 
 @dataclass(frozen=True)

@@ -207,7 +207,7 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) 
 
 # Bump when a built-in metric's verdicts change for the same inputs: it is part of the `judgements` asset's
 # code version, so Dagster marks judgements stale.
-METRICS_CODE_VERSION = "3"  # 3: list_match as DABench scores it, llm_score and hms_score as DiscoveryBench (issue 11)
+METRICS_CODE_VERSION = "4"  # 4: rule metrics keep signs, % and exponents (issue 20); 3: DABench, DiscoveryBench (11)
 
 
 def judging_version(cfg: Any) -> str:

@@ -7,20 +7,58 @@ import string
 
 from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, ScoreColumns, register_metric
-from evalpipe.metrics.numbers import numbers_close, parse_number
+from evalpipe.metrics.numbers import ascii_minus, read_quantity, same_quantity
 from evalpipe.types import Score
 
 _SETTINGS = {"case_sensitive", "numeric", "rel_tol", "abs_tol", "numeric_tolerance", "list", "separators", "ordered"}
 
 
+_STRIPPED = frozenset(string.punctuation + " ")
+_NUMBER_HEAD = re.compile(r"[+-]?\.?$")  # the sign and decimal point a number may start with ("-3", ".5", "-.5")
+_GLUED_MINUS = re.compile(r"-(?! )")  # a minus glued to the word after it ("-inf"); "- x" is a dash
+
+
+def strip_outer_punctuation(s: str) -> str:
+    """`s` without the ASCII punctuation and spaces at its ends, except what a number means by them: a leading sign
+    or decimal point before a digit ("(-3)" -> "-3", "...-.5" -> "-.5"), a percent sign after a digit ("3%." ->
+    "3%"), any minus before a number ("- 3", "-(3)" stay: never a silent sign flip) and a minus glued to a word
+    ("-inf"; "- yes" is a dash and goes).
+    A final period after a digit goes ("5." -> "5": a full stop, or the same number)."""
+    n = len(s)
+    i = 0
+    while i < n and s[i] in _STRIPPED:
+        i += 1
+    if i == n:
+        return ""
+    j = n
+    while s[j - 1] in _STRIPPED:
+        j -= 1
+    keep_from = i
+    if s[i].isdigit():  # before a number, any minus stays ("- 3", "-(3)": not a number, and not 3 either)
+        keep_from = _NUMBER_HEAD.search(s, 0, i).start()
+        minus = s.find("-", 0, keep_from)
+        if minus >= 0:
+            keep_from = minus
+    else:
+        minus = _GLUED_MINUS.search(s, 0, i)
+        if minus:
+            keep_from = minus.start()
+    keep_to = j
+    if s[j - 1].isdigit():
+        pct = s.find("%", j, j + 2)
+        if pct >= 0 and s[j:pct].strip() == "":
+            keep_to = pct + 1
+    return s[keep_from:keep_to]
+
+
 def normalize_text(s: str, *, case: bool = False, punctuation: bool = False) -> str:
     # whitespace runs to one space, ends stripped: the same text as re.sub(r"\s+", " ", s.strip()) (str.split,
     # str.strip and re's \s share one definition of whitespace, str.isspace), about three times faster
-    s = " ".join(s.split())
+    s = ascii_minus(" ".join(s.split()))
     if not case:
         s = s.lower()
     if not punctuation:
-        s = s.strip(string.punctuation + " ")
+        s = strip_outer_punctuation(s)
     return s
 
 
@@ -34,7 +72,8 @@ def within_relative_error(pred: float, gold: float, tolerance: float) -> bool:
 class ExactMatch(Metric):
     """Settings:
     - case_sensitive (false)
-    - numeric (true): when both sides read as numbers, compare them as numbers ("1.0" == "1", "$1,000" == "1000")
+    - numeric (true): when both sides read as numbers, compare them as numbers ("1.0" == "1", "$1,000" == "1000",
+      "1e3" == "1000", "−3" == "-3"; never "-3" == "3", nor "3%" == "3": docs/metrics.md, "Normalizer rules")
     - rel_tol (0), abs_tol (0): tolerance of that comparison, relative to the reference answer / absolute
     - numeric_tolerance (DSGym's name; none): also right when the relative error |pred - ref| / |ref| is below it
       (strictly), or, for a reference of 0, when |pred| is below it, as DSGym's exact_match decides
@@ -69,11 +108,14 @@ class ExactMatch(Metric):
         if self._equal_is_same and pred == gold:
             return True
         if self.numeric:
-            p, g = parse_number(pred), parse_number(gold)
+            p, g = read_quantity(pred), read_quantity(gold)
             if p is not None and g is not None:
-                if self.numeric_tolerance is not None and within_relative_error(p, g, self.numeric_tolerance):
+                if p.percent != g.percent:  # "3%" is neither 3 nor 0.03: a percentage is its own answer
+                    return False
+                if self.numeric_tolerance is not None and within_relative_error(p.value, g.value,
+                                                                                self.numeric_tolerance):
                     return True
-                return numbers_close(p, g, self.rel_tol, self.abs_tol)
+                return same_quantity(p, g, self.rel_tol, self.abs_tol)
         return pred == gold
 
     def _split(self, s: str) -> list[str]:

@@ -2,8 +2,9 @@
 than "did the model give the answer in the required format?". A gap between the two says the model knows
 answers but does not follow the answer format.
 
-- `includes`: the target appears in the reply (Inspect AI's `includes()`: case-insensitive substring);
-  settings `ignore_case` (true), `whole_word` (false: a target "3" is then not found inside "2023"),
+- `includes`: the target appears in the reply (Inspect AI's `includes()`: case-insensitive substring; a number
+  target is found as a number, as Inspect's `match(location="any", numeric=True)`: "3" is not in "-3" or "2023");
+  settings `ignore_case` (true), `whole_word` (false: with true, a text target is not found glued to a word),
   `field` (`raw_output`, the whole reply, default; or `prediction`, the extracted answer).
 - `choice`: a multiple-choice answer. The letter is read from "ANSWER: B", "the answer is (B)", "(B)",
   "B." / "B)" at the start of the reply, or a lone letter; failing those, the option whose text the reply
@@ -11,7 +12,8 @@ answers but does not follow the answer format.
 - `regex`: extract with `pattern` (`group`, default 1 or the whole match; `which`: `last` (default) or
   `first` match), then compare like `exact_match` (case-insensitive, numbers as numbers).
 - `last_number`: the last number in the reply (lm-evaluation-harness' "flexible extract" for GSM8K-style
-  targets: thousands separators, `$` and `%` dropped), compared as a number (`rel_tol`, `abs_tol`).
+  targets: thousands separators and `$` dropped; sign, exponent and `%` kept), compared as a number (`rel_tol`,
+  `abs_tol`; a percentage only equals a percentage).
 
 Every lenient metric sets `lenient = True`: `evalpipe run` shows it beside the official one.
 """
@@ -22,8 +24,8 @@ import string
 
 from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.metrics.exact_match import normalize_text
-from evalpipe.metrics.numbers import numbers_close, parse_number
+from evalpipe.metrics.exact_match import normalize_text, strip_outer_punctuation
+from evalpipe.metrics.numbers import ascii_minus, find_quantities, read_quantity, same_quantity
 from evalpipe.types import Score
 
 _WS = re.compile(r"\s+")
@@ -63,23 +65,42 @@ class Includes(LenientMetric):
             raise ConfigError(f"includes: field must be one of {list(_FIELDS)}, got {self.field!r}")
 
     def _norm(self, s: str) -> str:
-        s = _WS.sub(" ", s).strip()
+        s = ascii_minus(_WS.sub(" ", s).strip())
         return s.lower() if self.ignore_case else s
 
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
             return Score.unscored()
         text = self._norm(_text(item, self.field))
-        gold = self._norm(item.target).strip(string.punctuation + " ") or self._norm(item.target)
+        gold = strip_outer_punctuation(self._norm(item.target)) or self._norm(item.target)
         if not gold:
             return Score(value=0.0, correct=False, reason="empty target", normalized_target=gold)
-        if self.whole_word:
-            found = re.search(r"(?<!\w)" + re.escape(gold) + r"(?!\w)", text) is not None
+        number = read_quantity(gold)
+        if number is not None:  # a number target: some number of the reply is that number (sign, %, exponent)
+            found = any(same_quantity(q, number) for q, _ in find_quantities(text))
         else:
-            found = gold in text
+            found = contains(text, gold, whole_word=self.whole_word)
         return Score(value=float(found), correct=found,
                      reason="target found in the reply" if found else "target not in the reply",
                      normalized_prediction=text[:500], normalized_target=gold)
+
+
+def contains(text: str, needle: str, *, whole_word: bool = False) -> bool:
+    """`needle` occurs in `text`, never as a piece of a longer number: where the needle begins with a digit (or a
+    sign or point before one) it is not preceded by a digit, a point or a minus ("3" is not in "2023", "3.3" or
+    "-3"), and where it ends with a digit it is not followed by more of a number (a digit, ".5", ",000", "%", an
+    exponent). `whole_word`: not glued to a letter or digit on either side either."""
+    for m in re.finditer("(?=" + re.escape(needle) + ")", text):  # overlapping occurrences too
+        end = m.start() + len(needle)
+        before, after = text[max(0, m.start() - 3):m.start()], text[end:end + 6]  # the checks need a few chars
+        if whole_word and (re.search(r"\w$", before) or re.match(r"\w", after)):
+            continue
+        if re.match(r"[+-]?\.?\d", needle) and re.search(r"(?:[\d.-]|\d,|-\$ ?)$", before):
+            continue
+        if needle[-1].isdigit() and re.match(r"\d|\.\d|,\d{3}(?!\d)| ?%|[eE][+-]?\d", after):
+            continue
+        return True
+    return False
 
 
 _LETTER_PATTERNS = [
@@ -117,13 +138,25 @@ class Choice(LenientMetric):
             hits = [h for h in hits if h in letters]
             if hits:
                 return hits[-1]
-        if choices:  # the option text itself, the longest one stated (so "New York" beats "York")
+        if choices:  # the option text itself, the longest one stated (so "New York" beats "York"; "-3" is not "3")
             low = normalize_text(text)
-            found = [(len(c), letters[i]) for i, c in enumerate(choices)
-                     if normalize_text(str(c)) and re.search(r"(?<!\w)" + re.escape(normalize_text(str(c))) + r"(?!\w)", low)]
+            numbers = [q for q, _ in find_quantities(low)]
+            found = [(len(c), letters[i]) for i, c in enumerate(choices) if self._stated(str(c), low, numbers)]
             if found:
                 return max(found)[1]
         return None
+
+    @staticmethod
+    def _stated(option: str, low: str, numbers: list) -> bool:
+        """The reply states the option: a number option as one of the reply's numbers (sign, %, exponent), any
+        other as text."""
+        opt = normalize_text(option)
+        if not opt:
+            return False
+        q = read_quantity(opt)
+        if q is not None:
+            return any(same_quantity(n, q) for n in numbers)
+        return contains(low, opt, whole_word=True)
 
     def _target_letter(self, target: str, choices: list[str] | None) -> str:
         t = target.strip()
@@ -191,21 +224,17 @@ class RegexMatch(LenientMetric):
             got = normalize_text(m.group(self.group) or "")
         except IndexError:
             raise ConfigError(f"regex: the pattern has no group {self.group!r}") from None
-        p, g = parse_number(got), parse_number(gold)
-        ok = numbers_close(p, g, self.rel_tol, self.abs_tol) if p is not None and g is not None else got == gold
+        p, g = read_quantity(got), read_quantity(gold)
+        ok = same_quantity(p, g, self.rel_tol, self.abs_tol) if p is not None and g is not None else got == gold
         return Score(value=float(ok), correct=ok, reason="equal" if ok else "different",
                      normalized_prediction=got, normalized_target=gold)
 
 
-_ANY_NUMBER = re.compile(r"-?\$?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?%?|-?\$?\.\d+%?")
-
-
 def last_number(text: str | None) -> str | None:
-    """The last number written in `text` ("... so she pays $1,234.50." -> "1234.50"), or None."""
-    hits = _ANY_NUMBER.findall(text or "")
-    if not hits:
-        return None
-    return hits[-1].replace("$", "").replace(",", "").replace("%", "")
+    """The last number written in `text`, sign, exponent and percent sign kept, currency sign and thousands
+    separators dropped ("... so she pays $1,234.50." -> "1234.50", "−3" -> "-3", "45%" -> "45%"), or None."""
+    found = find_quantities(text)
+    return found[-1][1] if found else None
 
 
 @register_metric("last_number")
@@ -223,15 +252,17 @@ class LastNumber(LenientMetric):
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
             return Score.unscored()
-        gold = parse_number(item.target.strip())
+        gold = read_quantity(strip_outer_punctuation(ascii_minus(item.target.strip())))
         if gold is None:
             return Score(value=0.0, correct=False, reason="target is not a number", normalized_target=item.target)
-        got = last_number(_text(item, self.field))
-        if got is None:
-            return Score(value=0.0, correct=False, reason="no number in the reply", normalized_target=str(gold))
-        ok = numbers_close(float(got), gold, self.rel_tol, self.abs_tol)
+        shown_gold = repr(gold.value) + ("%" if gold.percent else "")
+        found = find_quantities(_text(item, self.field))
+        if not found:
+            return Score(value=0.0, correct=False, reason="no number in the reply", normalized_target=shown_gold)
+        got, got_text = found[-1]
+        ok = same_quantity(got, gold, self.rel_tol, self.abs_tol)
         return Score(value=float(ok), correct=ok, reason="equal" if ok else "different",
-                     normalized_prediction=got, normalized_target=str(gold))
+                     normalized_prediction=got_text, normalized_target=shown_gold)
 
 
 def is_lenient(metric_name: str) -> bool:
