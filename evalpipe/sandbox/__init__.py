@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import struct
 from typing import Iterable
 
 from evalpipe.errors import ConfigError
@@ -103,6 +104,13 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
         return _result(r, sb.isolation, timeout_s)
 
 
+def harness_input(nonce: str, setup: str | None, tests: str | None) -> bytes:
+    """The harness's stdin: two length-prefixed JSON frames. The first (the setup, not secret) is read before the
+    program's process is forked; the second (the nonce and the tests) only after, by the harness alone."""
+    frames = [{"setup": setup or ""}, {"nonce": nonce, "tests": tests or ""}]
+    return b"".join(struct.pack(">I", len(b)) + b for b in (json.dumps(f).encode() for f in frames))
+
+
 def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, setup: str | None = None,
               timeout_s: float = 10.0, memory_mb: int = 1024, files: Iterable[str | os.PathLike] | None = None,
               backend: str | None = None, max_output: int = 20_000) -> SandboxResult:
@@ -116,11 +124,11 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
     is "the program runs to its end without an error".
     """
     nonce = new_nonce()
-    job = json.dumps({"nonce": nonce, "setup": setup or "", "tests": tests or ""}) + "\n"
+    job = harness_input(nonce, setup, tests)
     with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
         sb.write_file("main.py", program)
         argv = sb.python_argv("harness", timeout_s=timeout_s, entry_point=entry_point)
-        r = sb.exec(argv, input=job.encode(), timeout_s=timeout_s, max_output=max_output)
+        r = sb.exec(argv, input=job, timeout_s=timeout_s, max_output=max_output)
     stderr = "\n".join(ln for ln in r.stderr.split("\n") if not ln.startswith(MARK)).rstrip("\n")
     verdicts = []
     for m in r.markers:
