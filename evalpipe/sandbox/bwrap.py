@@ -97,6 +97,8 @@ def python_paths() -> list[str]:
         p = sysconfig.get_paths().get(key)
         if p:
             paths.add(p)
+    # package folders a .pth file adds (a venv layered on another one): packages only, never a project folder
+    paths.update(p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages"))
     real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)} | {p for p in paths if os.path.isdir(p)})
     keep: list[str] = []
     for p in sorted(real, key=len):  # drop paths inside an already-bound one
