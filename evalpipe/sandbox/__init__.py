@@ -187,4 +187,5 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
         reason = f"the process exited with status {r.returncode} before {what} returned: {_failure(r, stderr)}"
     else:
         reason = f"the process died before {what} returned: {_failure(r, stderr)}"
-    return SandboxResult(False, "failed", explain(reason, sb), r.returncode, r.stdout, stderr, r.duration_s, sb.isolation)
+    return SandboxResult(False, "failed", explain(reason, sb), r.returncode, r.stdout, stderr, r.duration_s,
+                         sb.isolation)

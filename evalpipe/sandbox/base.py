@@ -131,7 +131,8 @@ class Sandbox(ABC):
             for f in files or ():
                 src = Path(f)
                 if not src.is_file():
-                    raise ConfigError(f"sandbox: file {src} does not exist (files given to the sandbox must be regular files)")
+                    raise ConfigError(f"sandbox: file {src} does not exist (files given to the sandbox must be "
+                                      "regular files)")
                 dest = self.workdir / src.name
                 shutil.copyfile(src, dest)
                 os.chmod(dest, 0o444)
@@ -379,7 +380,7 @@ def sweep_stale(tmpdir: str | os.PathLike | None = None) -> list[Path]:
                 continue
             lock = path / OWNER_LOCK
             if lock.exists():
-                with open(lock, "a") as fh:
+                with open(lock) as fh:  # never "a": must not recreate a lock in a folder going away
                     try:
                         fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     except BlockingIOError:
