@@ -53,11 +53,14 @@ def cleanup_cmd(older_than: float) -> None:
     and containers labelled evalpipe.sandbox=1."""
     import subprocess
 
-    removed = 0
+    from evalpipe.sandbox import sweep_stale
+    from evalpipe.sandbox.base import OWNER_LOCK
+
+    removed = len(sweep_stale())  # any age: their evaluator is dead; a live one's folder (lock held) is never touched
     now = time.time()
     for path in Path(tempfile.gettempdir()).glob("evalpipe-sandbox-*"):
         try:
-            if path.is_dir() and now - path.stat().st_mtime > older_than:
+            if path.is_dir() and not (path / OWNER_LOCK).exists() and now - path.stat().st_mtime > older_than:
                 shutil.rmtree(path, ignore_errors=True)
                 removed += 1
         except OSError:

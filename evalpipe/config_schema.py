@@ -255,6 +255,7 @@ class TopLevel(_Strict):
     redact_patterns: Union[list[str], str, None] = None
     # added this round (docs/interfaces.md)
     sandbox: Optional[Literal["auto", "bwrap", "docker", "process"]] = None
+    sandbox_disk_mb: Optional[int] = Field(default=None, ge=0)  # [sandbox] work folder quota (docs/sandbox.md)
     plugins: Optional[list[str]] = None
     max_concurrent_partitions: Optional[int] = Field(default=None, ge=1)
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)

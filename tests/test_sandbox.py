@@ -255,7 +255,7 @@ def test_cli_sandbox_check_prints_the_isolation_and_passes_under_the_default(mon
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", DEFAULT])
     assert f"isolation in effect: {DEFAULT}" in r.output
     if DEFAULT != "process":
-        assert r.exit_code == 0 and "9/9 checks passed" in r.output, r.output
+        assert r.exit_code == 0 and "11/11 checks passed" in r.output, r.output
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", "process"])
     assert "NOT a security boundary" in r.output and "[FAIL]" in r.output and r.exit_code == 1
     if backend_status()["docker"] is not None:
@@ -275,7 +275,10 @@ def test_cli_sandbox_cleanup_removes_stale_folders(tmp_path, monkeypatch):
     stale.mkdir()
     fresh.mkdir()
     os.utime(stale, (0, 0))
-    r = CliRunner().invoke(main, ["sandbox", "cleanup", "--older-than", "60"])
+    with make_sandbox("process") as live:  # an old folder of a live evaluator: never removed, whatever its age
+        os.utime(live._outer, (0, 0))
+        r = CliRunner().invoke(main, ["sandbox", "cleanup", "--older-than", "60"])
+        assert live.workdir.is_dir()
     assert r.exit_code == 0 and "removed 1 sandbox folder" in r.output
     assert not stale.exists() and fresh.exists()
 

@@ -28,11 +28,11 @@ import numpy as np
 
 from evalpipe.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.sandbox import resolve_backend, run_tests
+from evalpipe.sandbox import DEFAULT_DISK_MB, default_disk_mb, resolve_backend, run_tests
 from evalpipe.types import Score
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
-_SETTINGS = {"timeout_s", "memory_mb", "concurrency", "pass_at_k", "prepend_prompt", "mode", "sandbox"}
+_SETTINGS = {"timeout_s", "memory_mb", "disk_mb", "concurrency", "pass_at_k", "prepend_prompt", "mode", "sandbox"}
 MODES = ("tests", "runs_without_error")
 
 
@@ -60,8 +60,9 @@ def task_of(sample_id: str) -> str:
 
 @register_metric("code_execution")
 class CodeExecution(Metric):
-    """Settings: timeout_s (10), memory_mb (1024), concurrency (CPU count), pass_at_k ([1, 10, 100]),
-    prepend_prompt (true), mode (tests | runs_without_error), sandbox (auto | bwrap | docker | process)."""
+    """Settings: timeout_s (10), memory_mb (1024), disk_mb (the work folder's quota: the config's
+    `sandbox_disk_mb`, else 256; 0 = none), concurrency (CPU count), pass_at_k ([1, 10, 100]), prepend_prompt
+    (true), mode (tests | runs_without_error), sandbox (auto | bwrap | docker | process)."""
 
     name = "code_execution"
     requires_target = False  # the tests are the ground truth
@@ -73,6 +74,10 @@ class CodeExecution(Metric):
         super().__init__(**settings)
         self.timeout_s = float(settings.get("timeout_s", 10.0))
         self.memory_mb = int(settings.get("memory_mb", 1024))
+        disk = settings.get("disk_mb")
+        if disk is not None and (isinstance(disk, bool) or not isinstance(disk, int) or disk < 0):
+            raise ConfigError(f"code_execution: disk_mb must be a whole number of MB >= 0 (0: no quota), got {disk!r}")
+        self.disk_mb = default_disk_mb() if disk is None else disk
         self.ks = [int(k) for k in settings.get("pass_at_k", [1, 10, 100])]
         self.mode = str(settings.get("mode", "tests"))
         if self.mode not in MODES:
@@ -84,6 +89,8 @@ class CodeExecution(Metric):
                  "prepend_prompt": self.settings.get("prepend_prompt", True), "sandbox": self.backend}
         if self.mode != "tests":
             ident["mode"] = self.mode
+        if self.disk_mb != DEFAULT_DISK_MB:  # the default stays out: fingerprints from before the quota hold
+            ident["disk_mb"] = self.disk_mb
         return ident
 
     def parts(self, item: JudgeInput) -> tuple[str, str, str | None] | None:
@@ -112,7 +119,7 @@ class CodeExecution(Metric):
         files = item.metadata.get("files") or None
         prompt = item.metadata.get("prompt") if self.settings.get("prepend_prompt", True) else None
         r = run_tests(program, tests, entry_point=entry, setup=prompt if tests else None, timeout_s=self.timeout_s,
-                      memory_mb=self.memory_mb, files=files, backend=self.backend)
+                      memory_mb=self.memory_mb, disk_mb=self.disk_mb, files=files, backend=self.backend)
         return Score(value=float(r.passed), correct=r.passed, reason=r.error or r.status,
                      details={"status": r.status, "error": r.error, "duration_s": round(r.duration_s, 3),
                               "isolation": r.isolation, "stderr_tail": r.stderr[-1000:] if not r.passed else "",

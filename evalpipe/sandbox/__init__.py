@@ -12,11 +12,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-from typing import Iterable
+import struct
+from typing import Any, Iterable
 
 from evalpipe.errors import ConfigError
-from evalpipe.sandbox.base import (ExecResult, Limits, Sandbox, SandboxResult, SandboxUnavailable, get_sandbox,
-                                   list_sandboxes, new_nonce, register_sandbox)
+from evalpipe.sandbox.base import (DEFAULT_DISK_MB, ExecResult, Limits, Sandbox, SandboxResult, SandboxUnavailable,
+                                   get_sandbox, list_sandboxes, new_nonce, register_sandbox, sweep_stale)
 from evalpipe.sandbox import bwrap as _bwrap  # noqa: F401  (registers)
 from evalpipe.sandbox import docker as _docker  # noqa: F401
 from evalpipe.sandbox import process as _process  # noqa: F401
@@ -26,20 +27,33 @@ from evalpipe.sandbox.session import PythonSession, open_session
 
 __all__ = ["run_python", "run_tests", "open_session", "PythonSession", "SandboxResult", "ExecResult", "Sandbox",
            "Limits", "namespaces_available", "resolve_backend", "make_sandbox", "backend_status",
-           "register_sandbox", "get_sandbox", "list_sandboxes", "SandboxUnavailable", "CHOICES"]
+           "register_sandbox", "get_sandbox", "list_sandboxes", "SandboxUnavailable", "CHOICES", "harness_input",
+           "sweep_stale", "default_disk_mb", "DEFAULT_DISK_MB"]
 
 CHOICES = ("auto", "bwrap", "docker", "process")
 
 
-def _configured() -> str | None:
-    """The config file's top-level `sandbox:` key, if a config file is there."""
+def _configured(key: str = "sandbox") -> Any:
+    """A top-level key of the config file (`sandbox:`, `sandbox_disk_mb:`), if a config file is there."""
     try:
         from evalpipe.config import load_config
 
-        value = load_config().raw.get("sandbox")
+        value = load_config().raw.get(key)
     except Exception:  # no config file (library use, tests): not our error to raise here
         return None
-    return str(value) if value else None
+    if key == "sandbox":
+        return str(value) if value else None
+    return value
+
+
+def default_disk_mb() -> int:
+    """The work folder's disk quota when none is given: the config's `sandbox_disk_mb`, else 256 (0: none)."""
+    value = _configured("sandbox_disk_mb")
+    if value is None:
+        return DEFAULT_DISK_MB
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"sandbox_disk_mb must be a whole number of MB >= 0 (0: no quota), got {value!r}")
+    return value
 
 
 def backend_status() -> dict[str, str | None]:
@@ -64,8 +78,24 @@ def resolve_backend(name: str | None = None) -> str:
 
 
 def make_sandbox(backend: str | None = None, *, files: Iterable[str | os.PathLike] | None = None,
-                 limits: Limits | None = None) -> Sandbox:
-    return get_sandbox(resolve_backend(backend))(files=files, limits=limits)
+                 limits: Limits | None = None, ephemeral: bool = False) -> Sandbox:
+    return get_sandbox(resolve_backend(backend))(files=files, limits=limits, ephemeral=ephemeral)
+
+
+def _limits(memory_mb: int, disk_mb: int | None) -> Limits:
+    return Limits(memory_mb=memory_mb, disk_mb=default_disk_mb() if disk_mb is None else int(disk_mb))
+
+
+def explain(reason: str, sb: Sandbox) -> str:
+    """A failure's reason, saying which limit it hit: a full work folder (or /tmp) under the quota reads
+    `disk quota exceeded (256 MB): ...`, a file over RLIMIT_FSIZE `file size limit exceeded (64 MB per file): ...`."""
+    if not reason:
+        return reason
+    if sb.quota_enforced and ("[Errno 28]" in reason or "No space left on device" in reason):
+        return f"disk quota exceeded ({sb.limits.disk_mb} MB): {reason}"
+    if "[Errno 27]" in reason or "File too large" in reason or reason == "file size limit exceeded":
+        return f"file size limit exceeded ({sb.limits.file_size_mb} MB per file): {reason}"
+    return reason
 
 
 def _failure(r: ExecResult, stderr: str) -> str:
@@ -83,29 +113,38 @@ def _failure(r: ExecResult, stderr: str) -> str:
     return lines[-1].strip()[:500] if lines else f"exit status {rc}"
 
 
-def _result(r: ExecResult, isolation: str, timeout_s: float, stderr: str | None = None) -> SandboxResult:
+def _result(r: ExecResult, sb: Sandbox, timeout_s: float, stderr: str | None = None) -> SandboxResult:
     stderr = r.stderr if stderr is None else stderr
     if r.timed_out:
         return SandboxResult(False, "timeout", f"timed out after {timeout_s:g}s", None, r.stdout, stderr,
-                             r.duration_s, isolation)
+                             r.duration_s, sb.isolation)
     if r.returncode == 0:
-        return SandboxResult(True, "passed", "", 0, r.stdout, stderr, r.duration_s, isolation)
-    return SandboxResult(False, "failed", _failure(r, stderr), r.returncode, r.stdout, stderr, r.duration_s, isolation)
+        return SandboxResult(True, "passed", "", 0, r.stdout, stderr, r.duration_s, sb.isolation)
+    return SandboxResult(False, "failed", explain(_failure(r, stderr), sb), r.returncode, r.stdout, stderr,
+                         r.duration_s, sb.isolation)
 
 
 def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
                files: Iterable[str | os.PathLike] | None = None, backend: str | None = None,
-               max_output: int = 20_000) -> SandboxResult:
-    """Run `code` as a program (`main.py` in a fresh work folder). Passed = exit status 0 in time."""
-    with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
+               max_output: int = 20_000, disk_mb: int | None = None) -> SandboxResult:
+    """Run `code` as a program (`main.py` in a fresh work folder). Passed = exit status 0 in time.
+    `disk_mb`: the work folder's quota (None: the config's `sandbox_disk_mb`, else 256; 0: none)."""
+    with make_sandbox(backend, files=files, limits=_limits(memory_mb, disk_mb), ephemeral=True) as sb:
         sb.write_file("main.py", code)
         r = sb.exec(sb.python_argv("run", timeout_s=timeout_s), timeout_s=timeout_s, max_output=max_output)
-        return _result(r, sb.isolation, timeout_s)
+        return _result(r, sb, timeout_s)
+
+
+def harness_input(nonce: str, setup: str | None, tests: str | None) -> bytes:
+    """The harness's stdin: two length-prefixed JSON frames. The first (the setup, not secret) is read before the
+    program's process is forked; the second (the nonce and the tests) only after, by the harness alone."""
+    frames = [{"setup": setup or ""}, {"nonce": nonce, "tests": tests or ""}]
+    return b"".join(struct.pack(">I", len(b)) + b for b in (json.dumps(f).encode() for f in frames))
 
 
 def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, setup: str | None = None,
               timeout_s: float = 10.0, memory_mb: int = 1024, files: Iterable[str | os.PathLike] | None = None,
-              backend: str | None = None, max_output: int = 20_000) -> SandboxResult:
+              backend: str | None = None, max_output: int = 20_000, disk_mb: int | None = None) -> SandboxResult:
     """Run `program`, then `tests` and `check(entry_point)` (when given) through the harness.
 
     The program runs in one process; the tests run in another that never executes the program's code (after
@@ -116,11 +155,11 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
     is "the program runs to its end without an error".
     """
     nonce = new_nonce()
-    job = json.dumps({"nonce": nonce, "setup": setup or "", "tests": tests or ""}) + "\n"
-    with make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb)) as sb:
+    job = harness_input(nonce, setup, tests)
+    with make_sandbox(backend, files=files, limits=_limits(memory_mb, disk_mb), ephemeral=True) as sb:
         sb.write_file("main.py", program)
         argv = sb.python_argv("harness", timeout_s=timeout_s, entry_point=entry_point)
-        r = sb.exec(argv, input=job.encode(), timeout_s=timeout_s, max_output=max_output)
+        r = sb.exec(argv, input=job, timeout_s=timeout_s, max_output=max_output)
     stderr = "\n".join(ln for ln in r.stderr.split("\n") if not ln.startswith(MARK)).rstrip("\n")
     verdicts = []
     for m in r.markers:
@@ -131,7 +170,7 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
             except ValueError:
                 continue
     if r.timed_out:
-        return _result(r, sb.isolation, timeout_s, stderr)
+        return _result(r, sb, timeout_s, stderr)
     what = f"check({entry_point})" if entry_point else "the program"
     if verdicts:
         verdict, reason = verdicts[-1]
@@ -139,8 +178,8 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
             return SandboxResult(True, "passed", "", 0, r.stdout, stderr, r.duration_s, sb.isolation)
         if verdict == "passed":
             reason = f"the process ended with {_failure(r, '')} after {what} returned"
-        return SandboxResult(False, "failed", reason or "failed", r.returncode, r.stdout, stderr, r.duration_s,
-                             sb.isolation)
+        return SandboxResult(False, "failed", explain(reason or "failed", sb), r.returncode, r.stdout, stderr,
+                             r.duration_s, sb.isolation)
     if r.returncode == 0:
         reason = (f"the process exited with status 0 before {what} returned (no verdict from the harness: "
                   "sys.exit/os._exit or a hook ended it early)")
@@ -148,4 +187,5 @@ def run_tests(program: str, tests: str = "", *, entry_point: str | None = None, 
         reason = f"the process exited with status {r.returncode} before {what} returned: {_failure(r, stderr)}"
     else:
         reason = f"the process died before {what} returned: {_failure(r, stderr)}"
-    return SandboxResult(False, "failed", reason, r.returncode, r.stdout, stderr, r.duration_s, sb.isolation)
+    return SandboxResult(False, "failed", explain(reason, sb), r.returncode, r.stdout, stderr, r.duration_s,
+                         sb.isolation)

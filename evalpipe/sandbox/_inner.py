@@ -7,19 +7,25 @@ asked to, enables `site` (the venv's packages) only then, and runs one of:
 - `exec ARGV...`: replace itself by ARGV (a bash command of a session, a plain program);
 - `run`: run `main.py` of the work folder as `__main__` (`run_python`: passed = exit status 0);
 - `harness`: the code_execution harness, two processes. The child runs the program (`main.py`) and then
-  only answers calls of its functions. The parent never runs the program's code: it reads a one-time nonce,
-  the trusted setup (the dataset's prompt) and the tests from stdin after forking the child, runs the tests
-  with proxies that call the child's functions (arguments and results cross as plain values, tagged JSON,
-  so an object with a rigged `__eq__` can't), and only after `check(entry_point)` returned writes
-  `<MARK> <nonce> passed` to stderr. Any exception, SystemExit included, a child that ends early, or a
-  parent that dies is a failure;
+  only answers calls of its functions. The parent never runs the program's code and never imports from a
+  folder the program can write (isolated mode, the work folder and every writable folder off its
+  `sys.path`): it runs the trusted setup (the dataset's prompt) before the child exists, reads a one-time
+  nonce and the tests from stdin after forking it, runs the tests with proxies that call the child's
+  functions (arguments and results cross as plain values, tagged JSON, so an object with a rigged `__eq__`
+  can't), and only after `check(entry_point)` returned writes `<MARK> <nonce> passed` to stderr. Any
+  exception, SystemExit included, a child that ends early, or a parent that dies is a failure;
 - `session`: a persistent interpreter for one sample, one JSON request per line on stdin, one JSON response
   per line on the original stdout (user output goes to per-call files, so subprocess output is captured too).
 """
+import builtins
 import json
+import linecache
 import os
 import resource
+import signal
+import struct
 import sys
+import traceback
 
 MARK = "@@evalpipe-harness@@"
 
@@ -162,8 +168,6 @@ def _dec(v):
 
 
 def _send(fd, obj):
-    import struct
-
     data = json.dumps(_enc(obj), ensure_ascii=True).encode("ascii")
     data = struct.pack(">I", len(data)) + data
     while data:
@@ -172,8 +176,6 @@ def _send(fd, obj):
 
 def _recv(fd):
     """One message, or None at end of file (plain values only)."""
-    import struct
-
     def exactly(n):
         buf = b""
         while len(buf) < n:
@@ -208,7 +210,7 @@ def _program_side(cfg, req_r, resp_w):
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)  # before any user code: the nonce and the tests come on stdin, to the harness only
     os.close(null)
-    import traceback
+    sys.path.insert(0, os.getcwd())  # the program may import its own files (the harness never does)
 
     try:  # dumpable again (the parent stays not): the program may read its own /proc/self as usual
         import ctypes
@@ -264,16 +266,90 @@ class ProgramExit(Exception):
     """The program's function raised SystemExit/KeyboardInterrupt, or its process ended during a call."""
 
 
+def _read_exactly(fd, n):
+    """n bytes from fd with unbuffered reads: nothing past them is taken from the pipe (a buffered reader could
+    pull the nonce into memory before the fork, where the program's process would inherit it)."""
+    buf = b""
+    while len(buf) < n:
+        chunk = os.read(fd, n - len(buf))
+        if not chunk:
+            raise EOFError("the harness input ended early")
+        buf += chunk
+    return buf
+
+
+def _read_frame(fd):
+    (size,) = struct.unpack(">I", _read_exactly(fd, 4))
+    return json.loads(_read_exactly(fd, size))
+
+
+def _program_writable(cfg):
+    """Folders the program may write to, as this process can tell: the `process` backend's guard says (its
+    user can write its own venv, but the guarded program can't); inside bwrap/docker, what is writable for this
+    uid (the same uid as the program's) is writable for the program."""
+    g = cfg.get("guard")
+    if g:
+        return [os.path.realpath(p) for p in [g["root"], *g.get("write_ok", [])]]
+    return None
+
+
+def _trusted_sys_path(cfg):
+    """sys.path without any entry the program can write to, or create: the harness never imports the program's
+    files (a shadowed `math.py`, a planted `.pyc` or package), whatever the tests import and whenever."""
+    cwd = os.path.realpath(os.getcwd())
+    marked = _program_writable(cfg)
+
+    def under(path, prefixes):
+        return any(path == p or path.startswith(p.rstrip(os.sep) + os.sep) for p in prefixes)
+
+    def unsafe(entry):
+        if not isinstance(entry, str) or entry in ("", "."):
+            return True
+        path = os.path.realpath(os.path.abspath(entry))
+        if under(path, [cwd]):
+            return True
+        if marked is not None:
+            return under(path, marked)
+        probe = path
+        while not os.path.exists(probe) and probe != os.path.dirname(probe):
+            probe = os.path.dirname(probe)  # a missing entry could be created: judge its nearest existing folder
+        return os.access(probe, os.W_OK)
+
+    sys.path[:] = [p for p in sys.path if not unsafe(p)]
+    sys.path_importer_cache.clear()
+
+
+def _trusted_source(text, name):
+    """Code of the job compiled under a `<name>`, its lines in linecache: tracebacks never read a file of that
+    name from the work folder (which the program could have written)."""
+    linecache.cache[name] = (len(text), None, text.splitlines(True), name)
+    return compile(text, name, "exec")
+
+
 def _harness(cfg):
-    """The parent: never runs the program's code. It holds the nonce and the tests (read from stdin after
-    the program's process was forked, so that process never has them), runs the tests with proxies that call
-    the program's functions in the child (plain values only), and writes the verdict."""
+    """The parent: never runs the program's code. Before the child exists it cleans its own sys.path and runs
+    the trusted setup (its imports happen while the work folder holds nothing of the program's); it reads the
+    nonce and the tests after the fork (so the program's process never has them), runs the tests with proxies
+    that call the program's functions in the child (plain values only), and writes the verdict."""
     try:  # non-dumpable: the child (same uid) can neither ptrace this process nor read /proc/<pid>/mem
         import ctypes
 
         ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE
     except Exception:
         pass
+    _trusted_sys_path(cfg)
+    first_job = _read_frame(0)  # the setup only: nothing secret, the program's process may inherit it
+    tests_ns = {"__name__": "__main__", "__builtins__": builtins}
+    setup_error = None
+    if first_job.get("setup"):
+        try:
+            exec(_trusted_source(first_job["setup"], "<prompt>"), tests_ns)
+        except BaseException as exc:  # reported with the verdict, once the nonce is known
+            try:
+                traceback.print_exc()
+            except BaseException:
+                pass
+            setup_error = f"{_describe(exc)} (raised in the setup)"
     req_r, req_w = os.pipe()
     resp_r, resp_w = os.pipe()
     sys.stdout.flush()
@@ -288,11 +364,8 @@ def _harness(cfg):
             os._exit(1)
     os.close(req_r)
     os.close(resp_w)
-    job = json.loads(sys.stdin.buffer.readline())
+    job = _read_frame(0)
     nonce = job["nonce"]
-    import builtins
-    import signal
-    import traceback
 
     def kill_child():
         try:
@@ -322,6 +395,8 @@ def _harness(cfg):
             pass
         return "unknown status"
 
+    if setup_error:
+        verdict(False, setup_error)
     first = _recv(resp_r)
     if first is None:
         verdict(False, f"the program's process ended ({ended_status()}) before it finished running "
@@ -359,11 +434,8 @@ def _harness(cfg):
         return call
 
     entry = cfg.get("entry_point")
-    tests_ns = {"__name__": "__main__", "__builtins__": builtins}
-    stage = "the setup"
+    stage = "the tests"
     try:
-        if job.get("setup"):
-            exec(compile(job["setup"], "prompt.py", "exec"), tests_ns)
         # The program's functions the tests may call. With an entry point only that one (the tests get it as
         # `candidate`; the setup's helpers stay the setup's); without one, every function the program defines
         # (over the setup's stubs), but never a builtin's name: a program's own `abs` or `len` must not stand
@@ -373,9 +445,8 @@ def _harness(cfg):
                 continue
             if name == entry or (not entry and not hasattr(builtins, name)):
                 tests_ns[name] = proxy(name)
-        stage = "the tests"
         if job.get("tests"):
-            exec(compile(job["tests"], "tests.py", "exec"), tests_ns)
+            exec(_trusted_source(job["tests"], "<tests>"), tests_ns)
         if entry:
             stage = f"check({entry})"
             if entry not in names:
@@ -483,8 +554,7 @@ def main():
         import runpy
 
         runpy.run_path("main.py", run_name="__main__")
-    elif mode == "harness":
-        sys.path.insert(0, os.getcwd())
+    elif mode == "harness":  # the work folder goes on sys.path in the program's process only
         _harness(cfg)
     elif mode == "session":
         sys.path.insert(0, os.getcwd())

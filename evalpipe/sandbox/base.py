@@ -7,8 +7,11 @@ command line and its probe.
 """
 from __future__ import annotations
 
+import fcntl
 import json
+import logging
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -26,9 +29,13 @@ from typing import Any, ClassVar, Iterable
 from evalpipe.errors import ConfigError
 from evalpipe.registry import Registry
 
+log = logging.getLogger("evalpipe.sandbox")
 INNER = Path(__file__).with_name("_inner.py")
 INNER_IN_SANDBOX = "/opt/evalpipe/_inner.py"  # where bwrap and docker mount it (read-only)
 MAX_OUTPUT = 20_000
+DEFAULT_DISK_MB = 256
+OUTER_PREFIX = "evalpipe-sandbox-"  # + "<owner pid>-<random>": the sweeper's way to tell a folder is ours
+OWNER_LOCK = "owner.lock"  # flock'ed by the evaluator for the folder's whole life: unlockable = owner dead
 
 
 @dataclass
@@ -40,7 +47,18 @@ class Limits:
     processes: int = 64  # RLIMIT_NPROC (threads count); fork bombs stop here
     file_size_mb: int = 64  # RLIMIT_FSIZE: no single file written larger than this
     open_files: int = 512  # RLIMIT_NOFILE
-    tmp_mb: int = 256  # size of the private /tmp (a tmpfs: counts against the machine's memory)
+    # the work folder's disk quota for one-shot runs (run_python, run_tests): a size-capped tmpfs under bwrap
+    # and docker (counts against the machine's memory while used); None or 0: no quota
+    disk_mb: int | None = DEFAULT_DISK_MB
+    tmp_mb: int | None = None  # size of the private /tmp (a tmpfs); None: the same as disk_mb (256 without one)
+
+    def __post_init__(self):
+        if self.disk_mb is not None and int(self.disk_mb) < 0:
+            raise ConfigError(f"sandbox: disk_mb must be >= 0 (0: no quota), got {self.disk_mb}")
+
+    @property
+    def tmp_size_mb(self) -> int:
+        return int(self.tmp_mb or self.disk_mb or DEFAULT_DISK_MB)
 
     def rlimits(self, timeout_s: float | None) -> dict[str, int]:
         cpu = self.cpu_s if self.cpu_s is not None else int(timeout_s or 60) + 2
@@ -90,25 +108,39 @@ class Sandbox(ABC):
     strength: ClassVar[int]  # auto picks the highest available
     isolation: str  # label reported in results (the backend name)
     workdir_inside: str  # the work folder's path as the sandboxed code sees it
+    _owner = None
 
-    def __init__(self, *, files: Iterable[str | os.PathLike] | None = None, limits: Limits | None = None):
+    def __init__(self, *, files: Iterable[str | os.PathLike] | None = None, limits: Limits | None = None,
+                 ephemeral: bool = False):
+        """`ephemeral`: one-shot runs. Inside, the work folder is then a fresh tmpfs capped at `limits.disk_mb`
+        (where the backend can: `quota_enforced`) that lives for one command; the host's work folder only
+        stages the files written before it, bound read-only into it. Otherwise the host folder itself is
+        bound (sessions: several commands share it) and only RLIMIT_FSIZE bounds a file."""
         self.limits = limits or Limits()
         self.isolation = self.name
+        self.ephemeral = bool(ephemeral)
+        sweep_once()
         # a private (0700) folder around the work folder: other users of the machine can't look in
-        self._outer = Path(tempfile.mkdtemp(prefix="evalpipe-sandbox-"))
-        self.workdir = self._outer / "work"
-        self.workdir.mkdir()
-        self.read_only: list[str] = []
+        self._outer = Path(tempfile.mkdtemp(prefix=f"{OUTER_PREFIX}{os.getpid()}-"))
+        self._owner = _hold_owner_lock(self._outer)
         self._procs: set[subprocess.Popen] = set()
-        for f in files or ():
-            src = Path(f)
-            if not src.is_file():
-                raise ConfigError(f"sandbox: file {src} does not exist (files given to the sandbox must be regular files)")
-            dest = self.workdir / src.name
-            shutil.copyfile(src, dest)
-            os.chmod(dest, 0o444)
-            self.read_only.append(src.name)
-        self.prepare_workdir()
+        try:
+            self.workdir = self._outer / "work"
+            self.workdir.mkdir()
+            self.read_only: list[str] = []
+            for f in files or ():
+                src = Path(f)
+                if not src.is_file():
+                    raise ConfigError(f"sandbox: file {src} does not exist (files given to the sandbox must be "
+                                      "regular files)")
+                dest = self.workdir / src.name
+                shutil.copyfile(src, dest)
+                os.chmod(dest, 0o444)
+                self.read_only.append(src.name)
+            self.prepare_workdir()
+        except BaseException:
+            self.close()
+            raise
 
     # --- what a backend provides -------------------------------------------------------------------
     @classmethod
@@ -122,6 +154,22 @@ class Sandbox(ABC):
 
     def prepare_workdir(self) -> None:
         """Hook: adjust ownership/permissions of the fresh work folder."""
+
+    @property
+    def quota_enforced(self) -> bool:
+        """Whether the work folder's disk quota holds for the commands run here."""
+        return False
+
+    def staged_files(self) -> list[str]:
+        """Paths (relative, '/'-separated) of the regular files in the host work folder: what an ephemeral work
+        folder gets, bound read-only."""
+        out = []
+        for root, _dirs, names in os.walk(self.workdir):
+            for n in names:
+                path = Path(root) / n
+                if path.is_file() and not path.is_symlink():
+                    out.append(path.relative_to(self.workdir).as_posix())
+        return sorted(out)
 
     def python(self) -> str:
         """The interpreter path as seen inside the sandbox."""
@@ -224,6 +272,9 @@ class Sandbox(ABC):
             self.kill(proc)
         self._procs.clear()
         shutil.rmtree(self._outer, ignore_errors=True)
+        if self._owner is not None:
+            self._owner.close()  # after the folder is gone: a sweeper never sees it unlocked
+            self._owner = None
 
     def __enter__(self):
         return self
@@ -286,6 +337,76 @@ class _Drain(threading.Thread):
     def text(self) -> str:
         data = bytes(self.head) if self.keep == "head" else b"".join(self.tail)[-self.cap:]
         return data.decode("utf-8", "replace")
+
+
+# --- folders left by an evaluator that died (kill -9) ----------------------------------------------------------
+_swept = False
+_OUTER_NAME = re.compile(re.escape(OUTER_PREFIX) + r"(\d+)-")
+
+
+def _hold_owner_lock(outer: Path):
+    fh = open(outer / OWNER_LOCK, "w")  # close-on-exec: no sandboxed command inherits it
+    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    fh.write(f"{os.getpid()}\n")
+    fh.flush()
+    return fh
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def sweep_stale(tmpdir: str | os.PathLike | None = None) -> list[Path]:
+    """Remove the sandbox folders in the temp folder whose evaluator is dead; returns them.
+
+    Ours: named `evalpipe-sandbox-<pid>-*`. Dead: its `owner.lock` can be locked (the kernel drops an flock when
+    its holder dies, kill -9 included); a folder without the lock (created a moment ago, or by an older
+    evalpipe) goes only when its pid is gone. A live evaluator's folder is never touched."""
+    removed = []
+    base = Path(tmpdir or tempfile.gettempdir())
+    try:
+        entries = list(base.glob(OUTER_PREFIX + "*"))
+    except OSError:
+        return removed
+    for path in entries:
+        try:
+            if not path.is_dir() or path.is_symlink():
+                continue
+            lock = path / OWNER_LOCK
+            if lock.exists():
+                with open(lock) as fh:  # never "a": must not recreate a lock in a folder going away
+                    try:
+                        fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        continue  # its evaluator is alive
+                    shutil.rmtree(path, ignore_errors=True)
+            else:
+                m = _OUTER_NAME.match(path.name)
+                if not m or _pid_alive(int(m.group(1))):
+                    continue
+                shutil.rmtree(path, ignore_errors=True)
+            if not path.exists():
+                removed.append(path)
+        except OSError:  # another user's folder, or one going away: not ours to judge
+            continue
+    if removed:
+        log.info("removed %d sandbox folder(s) left by evaluators that died: %s", len(removed),
+                 ", ".join(p.name for p in removed[:5]))
+    return removed
+
+
+def sweep_once() -> None:
+    """The first sandbox of a process sweeps what dead evaluators left behind."""
+    global _swept
+    if not _swept:
+        _swept = True
+        sweep_stale()
 
 
 def new_nonce() -> str:

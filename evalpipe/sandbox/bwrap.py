@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from evalpipe.sandbox.base import INNER, INNER_IN_SANDBOX, Sandbox, register_sandbox
+from evalpipe.sandbox.base import INNER, INNER_IN_SANDBOX, Sandbox, SandboxUnavailable, register_sandbox
 
 WORKDIR = "/sandbox"
 SYSTEM_DIRS = ("/usr",)
@@ -35,12 +35,15 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
                      ro_paths: Iterable[str] = (), symlinks: Iterable[tuple[str, str]] = (),
                      read_only_files: Iterable[str] = (), inner_script: str | None = None,
                      tmp_mb: int | None = 256, workdir_inside: str = WORKDIR, as_root: bool = False,
-                     bwrap: str = "bwrap") -> list[str]:
+                     bwrap: str = "bwrap", workdir_tmpfs_mb: int | None = None,
+                     staged_files: Iterable[str] = ()) -> list[str]:
     """The bwrap command line that runs `command` (pure: no file system access, unit-tested).
 
     `ro_paths`: host paths bound read-only at the same place; `symlinks`: (target, link) pairs;
     `workdir`: the host folder bound writable at `workdir_inside`; `read_only_files`: names inside it bound
-    read-only over themselves; `env`: the whole environment inside.
+    read-only over themselves; `env`: the whole environment inside. `workdir_tmpfs_mb`: the work folder is
+    instead a fresh tmpfs of that size (the disk quota; it lives as long as this command), and the host's
+    `staged_files` (relative paths in `workdir`) are bound read-only into it (they don't count against it).
 
     `as_root`: the caller is root. Then `--unshare-all` would map root to root inside a user namespace, where
     it keeps the capabilities to remount the read-only binds writable (measured: it can write to the host's
@@ -72,11 +75,19 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
     argv += ["--dev", "/dev", "--proc", "/proc"]
     # /dev/shm writable (multiprocessing's semaphores), small
     argv += ["--perms", "1777"] + (["--size", str(64 * 1024 * 1024)] if tmp_mb else []) + ["--tmpfs", "/dev/shm"]
-    argv += ["--bind", workdir, workdir_inside]
     for name in read_only_files:
         if "/" in name or name in ("", ".", ".."):
             raise ValueError(f"read-only file names are plain names inside the work folder, got {name!r}")
-        argv += ["--ro-bind", f"{workdir.rstrip('/')}/{name}", f"{workdir_inside}/{name}"]
+    if workdir_tmpfs_mb:
+        argv += ["--perms", "1777", "--size", str(int(workdir_tmpfs_mb) * 1024 * 1024), "--tmpfs", workdir_inside]
+        for rel in staged_files:
+            if rel.startswith("/") or ".." in rel.split("/") or rel in ("", "."):
+                raise ValueError(f"staged files are relative paths inside the work folder, got {rel!r}")
+            argv += ["--ro-bind", f"{workdir.rstrip('/')}/{rel}", f"{workdir_inside}/{rel}"]
+    else:
+        argv += ["--bind", workdir, workdir_inside]
+        for name in read_only_files:
+            argv += ["--ro-bind", f"{workdir.rstrip('/')}/{name}", f"{workdir_inside}/{name}"]
     if inner_script:
         argv += ["--ro-bind", inner_script, INNER_IN_SANDBOX]
     for key, value in env.items():
@@ -97,6 +108,8 @@ def python_paths() -> list[str]:
         p = sysconfig.get_paths().get(key)
         if p:
             paths.add(p)
+    # package folders a .pth file adds (a venv layered on another one): packages only, never a project folder
+    paths.update(p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages"))
     real = sorted({os.path.realpath(p) for p in paths if os.path.isdir(p)} | {p for p in paths if os.path.isdir(p)})
     keep: list[str] = []
     for p in sorted(real, key=len):  # drop paths inside an already-bound one
@@ -158,12 +171,23 @@ class BwrapSandbox(Sandbox):
             cfg["uid"] = self.uid
         return cfg
 
+    @property
+    def quota_enforced(self) -> bool:
+        return bool(self.ephemeral and self.limits.disk_mb)
+
     def wrap(self, inner_argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
         ro, links = host_layout()
+        sized = _tmp_size_supported(self.exe)
+        if self.quota_enforced and not sized:
+            raise SandboxUnavailable(f"{self.exe} has no --size option, so the work folder's disk quota "
+                                     f"({self.limits.disk_mb} MB) can't be enforced; install bubblewrap >= 0.5 "
+                                     "or set the quota to 0 (sandbox_disk_mb: 0, or the metric's disk_mb: 0)")
         argv = build_bwrap_argv(inner_argv, workdir=str(self.workdir), env=env, ro_paths=ro, symlinks=links,
                                 read_only_files=self.read_only, inner_script=str(INNER),
-                                tmp_mb=self.limits.tmp_mb if _tmp_size_supported(self.exe) else None,
-                                as_root=self.uid is not None, bwrap=self.exe)
+                                tmp_mb=self.limits.tmp_size_mb if sized else None,
+                                as_root=self.uid is not None, bwrap=self.exe,
+                                workdir_tmpfs_mb=self.limits.disk_mb if self.quota_enforced else None,
+                                staged_files=self.staged_files() if self.quota_enforced else ())
         return argv, {}
 
 

@@ -29,16 +29,24 @@ def image() -> str:
 
 def build_docker_argv(command: list[str], *, name: str, workdir: str, env: dict[str, str], image: str,
                       memory_mb: int, processes: int, tmp_mb: int, read_only_files: list[str] = (),
-                      docker: str = "docker", uid: int = 65534) -> list[str]:
-    """The `docker run` command line (pure)."""
+                      docker: str = "docker", uid: int = 65534, workdir_tmpfs_mb: int | None = None,
+                      staged_files: list[str] = ()) -> list[str]:
+    """The `docker run` command line (pure). `workdir_tmpfs_mb`: /sandbox is a tmpfs of that size (the disk
+    quota) with the host's `staged_files` bound read-only into it, instead of the host folder bound writable."""
     argv = [docker, "run", "--rm", "-i", "--name", name, "--label", LABEL, "--network", "none", "--read-only",
             "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--user", f"{uid}:{uid}",
             "--memory", f"{int(memory_mb)}m", "--memory-swap", f"{int(memory_mb)}m",
             "--pids-limit", str(int(processes)), "--cpus", "1",
-            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={int(tmp_mb)}m,mode=1777",
-            "-v", f"{workdir}:/sandbox:rw", "-v", f"{INNER}:{INNER_IN_SANDBOX}:ro", "-w", "/sandbox"]
-    for n in read_only_files:
-        argv += ["-v", f"{workdir.rstrip('/')}/{n}:/sandbox/{n}:ro"]
+            "--tmpfs", f"/tmp:rw,nosuid,nodev,size={int(tmp_mb)}m,mode=1777"]
+    if workdir_tmpfs_mb:
+        argv += ["--tmpfs", f"/sandbox:rw,nosuid,nodev,size={int(workdir_tmpfs_mb)}m,mode=1777"]
+        for rel in staged_files:
+            argv += ["-v", f"{workdir.rstrip('/')}/{rel}:/sandbox/{rel}:ro"]
+    else:
+        argv += ["-v", f"{workdir}:/sandbox:rw"]
+        for n in read_only_files:
+            argv += ["-v", f"{workdir.rstrip('/')}/{n}:/sandbox/{n}:ro"]
+    argv += ["-v", f"{INNER}:{INNER_IN_SANDBOX}:ro", "-w", "/sandbox"]
     for k, v in env.items():
         argv += ["-e", f"{k}={v}"]
     return argv + [image, *command]
@@ -72,12 +80,18 @@ class DockerSandbox(Sandbox):
         cfg["limits"].pop("RLIMIT_NPROC", None)  # --pids-limit does it per container
         return cfg
 
+    @property
+    def quota_enforced(self) -> bool:
+        return bool(self.ephemeral and self.limits.disk_mb)
+
     def wrap(self, inner_argv: list[str], env: dict[str, str]) -> tuple[list[str], dict[str, Any]]:
         name = f"evalpipe-sandbox-{secrets.token_hex(6)}"
         self._last_name = name
         argv = build_docker_argv(inner_argv, name=name, workdir=str(self.workdir), env=env, image=image(),
                                  memory_mb=self.limits.memory_mb, processes=self.limits.processes,
-                                 tmp_mb=self.limits.tmp_mb, read_only_files=self.read_only, docker=self.exe)
+                                 tmp_mb=self.limits.tmp_size_mb, read_only_files=self.read_only, docker=self.exe,
+                                 workdir_tmpfs_mb=self.limits.disk_mb if self.quota_enforced else None,
+                                 staged_files=self.staged_files() if self.quota_enforced else [])
         return argv, {}
 
     def spawn(self, inner_argv, **kw):

@@ -3,13 +3,15 @@
 What it does: its own temporary folder as working directory, HOME and TMPDIR; rlimits (memory, CPU, file
 size, processes); a network namespace when `unshare -rn` works (so connect() fails at the kernel); an audit
 hook that refuses files outside its folder, starting processes, signals and loading outside native code.
-What it does not: stop code written to escape it. Through ctypes, `_posixsubprocess`, `os.rename`/`os.link`
+Disk: no quota for the work folder (only RLIMIT_FSIZE, 64 MiB per file); a one-shot run's folder is on the
+host's disk. What it does not: stop code written to escape it. Through ctypes, `_posixsubprocess`, `os.rename`/`os.link`
 or `sqlite3`, code can write outside its folder, run programs, read the user's files and kill the evaluating
 process. It exists for machines where neither bubblewrap nor Docker works, and logs a warning saying so.
 """
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -44,6 +46,8 @@ def _read_ok() -> list[str]:
         p = sysconfig.get_paths().get(key)
         if p:
             paths.add(p)
+    # package folders a .pth file adds (a venv layered on another one): packages only, never a project folder
+    paths.update(p for p in sys.path if os.path.basename(p.rstrip("/")) in ("site-packages", "dist-packages"))
     return sorted(paths)
 
 

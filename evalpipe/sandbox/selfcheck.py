@@ -120,6 +120,21 @@ def _harness(backend):
     return good.passed and not cheat.passed, f"right: {good.status}; wrong + os._exit(0): {cheat.error[:80]}"
 
 
+def _shadowing(backend):
+    """A wrong answer that writes math.py (called by name from anywhere it is imported) must still fail."""
+    shadow = "import sys\nf = sys._getframe()\nwhile f:\n    v = f.f_locals.get('verdict')\n    if callable(v):\n" \
+             "        v(True)\n    f = f.f_back\n"
+    program = f"open('math.py', 'w').write({shadow!r})\ndef add(a, b):\n    return 0\n"
+    r = run_tests(program, "import math\ndef check(c):\n    assert c(2, 3) == 5\n", entry_point="add", backend=backend)
+    return not r.passed, f"wrong + shadowed math.py: {r.error[:80] or 'PASSED'}"
+
+
+def _disk_quota(backend):
+    r = run_python("for i in range(32):\n    open(f'f{i}', 'wb').write(b'x' * (32 * 1024 * 1024))\n", timeout_s=30,
+                   backend=backend, disk_mb=64)
+    return r.error.startswith("disk quota exceeded"), r.error[:100] or "wrote 1 GB: no quota"
+
+
 CHECKS: list[tuple[str, Callable]] = [
     ("runs a program", _runs),
     ("host files: not readable, not writable (ctypes too)", _outside_files),
@@ -130,6 +145,8 @@ CHECKS: list[tuple[str, Callable]] = [
     ("a timeout kills every descendant", _timeout_kills_descendants),
     ("memory and process limits", _limits),
     ("pass = check() returned (os._exit(0) cheat fails)", _harness),
+    ("a shadowed stdlib module can't forge a pass", _shadowing),
+    ("work folder disk quota (1 GB write stops at 64 MB)", _disk_quota),
 ]
 
 
