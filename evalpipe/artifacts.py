@@ -644,8 +644,10 @@ def summary_markdown(summary: dict[str, Any]) -> str:
         rows = sorted(rows, key=lambda r: (r["slice"] != "all", r["slice"]))
         lines += [f"## {metric}", "", "| slice | value | n | unscored | errors | 95% CI |", "|---|---|---|---|---|---|"]
         for r in rows:
-            v = "n/a" if r.get("value") is None else f"{r['value']:.4f}"
-            ci = "" if r.get("ci_low") is None else f"{r['ci_low']:.3f} - {r['ci_high']:.3f}"
+            count = r.get("kind") == "count"  # a count reads as a whole number, with no interval
+            v = ("n/a" if r.get("value") is None else
+                 (f"{r['value']:.0f}" if count and float(r["value"]).is_integer() else f"{r['value']:.4f}"))
+            ci = "" if r.get("ci_low") is None or count else f"{r['ci_low']:.3f} - {r['ci_high']:.3f}"
             lines.append(f"| {r['slice']} | {v} | {r.get('n')} | {r.get('n_unscored')} | {r.get('n_errors')} | {ci} |")
         lines.append("")
     if not by_metric:

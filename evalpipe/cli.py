@@ -365,17 +365,34 @@ def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run
     if not all_slices:
         where += " AND slice = 'all'"
     df = _warehouse().query(
-        "SELECT benchmark_split, model, metric, slice, value, stderr, ci_low, ci_high, n, n_unscored, n_errors "
-        f"FROM metrics WHERE {where} ORDER BY benchmark_split, metric, slice, value DESC, model", params)
+        f"SELECT * FROM metrics WHERE {where} ORDER BY benchmark_split, metric, slice, model", params)
     if not include_limited and len(df):
         from evalpipe.run_marks import is_limited
 
         df = df[~df["model"].map(is_limited)]
     if not len(df):
         raise DataError("no metrics match; materialize some first (evalpipe run) or check --split/--model")
+    df = _best_first(df)
     from evalpipe.cli_view import render
 
     _out(render(df, "json" if as_json else fmt).rstrip("\n"))
+
+
+def _best_first(df):
+    """Rows of each (split, metric, slice) best first by the metric's declared direction (a lower-is-better
+    rate ascending; no better side: by model), with the direction and kind shown."""
+    from evalpipe.metrics.aggregate import with_directions
+
+    df = with_directions(df)
+    value = df["value"].astype(float)
+    hib = df["higher_is_better"]
+    df["_order"] = value.where(hib.fillna(False).to_numpy(bool), -value).where(hib.notna().to_numpy(), 0.0)
+    df = df.sort_values(["benchmark_split", "metric", "slice", "_order", "model"],
+                        ascending=[True, True, True, False, True], na_position="last", kind="stable")
+    df["better"] = hib.map({True: "higher", False: "lower"}).fillna("-")
+    cols = ["benchmark_split", "model", "metric", "slice", "value", "stderr", "ci_low", "ci_high", "n",
+            "n_unscored", "n_errors", "better", "kind"]
+    return df[[c for c in cols if c in df.columns]].reset_index(drop=True)
 
 
 @main.command()

@@ -192,3 +192,23 @@ def test_a_bad_declaration_is_refused_when_the_metric_is_registered():
 
     with pytest.raises(ValueError, match=r"aggregates\['x'\] must be a Direction"):
         register_metric("bad_direction_test", BadAggregate)
+
+
+def test_summarize_lists_the_better_model_first_by_direction(warehouse):
+    rows = json.loads(_cli("summarize", "--format", "json", "--metric",
+                           "tool_integration_control_contamination_rate").output)
+    assert [(x["model"], x["better"]) for x in rows] == [("clean", "lower"), ("dirty", "lower")]
+    rows = json.loads(_cli("summarize", "--format", "json", "--metric", "tool_integration").output)
+    assert [(x["model"], x["better"]) for x in rows] == [("clean", "higher"), ("dirty", "higher")]
+
+
+def test_the_run_summary_shows_a_count_as_a_count():
+    from evalpipe.artifacts import summary_markdown
+
+    summary = {"benchmark_split": SPLIT, "model": "dirty", "run_id": None,
+               "counts": {"samples": 3, "ok": 3, "errors": 0, "from_journal": 0, "input_tokens": 0,
+                          "output_tokens": 0, "cost_usd": 0},
+               "metrics": [{"metric": "tool_integration_controls_with_integration", "slice": "all", "value": 1.0,
+                            "n": 3, "n_unscored": 0, "n_errors": 0, "ci_low": 0.0, "ci_high": 2.0, "kind": "count"}]}
+    text = summary_markdown(summary)
+    assert "| all | 1 | 3 |" in text and "1.0000" not in text and "0.000 - 2.000" not in text
