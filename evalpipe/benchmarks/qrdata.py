@@ -86,6 +86,7 @@ class QRDataScore(Metric):
     """QRData's official scorer; the answer kind comes from the sample's `answer_kind` metadata."""
 
     name = "qrdata"
+    option_schema: frozenset[str] = frozenset()  # issue 20: declared settings (none); add any new one here
 
     def score(self, item: JudgeInput) -> Score:
         if item.target is None:
