@@ -251,3 +251,21 @@ def test_an_undeclared_plugin_keeps_working_and_validate_says_so(write_config):
     v = cli("validate")
     assert v.exit_code == 0, v.output
     assert "runner 'undeclared-strict-test' declares no option_schema" in v.output
+
+
+def test_the_option_table_in_docs_matches_the_declarations():
+    import re
+
+    from evalpipe.benchmarks import get_adapter
+    from evalpipe.config_schema import COMMON_SPLIT_OPTIONS, declared_names
+    from evalpipe.metrics import get_metric
+    from evalpipe.runners import get_runner
+
+    get = {"adapter": get_adapter, "runner": get_runner, "metric": get_metric}
+    rows = re.findall(r"^\| (adapter|runner|metric) \| (.+?) \| (.+?) \|$", (REPO / "docs/config.md").read_text(), re.M)
+    assert len(rows) > 20
+    for kind, names, options in rows:
+        documented = set(re.findall(r"`([a-z_]+)`", re.sub(r"\([^)]*\)", "", options)))  # not the (values)
+        for name in re.findall(r"`([a-z_]+)`", names):
+            common = COMMON_SPLIT_OPTIONS if kind == "adapter" else set()
+            assert declared_names(get[kind](name).option_schema) - common == documented, (kind, name)
