@@ -9,10 +9,12 @@ Layers:
 - the structure (pydantic models below): top-level keys, benchmarks, splits, models, judges, options with
   their types and ranges; an unknown key gets a "did you mean" from the known ones (difflib);
 - names: adapters, runners and metrics against their registries (after importing `plugins:` modules);
-- declared options: a runner or adapter may declare `option_schema` (a pydantic model class, or a set of
-  option names). Declared: a model's options (or a benchmark split's options) are checked against it, with a
-  "did you mean" for unknown names. Not declared: its options are free-form, as before.
-Metric settings are checked by each metric's constructor when the metric is built.
+- declared options: every built-in runner, adapter and metric declares `option_schema` (a pydantic model class,
+  or a set of option names); a model's options, a benchmark split's options and a metric entry's settings are
+  checked against it, with a "did you mean" for unknown names (`check_run_options` does the same for the options
+  a run adds: `--benchmark-option`, `--runner-option`, `evaluate(...)`). Not declared (a plugin's): its options
+  are free-form, and `evalpipe validate` prints a note;
+- judges: a metric with `needs_judge` (model-graded) must get one, from its entry or from `judges:`.
 """
 from __future__ import annotations
 
@@ -412,7 +414,7 @@ COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_tur
                         "tool_output_cap", "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
                         "shard_index"}
 JUDGE_FIX = ("add one under 'judges:' (the first one is used) or set 'judge:' in the metric's settings "
-             "(docs/metrics.md#model-graded-metrics)")
+             "(docs/metrics.md#model-graded-verdicts)")
 
 
 def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
