@@ -115,11 +115,13 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
     config file path; must be the one the Dagster code was loaded with), `instance`."""
-    unknown = set(options) - set(OPTION_NAMES)
+    unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
+        from evalpipe.config_schema import did_you_mean
         from evalpipe.errors import ConfigError
 
-        raise ConfigError(f"evaluate() got unknown option(s) {sorted(unknown)}; known: {', '.join(OPTION_NAMES)}")
+        raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{did_you_mean(unknown[0], OPTION_NAMES)}"
+                          + (f" (and {unknown[1:]})" if len(unknown) > 1 else ""))
     if options.get("config"):
         os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
     from evalpipe.cli import _runner_overrides
@@ -144,6 +146,12 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
         "model_runner": _runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
                                           options.get("concurrency"), options.get("timeout_s")),
         **rp.resources()}
+    from evalpipe.cli import _check_run_options
+    from evalpipe.config_schema import check_overrides
+
+    check_overrides(split_options, "benchmark_options")  # types and ranges, then what each adapter/runner declares
+    _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"], "benchmark_options",
+                       "runner_options")
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     instance = options.get("instance") or get_instance()

@@ -159,6 +159,16 @@ def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, t
         raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
 
 
+def _check_run_options(cfg: Any, chosen: list[str], model_keys: list[str], split_options: dict[str, Any],
+                       model_runner: Any, split_flag: str = "--benchmark-option",
+                       runner_flag: str = "--runner-option") -> None:
+    """Each run override against what the chosen splits' adapters and the chosen models' runners declare
+    (evalpipe/config_schema.py `check_run_options`): an option none of them takes is refused, exit 2."""
+    from evalpipe.config_schema import check_run_options
+
+    check_run_options(cfg, chosen, model_keys, split_options, dict(model_runner.options), split_flag, runner_flag)
+
+
 def _ux_run_options(f):
     from evalpipe.cli_run import run_options
 
@@ -242,6 +252,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
     resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                    concurrency, timeout_s), **rp.resources()}
+    _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"])  # before any model call
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     if tools_mode:

@@ -10,7 +10,8 @@ import click
 @click.argument("path", required=False, type=click.Path(dir_okay=False))
 def validate(path: str | None) -> None:
     """Check the config file (default: --config / EVALS_CONFIG / evals.yaml): keys, types, ranges, names of
-    adapters, runners and metrics, duplicate keys. Prints every problem as `file:line: message`; exits 2 if any."""
+    adapters, runners and metrics, each one's declared options, judges for model-graded
+    metrics, duplicate keys. Prints every problem as `file:line: message`; exits 2 if any."""
     from evalpipe.config import config_path, parse_config
     from evalpipe.config_schema import load_yaml, validate_config
     from evalpipe.errors import ConfigError
@@ -24,7 +25,8 @@ def validate(path: str | None) -> None:
     try:
         dups: list = []
         data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
-        validate_config(data, p, lines, dups)
+        notes: list[str] = []
+        validate_config(data, p, lines, dups, notes)
         cfg = parse_config(data or {}, p)  # the checks that need the parsed config (split keys, ...)
     except ConfigError as exc:
         for line in exc.problems or [str(exc)]:
@@ -32,3 +34,5 @@ def validate(path: str | None) -> None:
         raise SystemExit(2)
     click.echo(f"{os.path.relpath(p) if not path else path}: ok ({len(cfg.splits)} benchmark split(s), "
                f"{len(cfg.models)} model(s))")
+    for note in dict.fromkeys(notes):  # accepted but not checked: a plugin that declares no options
+        click.echo(f"note: {note}", err=True)

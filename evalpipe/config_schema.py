@@ -9,10 +9,12 @@ Layers:
 - the structure (pydantic models below): top-level keys, benchmarks, splits, models, judges, options with
   their types and ranges; an unknown key gets a "did you mean" from the known ones (difflib);
 - names: adapters, runners and metrics against their registries (after importing `plugins:` modules);
-- declared options: a runner or adapter may declare `option_schema` (a pydantic model class, or a set of
-  option names). Declared: a model's options (or a benchmark split's options) are checked against it, with a
-  "did you mean" for unknown names. Not declared: its options are free-form, as before.
-Metric settings are checked by each metric's constructor when the metric is built.
+- declared options: every built-in runner, adapter and metric declares `option_schema` (a pydantic model class,
+  or a set of option names); a model's options, a benchmark split's options and a metric entry's settings are
+  checked against it, with a "did you mean" for unknown names (`check_run_options` does the same for the options
+  a run adds: `--benchmark-option`, `--runner-option`, `evaluate(...)`). Not declared (a plugin's): its options
+  are free-form, and `evalpipe validate` prints a note;
+- judges: a metric with `needs_judge` (model-graded) must get one, from its entry or from `judges:`.
 """
 from __future__ import annotations
 
@@ -140,10 +142,10 @@ class ToolsSpec(_Strict):
     fixtures: Any = None
     allowlist: Any = None
     schemas: Any = None
-    live: Any = None
-    python: Any = None
-    bash: Any = None
-    mode: Optional[str] = None
+    live: Union[Literal[False], list[Any], None] = None  # `module:function` names or {function, name, ...} mappings
+    python: Optional[bool] = None
+    bash: Optional[bool] = None
+    mode: Optional[Literal["replay", "live"]] = None
 
 
 class SplitOptions(_Strict):
@@ -359,37 +361,61 @@ def _option_schema(factory: Any) -> Any:
     return getattr(factory, "option_schema", None)
 
 
+def declared_names(schema: Any) -> set[str] | None:
+    """The option names a declared `option_schema` accepts (None: nothing declared, options are free-form)."""
+    if schema is None:
+        return None
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return {f.alias or n for n, f in schema.model_fields.items()} | set(schema.model_fields)
+    return {str(n) for n in schema}
+
+
+def option_problems(schema: Any, options: dict[str, Any], what: str,
+                    extra_known: Iterable[str] = ()) -> list[tuple[tuple, str]]:
+    """(path into the options, problem) for each unknown option or bad value under a declared `option_schema`
+    (a pydantic model class or a set of names); [] when nothing is declared."""
+    known = declared_names(schema)
+    if known is None:
+        return []
+    known |= set(extra_known)
+    out: list[tuple[tuple, str]] = [((k,), f"unknown option for {what}{did_you_mean(k, known)}")
+                                    for k in options if k not in known]
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        own = declared_names(schema) or set()
+        try:
+            schema.model_validate({k: v for k, v in options.items() if k in own})
+        except ValidationError as exc:
+            for err in exc.errors(include_url=False):
+                parts = tuple(p for p in err["loc"] if not _is_union_tag(p))
+                msg = _TYPE_WORDS.get(err["type"])
+                msg = f"must be {msg}" if msg else err["msg"][0].lower() + err["msg"][1:]
+                value = err.get("input")
+                if isinstance(value, (str, int, float)) and not isinstance(value, bool) and len(str(value)) <= 40:
+                    msg += f" (got {value!r})"
+                out.append((parts, msg))
+    return out
+
+
 def _check_declared(report: _Report, schema: Any, options: dict[str, Any], loc_of: Any, what: str,
                     extra_known: Iterable[str] = ()) -> None:
     """Options against a declared `option_schema` (a pydantic model class or a set of names)."""
-    if schema is None:
-        return
-    if isinstance(schema, type) and issubclass(schema, BaseModel):
-        known = {f.alias or n for n, f in schema.model_fields.items()} | set(schema.model_fields) | set(extra_known)
-        for k in options:
-            if k not in known:
-                report.add(loc_of(k), f"unknown option for {what}{did_you_mean(k, known)}")
-        try:
-            schema.model_validate({k: v for k, v in options.items() if k in schema.model_fields or
-                                   any(f.alias == k for f in schema.model_fields.values())})
-        except ValidationError as exc:
-            for err in exc.errors(include_url=False):
-                parts = [p for p in err["loc"] if not _is_union_tag(p)]
-                loc = loc_of(parts[0]) + tuple(parts[1:]) if parts else loc_of(None)
-                report.add(loc, err["msg"][0].lower() + err["msg"][1:])
-        return
-    known = {str(n) for n in schema} | set(extra_known)
-    for k in options:
-        if k not in known:
-            report.add(loc_of(k), f"unknown option for {what}{did_you_mean(k, known)}")
+    for parts, msg in option_problems(schema, options, what, extra_known):
+        report.add((loc_of(parts[0]) + tuple(parts[1:])) if parts else loc_of(None), msg)
 
 
 # ---- the whole config -------------------------------------------------------------------------------------------------
 MODEL_KEYS = set(ModelEntry.model_fields)
-# Options every runner understands (the driver's run settings) and those of the shared API layer.
-COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"fast_path", "pricing", "max_connections", "rollout_shards"}
-COMMON_SPLIT_OPTIONS = set(SplitOptions.model_fields) | {"protocol", "fail_on_fingerprint_mismatch", "tool_timeout_s",
-                                                         "tool_output_cap", "rollout_shards"}
+# Options every model takes whatever its runner: the driver's run settings, the experiment key, the prompt wrapper and
+# rollout sharding (evalpipe/pipeline.py). A runner's own options are in its `option_schema`.
+COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"experiment", "prompt_wrapper", "rollout_shards"}
+# Options every split takes whatever its adapter, because the pipeline or the tool layer applies them: limit and
+# shards (dataset), slices, the prompt wrapper, the tool loop (evalpipe/tools/env.py) and the header check.
+# `shuffle`, `seed` and `protocol` are not here: only the adapters that apply them declare them.
+COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s",
+                        "tool_output_cap", "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
+                        "shard_index"}
+JUDGE_FIX = ("add one under 'judges:' (the first one is used) or set 'judge:' in the metric's settings "
+             "(docs/metrics.md#model-graded-verdicts)")
 
 
 def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
@@ -401,7 +427,8 @@ def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}")
 
 
-def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], runners: dict[str, Any]) -> None:
+def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], runners: dict[str, Any],
+                 notes: list[str] | None = None) -> None:
     runner = str(raw.get("runner", "echo"))
     if runner not in runners:
         report.add((section, name, "runner"), f"unknown runner {runner!r}{did_you_mean(runner, runners)} "
@@ -432,12 +459,17 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
         report.add_pydantic(exc, RunOptions, remap=lambda loc: loc_of(loc[0]) + tuple(loc[1:]) if loc else loc_of(None))
     if factory is not None:
         _check_declared(report, schema, merged, loc_of, f"runner {runner!r}", COMMON_MODEL_OPTIONS)
+        if schema is None and notes is not None and set(merged) - COMMON_MODEL_OPTIONS:
+            notes.append(undeclared_note("runner", runner))
         # a runner's own "can't run here" checks (e.g. `engine: vllm` without vllm installed), before any model call
         for key, problem in getattr(factory, "config_problems", lambda _options: [])(merged):
             report.add(loc_of(key), problem)
 
 
-def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = ()) -> None:
+def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = (),
+                   notes: list[str] | None = None) -> None:
+    from evalpipe.metrics import get_metric
+
     judges = {str(j) for j in judges}
     first: dict[str, int] = {}
     for i, spec in enumerate(specs or []):
@@ -453,8 +485,18 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
             report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)")
         if name is not None:
             first.setdefault(str(name), i)
+        factory = get_metric(str(name)) if name is not None and str(name) in metrics else None
+        if factory is not None and getattr(factory, "needs_judge", False) and not judges and not (
+                isinstance(spec, dict) and (spec.get("judge") is not None or spec.get("judges") is not None)):
+            report.add(loc + (i,), f"metric {name!r} needs a judge model: {JUDGE_FIX}")
         if not isinstance(spec, dict):
             continue
+        if factory is not None:  # its settings, against what it declares
+            settings = {k: v for k, v in spec.items() if k != "name"}
+            _check_declared(report, _option_schema(factory), settings, lambda k, i=i: loc + (i,) + ((k,) if k else ()),
+                            f"metric {name!r}")
+            if _option_schema(factory) is None and settings and notes is not None:
+                notes.append(undeclared_note("metric", str(name)))
         # judges named by a model-graded metric must be under `judges:` (inline mappings are judges themselves)
         for key in ("judge", "judges"):
             named = spec.get(key)
@@ -466,9 +508,29 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
                                    "add it under 'judges:'")
 
 
+def undeclared_note(kind: str, name: str) -> str:
+    return (f"{kind} {name!r} declares no option_schema: its options are passed on unchecked (a plugin may declare "
+            "them, docs/config.md#declaring-options)")
+
+
+def _default_judges(report: _Report, loc: Loc, adapter: Any, factory: Any, judges: list[str]) -> None:
+    """An adapter's default metrics (no `metrics:` given) that need a judge, when `judges:` has none."""
+    from evalpipe.metrics import get_metric, list_metrics
+
+    if judges:
+        return
+    known = set(list_metrics())
+    for spec in getattr(factory, "default_metrics", None) or []:
+        name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
+        if name in known and getattr(get_metric(name), "needs_judge", False) and not (
+                isinstance(spec, dict) and (spec.get("judge") is not None or spec.get("judges") is not None)):
+            report.add(loc, f"metric {name!r} needs a judge model (a default metric of adapter {adapter!r}): {JUDGE_FIX}")
+
+
 def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
-                    duplicates: list[tuple[int, str]] | None = None) -> None:
-    """Check the whole config; raise ConfigError (`file:line: message`, every problem in `.problems`)."""
+                    duplicates: list[tuple[int, str]] | None = None, notes: list[str] | None = None) -> None:
+    """Check the whole config; raise ConfigError (`file:line: message`, every problem in `.problems`). `notes`
+    collects what is accepted unchecked (a plugin that declares no options)."""
     report = _Report(Path(path), lines or {})
     report.issues += list(duplicates or [])
     if data is None:
@@ -500,19 +562,28 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
             report.add(("benchmarks", bname, "adapter"),
                        f"unknown adapter {adapter!r}{did_you_mean(adapter, adapters)} (`evalpipe adapters` lists them)")
         if isinstance(b.get("metrics"), list):
-            _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics, judge_names)
-        schema = _option_schema(adapters.get(adapter)) if isinstance(adapter, str) else None
+            _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics, judge_names, notes)
+        factory = adapters.get(adapter) if isinstance(adapter, str) else None
+        schema = _option_schema(factory)
         opts = b.get("options") if isinstance(b.get("options"), dict) else {}
         _check_declared(report, schema, opts, lambda k, bn=bname: ("benchmarks", bn, "options") + ((k,) if k else ()),
                         f"adapter {adapter!r}", COMMON_SPLIT_OPTIONS)
         splits = b.get("splits")
+        split_entries = splits if isinstance(splits, dict) else {}
+        # a split without its own `metrics:` gets the benchmark's, else the adapter's defaults
+        takes_defaults = b.get("metrics") is None and (not split_entries or any(
+            not isinstance(s, dict) or s.get("metrics") is None for s in split_entries.values()))
+        if factory is not None and takes_defaults:
+            _default_judges(report, ("benchmarks", bname), adapter, factory, judge_names)
+        if factory is not None and schema is None and notes is not None:
+            notes.append(undeclared_note("adapter", str(adapter)))
         if isinstance(splits, dict):
             for sname, s in splits.items():
                 if not isinstance(s, dict):
                     continue
                 if isinstance(s.get("metrics"), list):
                     _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics,
-                                   judge_names)
+                                   judge_names, notes)
                 own = {k: v for k, v in s.items() if k not in ("metrics", "prompt_template", "description")}
                 _check_declared(report, schema, own,
                                 lambda k, bn=bname, sn=sname: ("benchmarks", bn, "splits", sn) + ((k,) if k else ()),
@@ -521,7 +592,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         entries = data.get(section) if isinstance(data.get(section), dict) else {}
         for name, raw in entries.items():
             if isinstance(raw, dict):
-                _check_model(report, section, str(name), raw, runners)
+                _check_model(report, section, str(name), raw, runners, notes)
             elif raw is not None:
                 report.add((section, name), f"expected a mapping with at least 'runner', got {type(raw).__name__}")
     models = data.get("models") if isinstance(data.get("models"), dict) else {}
@@ -565,3 +636,36 @@ def check_overrides(options: dict[str, Any], flag: str) -> None:
         msg = _TYPE_WORDS.get(err["type"])
         msg = f"must be {msg}" if msg else err["msg"][0].lower() + err["msg"][1:]
         raise ConfigError(f"{flag} {where}={err.get('input')!r}: {msg}") from None
+
+
+def check_run_options(cfg: Any, split_keys: Iterable[str], model_keys: Iterable[str], split_options: dict[str, Any],
+                      runner_options: dict[str, Any], split_flag: str = "--benchmark-option",
+                      runner_flag: str = "--runner-option") -> None:
+    """Options given for one run (`--benchmark-option`, `--runner-option`, `evaluate(benchmark_options=...,
+    runner_options=...)`) against what each chosen split's adapter and each chosen model's runner declares: an
+    option one of them does not take is a ConfigError naming it, before any model call. `runner_options` holds the
+    runner options only (not the `model_runner` resource fields, not `params.*`)."""
+    from evalpipe.benchmarks import get_adapter
+    from evalpipe.runners import get_runner
+
+    for key in split_keys:
+        split = cfg.split(key)
+        for parts, msg in option_problems(_option_schema(get_adapter(split.adapter)), split_options,
+                                          f"adapter {split.adapter!r} (split {key})", COMMON_SPLIT_OPTIONS):
+            raise ConfigError(f"{split_flag} {'.'.join(map(str, parts))}: {msg}")
+    if not runner_options:
+        return
+    for key in model_keys:
+        try:
+            model = cfg.model(key)
+        except ConfigError:  # a model string not in the config (`--model openai/x`): litellm's
+            model = None
+        runner = model.runner if model is not None else "litellm"
+        factory = get_runner(runner)
+        for parts, msg in option_problems(_option_schema(factory), runner_options,
+                                          f"runner {runner!r} (model {key})", COMMON_MODEL_OPTIONS):
+            raise ConfigError(f"{runner_flag} {'.'.join(map(str, parts))}: {msg}")
+        merged = {**(model.options if model is not None else {}), **runner_options}
+        for k, problem in getattr(factory, "config_problems", lambda _o: [])(merged):
+            if k in runner_options:
+                raise ConfigError(f"{runner_flag} {k}: {problem}")

@@ -112,9 +112,15 @@ def test_duplicate_keys_are_reported_with_the_other_problems(tmp_path):
     assert any("unknown runner 'ecoh'" in p for p in found) and any(":4: sandbox" in p for p in found), found
 
 
-def test_runner_options_stay_free_form(tmp_path):
+def test_runner_options_are_checked_against_the_runners_declaration(tmp_path):
+    # issue 20: a built-in runner declares its options, so an option it does not take is refused (it used to be
+    # passed on and ignored); a runner that declares nothing (a plugin's) keeps free-form options
     text = "models:\n  m: {runner: echo, reply: fixed, text: hi, mode: fast, params_file: p.json, engine: x}\n"
-    assert problems(text, tmp_path) == []
+    found = problems(text, tmp_path)
+    assert [p.split(": ")[1] for p in found] == ["models.m.mode", "models.m.params_file", "models.m.engine"], found
+    assert problems("models:\n  m: {runner: echo, reply: fixed, text: hi}\n", tmp_path) == []
+    register_runner("test-undeclared", type("Undeclared", (EchoRunner,), {"option_schema": None}), replace=True)
+    assert problems("models:\n  m: {runner: test-undeclared, mode: fast, engine: x}\n", tmp_path) == []
 
 
 def test_every_problem_is_reported_and_the_first_is_the_message(tmp_path):

@@ -108,6 +108,7 @@ benchmarks:
     splits: {test: {}}
     options: {path: "{repo}/data/discoverybench_sample"}
 models: {m: {runner: echo}}
+judges: {ds: {runner: dsjudge, model: x}}  # issue 20: a model-graded metric needs a judge in the config
 """)
     from evalpipe import pipeline
     from evalpipe.config import load_config

@@ -11,6 +11,11 @@ The config maps the file's columns to the parts of a sample, and may give a prom
       prompt_template: prompts/qa.j2            # or inline text; see templates.py
       metrics: [exact_match]
 
+`shuffle: true` (with `seed`, default 0) orders the samples by SHA-256 of `<seed>:<id>`: the same order for the
+same seed and the same samples, whatever the row order of the file (so it moves with the dataset fingerprint,
+which is order-free, and not with an edit that only reorders rows); `limit` then takes the first N of that order.
+A shuffled split is held in memory while it is ordered.
+
 Every bad input stops the load with one line naming the file, the row and the problem, before anything is
 written (the `dataset` asset writes only what `load` returns).
 """
@@ -22,7 +27,9 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Literal, Optional
+
+from pydantic import BaseModel
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
@@ -397,11 +404,29 @@ def _column_error(table: Any, role: str, column: str, hint: str = "") -> DataErr
     return DataError(f"{table.path}: column {column!r} (mapped as {role}) not found; columns found: {found}{hint}")
 
 
+class FileOptions(BaseModel):
+    """The `file` adapter's options (besides those every split takes: limit, slice_by, tools, ...)."""
+
+    path: Optional[str] = None
+    format: Optional[Literal["jsonl", "json", "csv", "tsv", "parquet"]] = None
+    columns: Optional[dict[str, Any]] = None
+    shuffle: Optional[bool] = None
+    seed: Optional[int] = None
+
+
+def shuffled(samples: Iterator[Sample], seed: int) -> list[Sample]:
+    """The samples ordered by SHA-256 of `<seed>:<id>`: a seeded permutation that depends on the ids only."""
+    import hashlib
+
+    return sorted(samples, key=lambda s: hashlib.sha256(f"{seed}:{s.id}".encode("utf-8")).digest())
+
+
 @register_adapter("file")
 class FileAdapter(Adapter):
     """Samples from a user's data file, mapped by `columns`, optionally rendered through `prompt_template`."""
 
     name = "file"
+    option_schema = FileOptions
 
     def _mapping(self) -> tuple[dict[str, Any], set[str]]:
         raw = self.options.get("columns") or {}
@@ -420,9 +445,17 @@ class FileAdapter(Adapter):
         """The samples, read from the file as they are iterated (one chunk of the file in memory at a time)."""
         if "path" not in self.options:
             raise ConfigError(f"{self.split.key}: the file adapter needs 'path' (a JSONL/CSV/Parquet file or an hf:// URI)")
+        shuffle, seed = self.options.get("shuffle"), self.options.get("seed")
+        if shuffle not in (None, True, False) or (seed is not None and (type(seed) is not int)):
+            raise ConfigError(f"{self.split.key}: shuffle must be true or false and seed an integer, got "
+                              f"{shuffle!r}/{seed!r}")
+        if seed is not None and not shuffle:  # a seed alone would change nothing: say so rather than ignore it
+            raise ConfigError(f"{self.split.key}: 'seed' has no effect without 'shuffle: true'; add shuffle: true or "
+                              "remove seed")
         local, shown = resolve_source(self.options["path"], self.split.base_dir)
         self._rows = RowReader(local, self.options.get("format"), shown)
-        return samples_from_rows(self._rows, lambda: (*self._mapping(), self.template()))
+        samples = samples_from_rows(self._rows, lambda: (*self._mapping(), self.template()))
+        return iter(shuffled(samples, int(seed or 0))) if shuffle else samples
 
     def source_version(self) -> str | None:
         """Size and mtime of the data file and its header sidecar (local files only: an hf:// source is checked by

@@ -200,6 +200,8 @@ class GaiaAdapter(Adapter):
 
     name = "gaia"
     default_metrics = ["gaia"]
+    option_schema = {"path", "hf_split", "year", "repo_id", "revision", "cache_dir", "token_env", "endpoint",
+                     "system_prompt", "levels", "shuffle", "seed", "max_n"}
 
     def _int_option(self, name: str) -> int | None:
         v = self.options.get(name)

@@ -153,6 +153,7 @@ class GaiaMetric(Metric):
     """Accuracy under the official GAIA scorer. Ground truth `?` or missing: unscored."""
 
     name = "gaia"
+    option_schema: frozenset[str] = frozenset()  # no settings: the official scorer
     requires_target = True
 
     def score(self, item: JudgeInput) -> Score:

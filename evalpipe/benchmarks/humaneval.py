@@ -54,6 +54,7 @@ def read_problems(path: Path) -> list[dict[str, Any]]:
 class HumanEvalAdapter(Adapter):
     name = "humaneval"
     default_metrics = ["code_execution"]
+    option_schema = {"path", "n_samples", "instruction"}  # issue 20: declared options (evalpipe/config_schema.py)
 
     def load(self) -> Iterable[Sample]:
         path = self.split.resolve(self.options["path"]) if self.options.get("path") else packaged_data_file()

@@ -99,6 +99,7 @@ class QRDataScore(Metric):
 
     name = "qrdata"
     known_settings = {"strip_markup"}
+    option_schema = frozenset(known_settings)  # issue 20: the declared settings
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - self.known_settings

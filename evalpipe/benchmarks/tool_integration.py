@@ -13,12 +13,19 @@ The file: an optional `{"__header__": {...}}` first line, then one item per line
 schemas come from `tool_schemas` (option, else the header's `tool_schemas`, else `tools.json` beside the file).
 An item without `evidence` gets the leaf values of its expected calls' fixture results (the split's
 `tools.fixtures`, looked up with the broker's own normalization). Slices: `kind`, and `locale` where set.
+
+`min_eligible_for_gates` (an option of the split, or `--benchmark-option min_eligible_for_gates=N`): below that many
+eligible items a gate is "insufficient", never a pass. Precedence: the option, else the file header's, else the
+default (10). The option is a setting of the `tool_integration` metric (so it is in the judge fingerprint), not
+of the samples: the dataset fingerprint stays the file's.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
+
+from pydantic import BaseModel, Field
 
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.errors import ConfigError, DataError
@@ -48,11 +55,36 @@ def default_evidence(expected_calls: list[dict[str, Any]], fixtures: dict[tuple[
     return out
 
 
+class ToolIntegrationOptions(BaseModel):
+    path: Optional[str] = None
+    tool_schemas: Optional[str] = None
+    min_eligible_for_gates: Optional[int] = Field(default=None, ge=1)
+
+
 @register_adapter("tool_integration")
 class ToolIntegrationAdapter(Adapter):
     name = "tool_integration"
     default_metrics = ["tool_integration"]
-    option_schema = {"path", "tool_schemas"}
+    option_schema = ToolIntegrationOptions
+
+    def _min_eligible(self) -> int | None:
+        v = self.options.get("min_eligible_for_gates")
+        if v is None:
+            return None
+        if type(v) is not int or v < 1:
+            raise ConfigError(f"{self.split.key}: min_eligible_for_gates must be an integer >= 1, got {v!r}")
+        return v
+
+    def metrics(self) -> list[Any]:
+        """The `tool_integration` metric takes `min_eligible_for_gates` from the option when it is set (and the
+        metric entry doesn't set it itself)."""
+        n = self._min_eligible()
+        out = super().metrics()
+        if n is None:
+            return out
+        return [{"name": m, "min_eligible_for_gates": n} if m == "tool_integration" else
+                {"min_eligible_for_gates": n, **m} if isinstance(m, dict) and m.get("name") == "tool_integration"
+                else m for m in out]
 
     def _path(self) -> Path:
         spec = self.options.get("path")
@@ -71,8 +103,10 @@ class ToolIntegrationAdapter(Adapter):
         return {k: v for k, v in header.items() if k not in ("gates",)} or None
 
     def header_settings(self) -> dict[str, Any]:
+        """The header merged over the defaults, with the split's `min_eligible_for_gates` over both."""
         header, _, sha = self._read()
-        return {**header, "file_sha256": sha}
+        n = self._min_eligible()
+        return {**header, "file_sha256": sha, **({"min_eligible_for_gates": n} if n is not None else {})}
 
     def _schemas(self, header: dict[str, Any]) -> dict[str, dict[str, Any]]:
         spec = self.options.get("tool_schemas") or header.get("tool_schemas") or "tools.json"

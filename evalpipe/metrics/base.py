@@ -86,6 +86,11 @@ class Metric:
     # trace, trajectory, tools) only for a metric that reads it: for a rule metric that decoding is most of the
     # cost of judging. A field left out arrives with its default (empty metadata, no tool calls, ...).
     inputs: frozenset[str] | None = None
+    # The settings a config entry may give (`{name: x, <setting>: ...}`): a set of names or a pydantic model class,
+    # checked with the config before any model call (evalpipe/config_schema.py). None: undeclared (a plugin's
+    # metric), its settings are passed on unchecked.
+    option_schema: Any = None
+    needs_judge = False  # a model-graded metric: the config must give it a judge (`judges:` or its `judge:`)
 
     def __init__(self, **settings: Any):
         self.settings = settings

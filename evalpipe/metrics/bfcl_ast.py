@@ -64,6 +64,7 @@ def decode(item: JudgeInput) -> tuple[list[dict] | None, str | None, str]:
 @register_metric("bfcl_ast")
 class BfclAst(Metric):
     name = "bfcl_ast"
+    option_schema: frozenset[str] = frozenset()  # no settings: BFCL's checker rules
     requires_target = False  # irrelevance samples have no answers and are still scored
 
     def score(self, item: JudgeInput) -> Score:

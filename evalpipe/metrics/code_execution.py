@@ -65,6 +65,7 @@ class CodeExecution(Metric):
     (true), mode (tests | runs_without_error), sandbox (auto | bwrap | docker | process)."""
 
     name = "code_execution"
+    option_schema = _SETTINGS
     requires_target = False  # the tests are the ground truth
 
     def __init__(self, **settings: Any):

@@ -81,6 +81,7 @@ class ExactMatch(Metric):
     """
 
     name = "exact_match"
+    option_schema = _SETTINGS  # issue 20: checked with the config (evalpipe/config_schema.py)
 
     def __init__(self, **settings):
         unknown = set(settings) - _SETTINGS

@@ -54,6 +54,7 @@ class Includes(LenientMetric):
     """The normalized target appears in the reply (lenient; settings ignore_case, whole_word, field)."""
 
     name = "includes"
+    option_schema = {"ignore_case", "whole_word", "field"}  # issue 20: checked with the config
 
     def __init__(self, **settings):
         _check(self.name, settings, {"ignore_case", "whole_word", "field"})
@@ -119,6 +120,7 @@ class Choice(LenientMetric):
     """Multiple choice: the letter (or option text) read from the reply equals the target (lenient)."""
 
     name = "choice"
+    option_schema = {"field"}  # issue 20: checked with the config
 
     def __init__(self, **settings):
         _check(self.name, settings, {"field"})
@@ -194,6 +196,7 @@ class RegexMatch(LenientMetric):
     """Extract the answer with a regex (`pattern`, `group`, `which`), then compare like exact_match."""
 
     name = "regex"
+    option_schema = {"pattern", "group", "which", "ignore_case", "field", "rel_tol", "abs_tol"}  # issue 20
 
     def __init__(self, **settings):
         _check(self.name, settings, {"pattern", "group", "which", "ignore_case", "field", "rel_tol", "abs_tol"})
@@ -242,6 +245,7 @@ class LastNumber(LenientMetric):
     """The last number in the reply equals the numeric target (lenient; rel_tol, abs_tol, field)."""
 
     name = "last_number"
+    option_schema = {"rel_tol", "abs_tol", "field"}  # issue 20: checked with the config
 
     def __init__(self, **settings):
         _check(self.name, settings, {"rel_tol", "abs_tol", "field"})

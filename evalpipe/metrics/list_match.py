@@ -107,6 +107,7 @@ class ListMatch(Metric):
     """DAEval's @name[value] answers scored as InfiAgent-DABench's official closed-form evaluation."""
 
     name = "list_match"
+    option_schema = {"skip_empty"}  # issue 20: checked with the config (evalpipe/config_schema.py)
     inputs = frozenset({"sample_id", "target", "prediction", "raw_output"})  # no stored JSON to decode
 
     def __init__(self, **settings: Any):

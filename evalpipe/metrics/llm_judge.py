@@ -37,6 +37,14 @@ class ModelGraded(Metric):
     name = "model_graded"
     known_settings: set[str] = set()
     shared_settings = ("judges", *CALL_SETTINGS)
+    needs_judge = True
+    option_schema = frozenset({"judge", "judges", *CALL_SETTINGS})
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # the declared settings are what the constructor accepts: known_settings plus the shared ones
+        super().__init_subclass__(**kwargs)
+        if "option_schema" not in cls.__dict__:
+            cls.option_schema = frozenset(cls.known_settings | {"judge", "judges", *CALL_SETTINGS})
 
     def __init__(self, **settings: Any):
         allowed = self.known_settings | {"judge", "judges", *CALL_SETTINGS}

@@ -58,6 +58,7 @@ class SemanticSimilarity(Metric):
     batch_size (64)."""
 
     name = "semantic_similarity"
+    option_schema = {"model", "threshold", "batch_size"}
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - {"model", "threshold", "batch_size"}

@@ -20,9 +20,12 @@ from evalpipe.tooleval.dataset import DEFAULTS, validate_result
 from evalpipe.types import Score
 
 
-def settings_of(md: dict[str, Any]) -> dict[str, Any]:
+def settings_of(md: dict[str, Any], min_eligible: int | None = None) -> dict[str, Any]:
+    """The gate settings: the sample's (its dataset header's, else the defaults); `min_eligible` (the metric's
+    setting, from the split option) over the header's."""
+    header_min = md.get("min_eligible_for_gates") or DEFAULTS["min_eligible_for_gates"]
     return {"integration_span_cap": int(md.get("integration_span_cap") or DEFAULTS["integration_span_cap"]),
-            "min_eligible_for_gates": int(md.get("min_eligible_for_gates") or DEFAULTS["min_eligible_for_gates"]),
+            "min_eligible_for_gates": int(min_eligible if min_eligible is not None else header_min),
             "lax_threshold": float(md.get("lax_threshold") or DEFAULTS["lax_threshold"]),
             "gates": md.get("gates") or DEFAULTS["gates"]}
 
@@ -43,6 +46,17 @@ class ToolIntegration(Metric):
         "strict_minus_lax": Direction(None),
     }
 
+    option_schema = {"min_eligible_for_gates"}  # the split option of the same name sets it (benchmarks/tool_integration.py)
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        v = settings.get("min_eligible_for_gates")
+        if v is not None and (type(v) is not int or v < 1):
+            from evalpipe.errors import ConfigError
+
+            raise ConfigError(f"tool_integration: min_eligible_for_gates must be an integer >= 1, got {v!r}")
+        self.min_eligible = v
+
     def score(self, item: JudgeInput) -> Score:
         md = item.metadata or {}
         if "kind" not in md:
@@ -50,7 +64,7 @@ class ToolIntegration(Metric):
         spec = integration.ItemSpec.from_metadata(item.sample_id, md, item.input or "")
         answer = item.prediction if item.prediction is not None else item.raw_output
         result = integration.analyze(spec, answer, item.tool_calls or [])
-        result["settings"] = settings_of(md)
+        result["settings"] = settings_of(md, self.min_eligible)
         validate_result(result)
         f = result["flags"]
         why = {"integration": f"{result['spans']['strict']} strict span(s); "

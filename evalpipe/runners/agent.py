@@ -35,7 +35,9 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal, Optional
+
+from pydantic import BaseModel
 
 from evalpipe.config import ModelConfig
 from evalpipe.errors import ConfigError
@@ -104,11 +106,20 @@ def normalize(result: Any, task: AgentTask) -> Generation:
         cost=float(usage.get("cost") or 0.0), trajectory=trajectory)
 
 
+class AgentOptions(BaseModel):
+    """The `agent` runner's options (`model:` names the callable)."""
+
+    isolation: Optional[Literal["thread", "process"]] = None
+    keep_workdir: Optional[bool] = None
+    version: Any = None  # the agent's own version: part of the rollout fingerprint
+
+
 @register_runner("agent")
 class AgentRunner(Runner):
     name = "agent"
     default_concurrency = 4
     retry_timeouts = False
+    option_schema = AgentOptions
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)

@@ -7,12 +7,22 @@ the last turn's content, no calls). Tool names are the dataset's.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal, Optional
+
+from pydantic import BaseModel
 
 from evalpipe.errors import ConfigError
 from evalpipe.runners.base import ModelError, Runner, register_runner
 from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.types import Generation, RolloutRequest
+
+
+class EchoOptions(BaseModel):
+    """The echo runner's options (checked with the config and with `--runner-option`)."""
+
+    reply: Optional[Literal["input", "target", "fixed", "script"]] = None
+    text: Optional[str] = None  # reply: fixed
+    script: Any = None  # reply: script (a JSONL file or an inline list)
 
 
 @register_runner("echo")
@@ -22,6 +32,7 @@ class EchoRunner(Runner):
 
     name = "echo"
     default_concurrency = 64
+    option_schema = EchoOptions
 
     def __init__(self, model):
         super().__init__(model)

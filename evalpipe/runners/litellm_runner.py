@@ -3,7 +3,9 @@
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
 
 from evalpipe.config import ModelConfig
 from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, wants_fast_path
@@ -131,7 +133,14 @@ def _message(exc: Exception) -> str:
     return msg
 
 
-@register_runner("litellm")
+class LiteLLMOptions(BaseModel):
+    """The `litellm` runner's options (both paths); decoding settings go under `params:`."""
+
+    fast_path: Optional[bool] = None  # force (true) or refuse (false) the OpenAI-compatible fast path
+    pricing: Any = None  # prices per token when litellm's map has none (evalpipe/runners/pricing.py)
+    max_connections: Optional[int] = Field(default=None, ge=1)  # fast path: open connections
+
+
 def build_litellm_runner(model: ModelConfig) -> Runner:
     """The fast path for OpenAI-compatible endpoints, litellm for the rest; `options.fast_path` forces either."""
     if wants_fast_path(model):
@@ -139,3 +148,7 @@ def build_litellm_runner(model: ModelConfig) -> Runner:
 
         return OpenAICompatRunner(model)
     return LiteLLMRunner(model)
+
+
+build_litellm_runner.option_schema = LiteLLMOptions  # type: ignore[attr-defined]
+register_runner("litellm", build_litellm_runner)

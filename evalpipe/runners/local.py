@@ -22,7 +22,9 @@ import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
+
+from pydantic import BaseModel, Field
 
 from evalpipe.config import ModelConfig, dagster_home
 from evalpipe.errors import ConfigError
@@ -172,10 +174,22 @@ def _executor() -> ThreadPoolExecutor:
         return _EXECUTOR
 
 
+class LocalOptions(BaseModel):
+    """The `local` runner's options; decoding settings go under `params:`."""
+
+    threads: Optional[int] = Field(default=None, ge=1)
+    batch_size: Optional[int] = Field(default=None, ge=1)
+    device: Optional[str] = None  # auto, cpu, cuda, mps
+    dtype: Optional[str] = None  # auto, float32, bfloat16, ...
+    engine: Optional[str] = None  # transformers (default) or vllm; checked by config_problems
+    vllm_args: Any = None  # passed to vllm.LLM(...) as they are; checked by config_problems
+
+
 @register_runner("local")
 class LocalRunner(Runner):
     name = "local"
     default_concurrency = 1
+    option_schema = LocalOptions
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)

@@ -13,6 +13,9 @@ class InlineQAAdapter(Adapter):
 
     name = "inline_qa"
     default_metrics = ["contains_answer"]
+    # the options it takes (besides those every split takes): `evalpipe validate` refuses any other, with a
+    # "did you mean"; without a declaration they would be passed on unchecked (docs/config.md#declaring-options)
+    option_schema = {"items"}
 
     def load(self) -> Iterable[Sample]:
         items = self.options.get("items")

@@ -9,6 +9,7 @@ class ContainsAnswer(Metric):
     """1 if the target occurs in the prediction, ignoring case and surrounding spaces."""
 
     name = "contains_answer"
+    option_schema: frozenset[str] = frozenset()  # no settings (docs/config.md#declaring-options)
 
     def score(self, item: JudgeInput) -> Score:
         pred = (item.prediction or "").strip().lower()
