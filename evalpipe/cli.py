@@ -177,11 +177,12 @@ def _repro_run_options(f):
 @click.option("--model", "models", multiple=True,
               help="Model key, or a litellm model string not in the config (repeatable; default: default_models).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Only the first N samples of each split, as the model key <model>@limit<N> (kept apart).")
+              help="A try: the first N samples of each split, as the model key <model>@limit<N> (kept apart, "
+                   "not ranked; the dataset and the full results are untouched).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
 @click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
-              help="Adapter option for every chosen split (repeatable), e.g. limit=5.")
+              help="Adapter option for every chosen split (repeatable), e.g. shuffle=true; limit=N is --limit N.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
@@ -232,14 +233,16 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
     from evalpipe.cli_run import limit_keys, resolve_models
 
-    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
-    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
-    if limit is not None:
-        split_options["limit"] = limit
+    from evalpipe.run_marks import run_limit
+
+    # --limit N (or --benchmark-option limit=N): the model keys <model>@limit<N>, never the dataset partition
+    limit = run_limit(limit, split_options)
     from evalpipe.config_schema import check_overrides
 
-    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
+    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges, before any ad-hoc model is kept
+    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
+    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                    concurrency, timeout_s), **rp.resources()}
     if split_options:
