@@ -283,7 +283,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
         if not len(m):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
-                         "metric": "-", "value": "-", "n": None, "unscored": None, "errors": None, "95% CI": "-"})
+                         "metric": "-", "value": "-", "n": "-", "unscored": "-", "errors": "-", "95% CI": "-"})
         for r in m.itertuples(index=False):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
                          # no scored sample (e.g. hidden answers): no value, and the unscored count says why
