@@ -240,11 +240,12 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     limit = run_limit(limit, split_options)
     from evalpipe.config_schema import check_overrides
 
-    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges, before any ad-hoc model is kept
-    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
-    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
+    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
     resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                    concurrency, timeout_s), **rp.resources()}
+    # after every other setting is checked: an ad-hoc model is registered only for a run that will start
+    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
+    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     if tools_mode:

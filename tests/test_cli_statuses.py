@@ -131,3 +131,19 @@ def test_an_adhoc_model_that_produced_nothing_is_not_kept(cli, mock, home):
     assert "adhoc:openai/good" in parts
     assert sorted(p.name for p in (home / "models").glob("*.json")) == ["adhoc:openai__good.json"]
     assert _metrics_models() == {"adhoc:openai/good"}
+
+
+def test_the_retry_schedule_skips_a_model_that_was_forgotten(cli, mock, home):
+    """The nightly retry of failed partitions would ask Dagster for a partition key it no longer has."""
+    from dagster import DagsterInstance
+
+    from eval_assets.schedules import failed_partitions
+
+    m, url = mock
+    _fail_every_question(m)
+    bad = cli("run", "--model", "openai/missing", "--api-base", url, "--runner-option", "max_retries=0",
+              "--no-progress")
+    assert bad.exit_code == 1, bad.output
+    with DagsterInstance.get() as instance:
+        assert "adhoc:openai/missing" not in instance.get_dynamic_partitions("model")
+        assert failed_partitions(instance) == []

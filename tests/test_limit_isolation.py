@@ -147,3 +147,10 @@ def test_a_run_time_limit_on_the_dataset_asset_is_refused(home, write_config):
                        {"eval_config": EvalConfigResource(split_options={"limit": 2})})
         assert not r.success
         assert "<model>@limit<N>" in _first_error(r)
+
+
+def test_dry_run_of_a_try_counts_its_n_samples(cli):
+    r = cli("run", "--model", "perfect", "--split", "extra", "--limit", "3", "--dry-run")
+    assert r.exit_code == 0, r.output
+    row = [ln for ln in r.output.splitlines() if "perfect@limit3" in ln]
+    assert row and [c.strip() for c in row[0].split("|")][3] == "3", r.output
