@@ -11,11 +11,13 @@ from evalpipe import fingerprints, pipeline, sample_progress, tracing
 from evalpipe.prompt_wrappers import wrapper_for
 from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
+from evalpipe.errors import RunFailed
 from evalpipe.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
 from evalpipe.redact import redact
+from evalpipe.run_marks import limit_of
 from evalpipe.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
@@ -102,6 +104,13 @@ def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
        description="The benchmark split's samples, loaded by its adapter.")
 def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
             warehouse: WarehouseResource) -> PartitionReader:
+    if "limit" in (eval_config.split_options or {}):  # every model key reads this partition: it holds the whole split
+        from evalpipe.errors import ConfigError
+
+        raise ConfigError(f"eval_config.split_options.limit: a run-time limit would shrink the dataset partition "
+                          f"that every model key of {context.partition_key} reads; evaluate the model key "
+                          f"<model>@limit<N> instead (evalpipe run --limit N), or set `limit:` on the split in the "
+                          f"config file (it then defines the split)")
     cfg = eval_config.get()
     split = cfg.split(context.partition_key)
     wh, part, attrs, n = warehouse.get(), {"benchmark_split": split.key}, {}, _Counts()
@@ -132,12 +141,16 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
     # [reproducibility] the prompt wrapper of the model (or --prompt-wrapper), else of the benchmark
     wrapper = wrapper_for(split, model_runner.model_config_for(model))
     wh, n = warehouse.get(), _Counts()
+    limit = limit_of(dims["model"])  # a `<model>@limit<N>` key: the first N samples (build_prompts), from the key
     with wh.writer("prompts", dims) as out:
         for batch in dataset.batches(_batch_rows(cfg)):
+            if limit is not None and len(batch) and int(batch["sample_index"].iloc[0]) >= limit:
+                break  # (the partition is in load order: no later batch has a sample below N)
             df = pipeline.build_prompts(split, dims["model"], batch, wrapper=wrapper)
             out.write(df)
             n.add(df)
-    context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"])})
+    context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"]),
+                                 **({"limit": limit} if limit is not None else {})})
     return wh.reader("prompts", dims)
 
 
@@ -212,15 +225,25 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
             with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
                     split, model_runner.model_config_for(model), runner, model_runner.settings(model), progress,
                     tools_mode=tools.mode_override(), total=len(prompts)) as session:
+                first_error = None
                 for batch in prompts.batches(_batch_rows(cfg)):
                     df = session.run(batch)
                     out.write(df)
                     calls.add(df)
                     ok = df["status"] == "ok"
+                    if first_error is None and not ok.all():
+                        bad = df[~ok].iloc[0]
+                        text = " ".join(str(bad.get("error") or bad["status"]).split())  # one line
+                        first_error = f"sample {bad['sample_id']}: {text[:500]}"
                     n.add(df, ok=int(ok.sum()), errors=int((~ok).sum()), from_journal=int(df["cached"].sum()),
                           input_tokens=int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
                           output_tokens=int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
                           cost_usd=float(pd.to_numeric(df["cost"]).fillna(0).sum()))
+                if n.rows and not n.sums.get("ok"):
+                    # nothing was measured: a partition of errors is a failed one, not a score of 0 (issue 20);
+                    # raised inside the writer, so a previous good partition stays as it was
+                    raise RunFailed(f"every one of the {n.rows} sample(s) failed, nothing was measured; first "
+                                    f"error, {redact(str(first_error))}")
         except BaseException:
             calls.abort()
             raise

@@ -63,6 +63,35 @@ def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[
     return new
 
 
+def forget_empty_models(instance: DagsterInstance, cfg: EvalConfig, keys: list[str]) -> list[str]:
+    """Remove the `model` partitions this run added that produced nothing (every chain failed, no metrics in the
+    warehouse from anyone): an ad-hoc model with a wrong endpoint, a try that failed. Configured keys stay (the
+    config-sync sensor owns them); an ad-hoc model's registry entry goes with its last partition. Returns the
+    keys removed."""
+    from evalpipe.config import warehouse_path
+    from evalpipe.run_marks import is_adhoc
+    from evalpipe.warehouse import Warehouse
+
+    keys = [k for k in keys if k not in cfg.models]
+    if not keys:
+        return []
+    try:
+        m = Warehouse(warehouse_path()).query("SELECT DISTINCT model FROM metrics")
+        measured = set(m["model"]) if len(m) else set()
+    except Exception:  # no metrics table yet: nothing was measured
+        measured = set()
+    gone = [k for k in keys if k not in measured]
+    for k in gone:
+        instance.delete_dynamic_partition(MODEL, k)
+    left = set(instance.get_dynamic_partitions(MODEL))
+    for base in {k.split("@", 1)[0] for k in gone if is_adhoc(k)}:
+        if not any(p.split("@", 1)[0] == base for p in left):
+            from evalpipe.models_registry import unregister_model
+
+            unregister_model(base)
+    return gone
+
+
 def run_assets(selection: list[str], partition_key: Any = None, instance: DagsterInstance | None = None,
                resources: dict[str, Any] | None = None, tags: dict[str, str] | None = None):
     """Materialize `selection` (for one partition) in this process, recorded on the real instance.
@@ -241,7 +270,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         cfg.model(m)
     instance = instance or get_instance()
     say = on_event or (lambda msg: None)
-    sync_model_partitions(instance, models)
+    added = sync_model_partitions(instance, models)
     out = EvaluateResult()
     fold_leaderboard = len(splits) * len(models) == 1  # one chain: the leaderboard joins its run
     effective = resources["eval_config"].get() if resources and "eval_config" in resources else cfg
@@ -314,6 +343,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         for f in chains:
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
     out.partitions = [results[(s, m)] for s in splits for m in models]
+    forget_empty_models(instance, cfg, [m for m in added if not any(results[(s, m)].success for s in splits)])
     if fold_leaderboard and out.partitions[0].success:
         r = board_failures[0] if board_failures else None  # run (or failed) in the chain's run
     else:

@@ -34,8 +34,9 @@ def failed_partitions(instance, limit: int = 1000) -> list[tuple[str, str, str]]
             continue
         key = (run.tags[SPLIT_TAG], run.tags[MODEL_TAG])
         latest.setdefault(key, run)
+    models = set(instance.get_dynamic_partitions(MODEL))  # (a model that produced nothing is removed: launch.py)
     return [(s, m, run.run_id) for (s, m), run in sorted(latest.items())
-            if run.status == DagsterRunStatus.FAILURE]
+            if run.status == DagsterRunStatus.FAILURE and m in models]
 
 
 @schedule(name="retry_failed_partitions_schedule", job=evaluate_job, cron_schedule="30 3 * * *",

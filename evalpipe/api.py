@@ -7,6 +7,9 @@ The same Dagster assets, instance (`$DAGSTER_HOME`) and warehouse as `evalpipe r
     result = evalpipe.evaluate(benchmarks=["smoke"], models=["echo"], limit=5)
     result.metrics            # DataFrame: benchmark_split, model, metric, slice, value, n, ...
     result.samples("smoke/test", "echo")   # per-sample records (prompt, prediction, verdicts, usage)
+
+`limit=5` is a try, as `evalpipe run --limit 5`: the first 5 samples under the model key `echo@limit5` (kept apart
+from `echo`'s full results, never ranked); `result.metric`/`result.samples` read it under either name.
     result.run_dirs           # {(split, model): Path of the run's artifact folder}
 
 `evaluate_async` runs the same call in a worker thread, so it works inside a running event loop (Jupyter, an
@@ -45,6 +48,15 @@ class EvalResult:
     metrics: pd.DataFrame  # the `metrics` rows of the evaluated partitions (every slice)
     leaderboard: pd.DataFrame
     warehouse: Any = field(repr=False, default=None)
+    limit: int | None = None  # the call's `limit`: its partitions are the `<model>@limit<N>` keys
+
+    def _model_key(self, model: str) -> str:
+        """`model` as this call evaluated it: with a limit, `echo` is read as `echo@limit<N>` (the try's key)."""
+        from evalpipe.run_marks import is_limited, limited_key
+
+        if self.limit and not is_limited(model) and model not in {p.model for p in self.partitions}:
+            return limited_key(model, self.limit)
+        return model
 
     @property
     def success(self) -> bool:
@@ -55,14 +67,14 @@ class EvalResult:
         return {(p.benchmark_split, p.model): p.run_dir for p in self.partitions}
 
     def metric(self, split: str, model: str, metric: str, slice: str = "all") -> float | None:
-        m = self.metrics
+        m, model = self.metrics, self._model_key(model)
         row = m[(m["benchmark_split"] == split) & (m["model"] == model) & (m["metric"] == metric) & (m["slice"] == slice)]
         return None if row.empty or pd.isna(row["value"].iloc[0]) else float(row["value"].iloc[0])
 
     def samples(self, split: str, model: str) -> list[dict[str, Any]]:
         """Per-sample records of one partition: id, prompt, target, prediction, status, error, usage, and one
         `<metric>_score` / `<metric>_correct` pair per metric."""
-        wh = self.warehouse
+        wh, model = self.warehouse, self._model_key(model)
         df = wh.query("""
             SELECT p.sample_id, p.sample_index, p.messages, p.target, r.prediction, r.raw_output, r.status, r.error,
                    r.input_tokens, r.output_tokens, r.latency_s, r.cost, r.fingerprint
@@ -110,7 +122,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
              **options: Any) -> EvalResult:
     """Evaluate benchmarks x models through the Dagster assets; returns an `EvalResult` (failures are in it, not
     raised). `benchmarks`: benchmark names or split keys (default: the config's default_benchmarks); `models`:
-    model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit`, `concurrency`,
+    model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit` (a try under the keys
+    `<model>@limit<N>`; `benchmark_options={"limit": N}` is the same), `concurrency`,
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
     `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
@@ -138,10 +151,14 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
                                                              "experiment", "run_id")}
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
-    model_keys = rp.model_keys(list(models or cfg.default_models), cfg)
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
-    if options.get("limit") is not None:
-        split_options["limit"] = int(options["limit"])
+    from evalpipe.run_marks import limited_key, run_limit
+
+    # limit=N (or benchmark_options={"limit": N}): the model keys <model>@limit<N>, as `evalpipe run --limit N`;
+    # the dataset partition and the full results are never touched
+    limit = run_limit(options.get("limit"), split_options, "limit={}", "benchmark_options limit={}")
+    model_keys = rp.model_keys(list(models or cfg.default_models), cfg)
+    model_keys = [limited_key(k, limit) for k in model_keys] if limit else model_keys
     resources: dict[str, Any] = {
         "model_runner": _runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
                                           options.get("concurrency"), options.get("timeout_s")),
@@ -170,7 +187,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     keys = {(p.benchmark_split, p.model) for p in outcomes}
     metrics = wh.query("SELECT * FROM metrics ORDER BY benchmark_split, model, metric, slice")
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]].reset_index(drop=True)
-    return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh)
+    return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh,
+                      limit=limit)
 
 
 async def evaluate_async(benchmarks: Iterable[str] | str | None = None, models: Iterable[str] | str | None = None,

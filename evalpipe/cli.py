@@ -187,11 +187,12 @@ def _repro_run_options(f):
 @click.option("--model", "models", multiple=True,
               help="Model key, or a litellm model string not in the config (repeatable; default: default_models).")
 @click.option("--limit", type=click.IntRange(min=1), default=None,
-              help="Only the first N samples of each split, as the model key <model>@limit<N> (kept apart).")
+              help="A try: the first N samples of each split, as the model key <model>@limit<N> (kept apart, "
+                   "not ranked; the dataset and the full results are untouched).")
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
 @click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
-              help="Adapter option for every chosen split (repeatable), e.g. limit=5.")
+              help="Adapter option for every chosen split (repeatable), e.g. shuffle=true; limit=N is --limit N.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
@@ -242,17 +243,21 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
     from evalpipe.cli_run import limit_keys, resolve_models
 
-    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
-    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
-    if limit is not None:
-        split_options["limit"] = limit
+    from evalpipe.run_marks import run_limit
+
+    # --limit N (or --benchmark-option limit=N): the model keys <model>@limit<N>, never the dataset partition
+    limit = run_limit(limit, split_options)
     from evalpipe.config_schema import check_overrides
 
     check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
     resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                    concurrency, timeout_s), **rp.resources()}
-    _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"])  # before any model call
+    # before any model call and before an ad-hoc model is registered (a model string not in the config reads as litellm)
+    _check_run_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
+    # after every other setting is checked: an ad-hoc model is registered only for a run that will start
+    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
+    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     if tools_mode:
@@ -291,7 +296,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
         if not len(m):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
-                         "metric": "-", "value": "-", "n": None, "unscored": None, "errors": None, "95% CI": "-"})
+                         "metric": "-", "value": "-", "n": "-", "unscored": "-", "errors": "-", "95% CI": "-"})
         for r in m.itertuples(index=False):
             rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
                          # no scored sample (e.g. hidden answers): no value, and the unscored count says why

@@ -20,24 +20,35 @@ def run_options(f):
     f = click.option("--api-key-env", default=None, metavar="VAR",
                      help="With an ad-hoc --model: the NAME of the environment variable holding its API key.")(f)
     f = click.option("--api-base", default=None, metavar="URL",
-                     help="With an ad-hoc --model: the endpoint (OpenAI-compatible server, vLLM, ...).")(f)
+                     help="With an ad-hoc --model: the endpoint (OpenAI-compatible server, vLLM, ...); refused with "
+                          "a configured model (set its api_base in the config).")(f)
     return f
 
 
 def resolve_models(cfg: Any, keys: list[str], api_base: str | None, api_key_env: str | None) -> list[str]:
-    """Config keys stay as they are; a litellm model string that is not a configured key (or any --model with
-    --api-base) becomes a temporary entry `adhoc:<string>`."""
+    """Config keys stay as they are; a litellm model string that is not a configured key (or any name that is not
+    one, with --api-base) becomes a temporary entry `adhoc:<string>`. `--api-base`/`--api-key-env` with a
+    configured model (named, or a default) is refused before anything is registered or called: the entry's
+    endpoint and key are its `api_base`/`api_key_env` in the config file, and turning its key into a litellm model
+    string would only fail every sample (docs/config.md)."""
     from evalpipe.errors import ConfigError
     from evalpipe.run_marks import adhoc_model, looks_like_model_string
 
-    out = []
+    configured = []
     for k in keys:
         try:
             cfg.model(k)
-            configured = True
+            configured.append(k)
         except ConfigError:
-            configured = False
-        if configured and not api_base:
+            pass
+    if (api_base or api_key_env) and configured:
+        raise ConfigError(f"--api-base/--api-key-env only apply to an ad-hoc --model (a litellm model string such as "
+                          f"openai/gpt-4o-mini that is not a key in the config); {configured[0]!r} is configured: "
+                          f"set `api_base:`/`api_key_env:` on it in the config file, or pass its litellm model "
+                          f"string with --model")
+    out = []
+    for k in keys:
+        if k in configured:
             out.append(k)
         elif looks_like_model_string(k) or api_base:
             out.append(adhoc_model(k, api_base=api_base, api_key_env=api_key_env).key)

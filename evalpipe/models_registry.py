@@ -46,3 +46,12 @@ def discovered_models() -> dict[str, ModelConfig]:
         except (OSError, ValueError, KeyError, TypeError):
             continue  # a foreign or damaged file is not a model; the sensor logs what it writes
     return out
+
+
+def unregister_model(key: str) -> bool:
+    """Forget a registered model (an ad-hoc one whose runs produced nothing); True if it was there."""
+    try:
+        _file_for(key).unlink()
+        return True
+    except FileNotFoundError:
+        return False

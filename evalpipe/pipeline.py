@@ -261,14 +261,29 @@ def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
 
 
 # ---- prompts ----------------------------------------------------------------------------------------------------
+def limit_rows(dataset: pd.DataFrame, model_key: str) -> pd.DataFrame:
+    """The rows of a `datasets` frame (or batch) that a `<model>@limit<N>` key evaluates: sample_index < N (the
+    position in the whole split, so a shard keeps its part of the first N, as before sharding). Any other key: all."""
+    from evalpipe.run_marks import limit_of
+
+    n = limit_of(model_key)
+    if n is None or not len(dataset):
+        return dataset
+    keep = dataset["sample_index"] < n
+    return dataset if keep.all() else dataset[keep].reset_index(drop=True)
+
+
 def render_messages(messages: list[dict[str, Any]]) -> str:
     return "\n\n".join(f"[{m.get('role', 'user')}]\n{m.get('content', '')}" for m in messages)
 
 
 def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wrapper: Any = None) -> pd.DataFrame:
     """`wrapper`: a `PromptWrapper` (evalpipe/prompt_wrappers.py) shaping the system and user turns, or None.
-    Built column by column (the same values and dtypes as a frame of row dicts), each JSON column and the
-    fingerprints' canonical JSON encoded in one call (`_encode_each`)."""
+    A `<model>@limit<N>` key (evalpipe/run_marks.py) gets the samples whose `sample_index` is below N: the first N
+    of the split, read from the key so that every materialization of it takes the same ones (the `dataset`
+    partition holds the whole split for every key). Built column by column (the same values and dtypes as a frame
+    of row dicts), each JSON column and the fingerprints' canonical JSON encoded in one call (`_encode_each`)."""
+    dataset = limit_rows(dataset, model_key)
     adapter = adapter_for(split)
     config_tools = split_tool_schemas(split)  # [tools] schemas the benchmark config offers every sample
     samples = samples_from_frame(dataset)

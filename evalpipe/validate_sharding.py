@@ -120,8 +120,10 @@ def run_phase(name: str, home: Path, split_key: str, model_key: str, *, shard: t
     from resources import EvalConfigResource, ModelRunnerResource
 
     split_options: dict[str, Any] = {}
-    if limit is not None:
-        split_options["limit"] = limit
+    if limit is not None:  # a try's key: the dataset partition always holds the whole split (evalpipe/run_marks.py)
+        from evalpipe.run_marks import limited_key
+
+        model_key = limited_key(model_key, limit)
     if shard is not None:
         split_options["num_shards"], split_options["shard_index"] = shard
     opts = dict(runner_options or {})

@@ -12,8 +12,9 @@ class EvalConfigResource(ConfigurableResource):
 
     config_path: str = ""
     split_options: Dict[str, Any] = Field(
-        default={}, description="Adapter options merged over every benchmark split's for this run, e.g. {limit: 5} "
-                                "(what `evalpipe run --limit/--benchmark-option` sets).")
+        default={}, description="Adapter options merged over every benchmark split's for this run, e.g. {shuffle: true} "
+                                "(what `evalpipe run --benchmark-option` sets). Not `limit`: a try is the model key "
+                                "<model>@limit<N> (evalpipe run --limit N).")
 
     def get(self) -> EvalConfig:
         cfg = load_config(self.config_path or None)

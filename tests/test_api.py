@@ -66,6 +66,8 @@ def test_evaluate_async_inside_a_running_event_loop(home, write_config):
 
     res, ticks = asyncio.run(main())
     assert res.success and ticks > 1
-    assert sorted(p.model for p in res.partitions) == ["fixed@api", "perfect@api"]
+    # limit=2: a try under its own keys (<model>@<experiment>-limit<N>), read back under the name asked for
+    assert sorted(p.model for p in res.partitions) == ["fixed@api-limit2", "perfect@api-limit2"]
     assert res.metric("smoke/extra", "perfect@api", "exact_match") == 1.0
     assert len(res.samples("smoke/extra", "perfect@api")) == 2
+    assert res.metric("smoke/extra", "perfect@api-limit2", "exact_match") == 1.0

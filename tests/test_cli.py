@@ -23,7 +23,7 @@ benchmarks:
   smoke:
     adapter: file
     splits:
-      extra: {path: {repo}/data/smoke/test.jsonl}
+      extra: {path: {repo}/data/smoke/test.jsonl, limit: 3}
     options:
       columns: {prompt: question, target: answer, id: id}
       slice_by: [category]
@@ -56,7 +56,7 @@ def cli(home, write_config, monkeypatch):
 
 @pytest.mark.slow
 def test_run_then_read_the_results_every_way(cli, home, tmp_path):
-    r = cli("run", "--model", "perfect", "--model", "parrot", "--benchmark-option", "limit=3", "--concurrency", "2",
+    r = cli("run", "--model", "perfect", "--model", "parrot", "--concurrency", "2",
             "--timeout-s", "5", "--runner-option", "max_retries=1", "--no-progress")
     assert r.exit_code == 0, r.output
     assert "| smoke/extra       | perfect | ok       | exact_match |" in r.output  # the summary table
@@ -99,17 +99,27 @@ def test_runner_and_benchmark_options_override_one_run(cli):
     r = cli("run", "--model", "parrot", "--split", "extra", "--benchmark-option", "limit=2",
             "--runner-option", "reply=fixed", "--runner-option", "text=Paris", "--no-progress")
     assert r.exit_code == 0, r.output
-    rows = json.loads(cli("summarize", "--json").output)
-    assert [(x["value"], x["n"]) for x in rows] == [(0.5, 2)]  # s1 is "Paris", s2 is "5"
+    assert "parrot" not in cli("summarize", "--json").output  # limit=2 is a try (--limit 2): not a full result
+    rows = json.loads(cli("summarize", "--json", "--include-limited").output)
+    assert [(x["model"], x["value"], x["n"]) for x in rows] == [("parrot@limit2", 0.5, 2)]  # s1 "Paris", s2 "5"
 
 
 @pytest.mark.slow
-def test_exit_codes_failure_and_gate(cli):
-    r = cli("run", "--model", "broken", "--benchmark-option", "limit=1", "--no-progress")
+def test_exit_codes_failure_and_gate(cli, write_config):
+    r = cli("run", "--model", "broken", "--no-progress")
     assert r.exit_code == 1
     assert "smoke/extra x broken: " in r.output and "cannot start the model server" in r.output
-    # every rollout fails (connection refused, no retries): the run succeeds, the error-rate gate fails
-    g = cli("run", "--model", "unreachable", "--benchmark-option", "limit=2", "--runner-option", "max_retries=0", "--no-progress")
+    # every rollout fails (connection refused, no retries): nothing was measured, the partition failed (exit 1)
+    g = cli("run", "--model", "unreachable", "--runner-option", "max_retries=0", "--no-progress")
+    assert g.exit_code == 1, g.output
+    assert "smoke/extra x unreachable: rollouts: every one of the 3 sample(s) failed" in g.output
+    # some rollouts fail: the partition is scored (failures count as wrong) and the error-rate gate fails (exit 3)
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+
+    with serve_in_thread(MockLLM()) as (mock, url):
+        mock.script["What is 2 + 3? Answer with a number."] = [(500, {}, "overloaded")]
+        write_config(CONFIG.replace("http://127.0.0.1:9/v1", url))
+        g = cli("run", "--model", "unreachable", "--runner-option", "max_retries=0", "--no-progress")
     assert g.exit_code == 3, g.output
     assert "check error_rate on rollouts [smoke/extra|unreachable]: FAILED" in g.output
     assert "gate failed" in g.output

@@ -179,8 +179,8 @@ def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, wr
 
 
 def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard_run(fast_home, write_config, tmp_path):
-    """A different `limit` (an option) makes the dataset on record stale; with two models the leaderboard is a run
-    of its own, after both chains."""
+    """A different adapter option (`slice_by`) makes the dataset on record stale; with two models the leaderboard is a
+    run of its own, after both chains. (A run-time `limit` is refused there: tests/test_limit_isolation.py.)"""
     from dagster import DagsterInstance
 
     from eval_assets.launch import evaluate
@@ -191,10 +191,10 @@ def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard
                       "a: {runner: echo, reply: target}\n  b: {runner: echo, reply: target}")
     chain = ("judgements", "metrics", "prompts", "rollouts")
     with DagsterInstance.get() as inst:
-        two = {"eval_config": EvalConfigResource(split_options={"limit": 2})}
+        two = {"eval_config": EvalConfigResource(split_options={"slice_by": ["category"]})}
         assert evaluate(load_config(), ["smoke/extra"], ["a", "b"], resources=two, instance=inst).success
         assert _runs_by_assets(inst) == [("dataset",), chain, chain, ("leaderboard",)]
-        three = {"eval_config": EvalConfigResource(split_options={"limit": 3})}
+        three = {"eval_config": EvalConfigResource(split_options={"slice_by": []})}
         assert evaluate(load_config(), ["smoke/extra"], ["a"], resources=three, instance=inst).success
         assert _runs_by_assets(inst)[4:] == [("dataset",), tuple(sorted(chain + ("leaderboard",)))]
         assert evaluate(load_config(), ["smoke/extra"], ["a"], resources=three, instance=inst).success
