@@ -7,7 +7,7 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
-from evalpipe import fingerprints, pipeline, sample_progress, tracing
+from evalpipe import fingerprints, partition_lock, pipeline, sample_progress, tracing
 from evalpipe.prompt_wrappers import wrapper_for
 from evalpipe.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.config import load_config
@@ -214,7 +214,9 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
-    with tracing.scope(context.run_id, "rollouts", **dims):  # a no-op unless tracing is on
+    # one writer per partition: a second run of it waits, then takes every sample from the journal (partition_lock.py)
+    with tracing.scope(context.run_id, "rollouts", **dims), \
+            partition_lock.hold("rollouts", dims, context.run_id, context.log.warning):  # (tracing: no-op unless on)
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         # [reproducibility] fingerprints checked against the dataset header before any model call
         fps, _ = fingerprints.compute_for_partition(split, model_runner.model_config_for(model), runner,
@@ -272,7 +274,9 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     wh, n, versions, sandboxes = warehouse.get(), _Counts(), [], set()
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
-    with tracing.scope(context.run_id, "judgements", **dims), wh.writer("judgements", dims) as out:
+    with tracing.scope(context.run_id, "judgements", **dims), \
+            partition_lock.hold("judgements", dims, context.run_id, context.log.warning), \
+            wh.writer("judgements", dims) as out:  # one writer per partition: judge calls made once
         for batch in prompts.batches(_batch_rows(cfg), pipeline.JUDGE_PROMPT_COLUMNS):
             df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
                                 metrics=judge.metrics)

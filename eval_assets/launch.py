@@ -52,7 +52,9 @@ def get_instance() -> DagsterInstance:
     if prepared is not None and os.path.abspath(prepared.root_directory) == os.path.abspath(home):
         return prepared
     os.makedirs(home, exist_ok=True)
-    return DagsterInstance.get()
+    from evalpipe.instance_storage import open_instance  # made once under a file lock (concurrent first runs)
+
+    return open_instance(home)
 
 
 def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[str]:

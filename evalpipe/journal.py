@@ -16,18 +16,25 @@ fingerprint to its latest row. The index is brought up to date by lookups, in on
 rewrote a page of it per sample (~35 us of CPU per sample at 500k, growing), against ~5 us for this layout.
 A journal written by an older version (the primary key on `done`) is converted when it is opened.
 
+Opening is safe under concurrency (shard workers open one journal at once): a new journal's tables are made in one
+`BEGIN IMMEDIATE`, and setting a malformed journal aside happens under a file lock (`<journal>.lock`, flock) with a
+re-check, so one process moves it and the others open the fresh one instead of moving that aside too.
+
 Keyed by the sample's fingerprint (runner identity = model and decoding params, the prompt, the sample id), so a
 change to any of them misses the journal and re-runs exactly what it affects. Only successful samples are
 recorded: failures are retried by the next run.
 """
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
+import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 from evalpipe.errors import DataError
 from evalpipe.jsontext import dumps
@@ -48,15 +55,27 @@ class Journal:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
-            self._set_aside(exc)
-            try:
-                self._open()
-            except sqlite3.DatabaseError as again:
-                raise DataError(f"resume journal {self.path} is unreadable ({again}); delete it to re-run that "
-                                "partition from scratch") from None
+            with self._aside_lock():
+                try:  # another process may have set it aside and started a fresh one meanwhile
+                    self._open()
+                except sqlite3.DatabaseError:
+                    self._set_aside(exc)
+                    try:
+                        self._open()
+                    except sqlite3.DatabaseError as again:
+                        raise DataError(f"resume journal {self.path} is unreadable ({again}); delete it to re-run "
+                                        "that partition from scratch") from None
+
+    @contextmanager
+    def _aside_lock(self) -> Iterator[None]:
+        """Held while deciding to set this journal aside (released with the file if the process dies)."""
+        with open(f"{self.path}.lock", "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            yield
 
     def _open(self) -> None:
         self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._opened_inode = self._inode()
         try:
             con = self._con
             con.execute("PRAGMA journal_mode=WAL")
@@ -93,7 +112,7 @@ class Journal:
         """Move a journal SQLite can't read (and its -wal/-shm files) aside, named, so a fresh one starts: its
         samples simply run again. The damaged file is kept for inspection."""
         stamp = time.strftime("%Y%m%dT%H%M%S")
-        aside = self.path.with_name(f"{self.path.name}.malformed-{stamp}")
+        aside = self.path.with_name(f"{self.path.name}.malformed-{stamp}-{os.getpid()}")
         for suffix in ("", "-wal", "-shm"):
             src = Path(str(self.path) + suffix)
             if src.exists():
@@ -113,9 +132,18 @@ class Journal:
                 self._con.close()
             except sqlite3.Error:
                 pass
-            self._set_aside(exc)
-            self._open()
+            with self._aside_lock():
+                ino = self._inode()
+                if ino is not None and ino == self._opened_inode:  # still the file we found damaged
+                    self._set_aside(exc)
+                self._open()
             return {}
+
+    def _inode(self) -> int | None:
+        try:
+            return os.stat(self.path).st_ino
+        except OSError:
+            return None
 
     def _lookup(self, wanted: list[str], out: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if not wanted:
