@@ -282,8 +282,8 @@ class _Report:
             loc = loc[:-1]
         return self.lines.get(())
 
-    def add(self, loc: Loc, message: str) -> None:
-        line = self.line(loc)
+    def add(self, loc: Loc, message: str, line_loc: Loc | None = None) -> None:
+        line = self.line(loc if line_loc is None else line_loc)
         self.issues.append((line or 0, f"{self.path}{f':{line}' if line else ''}: {_where(loc)}: {message}"))
 
     def add_pydantic(self, exc: ValidationError, root: Any = None, prefix: Loc = (), remap: Any = None) -> None:
@@ -378,7 +378,9 @@ def option_problems(schema: Any, options: dict[str, Any], what: str,
     if known is None:
         return []
     known |= set(extra_known)
-    out: list[tuple[tuple, str]] = [((k,), f"unknown option for {what}{did_you_mean(k, known)}")
+    # an unknown option is named inside the message, not as the last part of the path: `api_key: unknown ...`
+    # would read as a secret pair to the redactor, which masks the message itself
+    out: list[tuple[tuple, str]] = [((), f"unknown option {str(k)!r} for {what}{did_you_mean(k, known)}")
                                     for k in options if k not in known]
     if isinstance(schema, type) and issubclass(schema, BaseModel):
         own = declared_names(schema) or set()
@@ -399,8 +401,13 @@ def option_problems(schema: Any, options: dict[str, Any], what: str,
 def _check_declared(report: _Report, schema: Any, options: dict[str, Any], loc_of: Any, what: str,
                     extra_known: Iterable[str] = ()) -> None:
     """Options against a declared `option_schema` (a pydantic model class or a set of names)."""
+    known = declared_names(schema)
+    unknown = [k for k in options if known is not None and k not in known | set(extra_known)]
     for parts, msg in option_problems(schema, options, what, extra_known):
-        report.add((loc_of(parts[0]) + tuple(parts[1:])) if parts else loc_of(None), msg)
+        if not parts and unknown:  # the line of the unknown option itself, the path of its mapping
+            report.add(loc_of(None), msg, line_loc=loc_of(unknown.pop(0)))
+        else:
+            report.add((loc_of(parts[0]) + tuple(parts[1:])) if parts else loc_of(None), msg)
 
 
 # ---- the whole config -------------------------------------------------------------------------------------------------
@@ -652,7 +659,7 @@ def check_run_options(cfg: Any, split_keys: Iterable[str], model_keys: Iterable[
         split = cfg.split(key)
         for parts, msg in option_problems(_option_schema(get_adapter(split.adapter)), split_options,
                                           f"adapter {split.adapter!r} (split {key})", COMMON_SPLIT_OPTIONS):
-            raise ConfigError(f"{split_flag} {'.'.join(map(str, parts))}: {msg}")
+            raise ConfigError(f"{split_flag}{' ' if parts else ''}{'.'.join(map(str, parts))}: {msg}")
     if not runner_options:
         return
     for key in model_keys:
@@ -664,7 +671,7 @@ def check_run_options(cfg: Any, split_keys: Iterable[str], model_keys: Iterable[
         factory = get_runner(runner)
         for parts, msg in option_problems(_option_schema(factory), runner_options,
                                           f"runner {runner!r} (model {key})", COMMON_MODEL_OPTIONS):
-            raise ConfigError(f"{runner_flag} {'.'.join(map(str, parts))}: {msg}")
+            raise ConfigError(f"{runner_flag}{' ' if parts else ''}{'.'.join(map(str, parts))}: {msg}")
         merged = {**(model.options if model is not None else {}), **runner_options}
         for k, problem in getattr(factory, "config_problems", lambda _o: [])(merged):
             if k in runner_options:

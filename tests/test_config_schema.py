@@ -75,7 +75,7 @@ def problems(text: str, tmp_path) -> list[str]:
     ("benchmarks:\n  s:\n    adapter: file\n    tools: {fixture: x}\n", 4, "benchmarks.s.tools.fixture: unknown key; did you mean 'fixtures'?"),
     ("models:\n  m: {runner: echo}\ndefault_models: [n]\n", 3, "default_models.0: default model 'n' is not under 'models'"),
     ("models:\n  m:\n    runner: test-declaring\n    temprature_hint: 1\n", 4,
-     "models.m.temprature_hint: unknown option for runner 'test-declaring'; did you mean 'temperature_hint'?"),
+     "models.m: unknown option 'temprature_hint' for runner 'test-declaring'; did you mean 'temperature_hint'?"),
     ("models:\n  m:\n    runner: test-declaring\n    options: {temperature_hint: -1}\n", 4,
      "models.m.options.temperature_hint: input should be greater than or equal to 0"),
     ("benchmarks:\n  s:\n    adapter: file\n    metrics:\n      - {name: llm_judge, judge: strcit}\njudges:\n  strict: {runner: echo}\n",
@@ -117,7 +117,9 @@ def test_runner_options_are_checked_against_the_runners_declaration(tmp_path):
     # passed on and ignored); a runner that declares nothing (a plugin's) keeps free-form options
     text = "models:\n  m: {runner: echo, reply: fixed, text: hi, mode: fast, params_file: p.json, engine: x}\n"
     found = problems(text, tmp_path)
-    assert [p.split(": ")[1] for p in found] == ["models.m.mode", "models.m.params_file", "models.m.engine"], found
+    assert [p.split(": ", 1)[1].split(" for ")[0] for p in found] == [
+        "models.m: unknown option 'mode'", "models.m: unknown option 'params_file'",
+        "models.m: unknown option 'engine'"], found
     assert problems("models:\n  m: {runner: echo, reply: fixed, text: hi}\n", tmp_path) == []
     register_runner("test-undeclared", type("Undeclared", (EchoRunner,), {"option_schema": None}), replace=True)
     assert problems("models:\n  m: {runner: test-undeclared, mode: fast, engine: x}\n", tmp_path) == []
@@ -207,5 +209,6 @@ def test_command_line_overrides_are_checked_too(home, write_config):
 
     r = CliRunner().invoke(main, ["run", "--model", "perfect", "--benchmark-option", "limit=-3", "--no-progress"])
     assert r.exit_code == 2 and r.output.strip() == \
-        "error: --benchmark-option limit=-3: input should be greater than or equal to 0", r.output
+        ("error: --benchmark-option limit=-3: limit must be a whole number >= 1 (the first N samples, evaluated "
+         "under the model key <model>@limit<N>)"), r.output
     assert not (home / "warehouse").exists()

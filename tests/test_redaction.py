@@ -212,9 +212,8 @@ models:
   fixed:
     runner: echo
     reply: fixed
-    api_key: {s['config_option']}
     text: "answer {s['output_pplx']} {s['output_config_pattern']} {s['output_cli_pattern']}"
-  leaky: {{runner: test-leaky, api_key_env: OPENAI_API_KEY}}
+  leaky: {{runner: test-leaky, api_key_env: OPENAI_API_KEY, api_key: {s['config_option']}}}
 redact_patterns: ['INTERNAL-[0-9]{{6}}']
 """)
     from evalpipe.cli import main

@@ -46,7 +46,7 @@ def no_model_call(home: Path) -> None:
 def test_unknown_benchmark_option_is_refused(home, write_config):
     write_config(BASE)
     line = one_error_line(cli("run", "--model", "perfect", "--benchmark-option", "bogus_opt=1", "--no-progress"))
-    assert "--benchmark-option bogus_opt" in line and "adapter 'file'" in line and "smoke/extra" in line, line
+    assert "--benchmark-option: unknown option 'bogus_opt'" in line and "adapter 'file'" in line and "smoke/extra" in line, line
     line = one_error_line(cli("run", "--model", "perfect", "--benchmark-option", "shufle=true", "--no-progress"))
     assert "did you mean 'shuffle'?" in line, line
     no_model_call(home)
@@ -55,7 +55,7 @@ def test_unknown_benchmark_option_is_refused(home, write_config):
 def test_unknown_runner_option_is_refused(home, write_config):
     write_config(BASE)
     line = one_error_line(cli("run", "--model", "perfect", "--runner-option", "bogus=1", "--no-progress"))
-    assert "--runner-option bogus" in line and "runner 'echo'" in line, line
+    assert "--runner-option: unknown option 'bogus'" in line and "runner 'echo'" in line, line
     line = one_error_line(cli("run", "--model", "perfect", "--runner-option", "replly=target", "--no-progress"))
     assert "did you mean 'reply'?" in line, line
     line = one_error_line(cli("run", "--model", "perfect", "--runner-option", "reply=targt", "--no-progress"))
@@ -78,14 +78,19 @@ models:"""))
 
 # ---- the config file ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("old,new,where,hint", [
-    ("columns: {prompt", "colums: {prompt", ":7: benchmarks.smoke.options.colums", "did you mean 'columns'?"),
-    ("perfect: {runner: echo, reply: target}", "perfect: {runner: echo, replly: target}", ":10: models.perfect.replly",
-     "did you mean 'reply'?"),
+    ("columns: {prompt", "colums: {prompt", ":7: benchmarks.smoke.options: unknown option 'colums'",
+     "did you mean 'columns'?"),
+    ("perfect: {runner: echo, reply: target}", "perfect: {runner: echo, replly: target}",
+     ":10: models.perfect: unknown option 'replly'", "did you mean 'reply'?"),
+    # a secret-looking name: the message stays readable (the redactor masks the value of `api_key: ...` pairs)
+    ("perfect: {runner: echo, reply: target}", "perfect: {runner: echo, reply: target,\n    api_key: sk-x}",
+     ":11: models.perfect: unknown option 'api_key' for runner 'echo'", "known: "),
     ("perfect: {runner: echo, reply: target}", "perfect: {runner: echo, reply: targte}", ":10: models.perfect.reply",
      "'target'"),
     ("metrics: [exact_match]", "metrics: [{name: exact_match, case_sensitve: true}]",
-     ":8: benchmarks.smoke.metrics.0.case_sensitve", "did you mean 'case_sensitive'?"),
-    ("extra: {path", "extra: {shuffel: true, path", ":5: benchmarks.smoke.splits.extra.shuffel", "did you mean 'shuffle'?"),
+     ":8: benchmarks.smoke.metrics.0: unknown option 'case_sensitve'", "did you mean 'case_sensitive'?"),
+    ("extra: {path", "extra: {shuffel: true, path", ":5: benchmarks.smoke.splits.extra: unknown option 'shuffel'",
+     "did you mean 'shuffle'?"),
 ])
 def test_config_file_mistakes_name_file_and_line(home, write_config, old, new, where, hint):
     p = write_config(BASE.replace(old, new))
@@ -103,9 +108,9 @@ def test_evaluate_refuses_unknown_options_before_any_model_call(home, write_conf
     write_config(BASE)
     with pytest.raises(ConfigError, match=r"evaluate\(\) got unknown option 'limt'; did you mean 'limit'\?"):
         evalpipe.evaluate("smoke", "perfect", limt=2)
-    with pytest.raises(ConfigError, match=r"benchmark_options bogus_opt: unknown option for adapter 'file'"):
+    with pytest.raises(ConfigError, match=r"benchmark_options: unknown option 'bogus_opt' for adapter 'file'"):
         evalpipe.evaluate("smoke", "perfect", benchmark_options={"bogus_opt": 1})
-    with pytest.raises(ConfigError, match=r"runner_options replly: unknown option for runner 'echo'.*'reply'"):
+    with pytest.raises(ConfigError, match=r"runner_options: unknown option 'replly' for runner 'echo'.*'reply'"):
         evalpipe.evaluate("smoke", "perfect", runner_options={"replly": "target"})
     no_model_call(home)
 
