@@ -111,6 +111,13 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
                           f"that every model key of {context.partition_key} reads; evaluate the model key "
                           f"<model>@limit<N> instead (evalpipe run --limit N), or set `limit:` on the split in the "
                           f"config file (it then defines the split)")
+    from evalpipe.config_schema import dataset_shaping, dataset_shaping_error
+
+    for k in dataset_shaping(eval_config.split_options or {}):  # every model key reads this partition too
+        from evalpipe.errors import ConfigError
+
+        raise ConfigError(dataset_shaping_error(k, eval_config.split_options[k], context.partition_key,
+                                                "eval_config.split_options"))
     cfg = eval_config.get()
     split = cfg.split(context.partition_key)
     wh, part, attrs, n = warehouse.get(), {"benchmark_split": split.key}, {}, _Counts()

@@ -421,6 +421,31 @@ COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"experiment", "prompt_wra
 COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s",
                         "tool_output_cap", "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
                         "shard_index"}
+# Split options a single run may override (`--benchmark-option`, `evaluate(benchmark_options=...)`, the launchpad's
+# `eval_config.split_options`): the ones read only after the dataset stage (prompts, rollouts, judging) or kept apart
+# (shards write their own warehouse). Any other option shapes the `dataset` partition, which is keyed by split alone
+# and read by every model key of the split: overridden for one run, it would silently change what every later
+# evaluation of the split sees (the --limit bug of issue 20), so it is refused; a split of its own in the config
+# file holds it instead. `limit` is a try (`<model>@limit<N>`, evalpipe/run_marks.py). `slice_by` does rewrite the
+# partition, but only adds breakdown slices: the samples, and every `all` number, stay the same.
+RUN_TIME_SPLIT_OPTIONS = frozenset({"slice_by", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s", "tool_output_cap",
+                                    "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
+                                    "shard_index", "min_eligible_for_gates", "code_timeout_s"})
+
+
+def dataset_shaping(split_options: dict[str, Any]) -> list[str]:
+    """The run-time split options that would rewrite the shared `dataset` partition (everything but `limit` and
+    RUN_TIME_SPLIT_OPTIONS)."""
+    return [k for k in split_options if k != "limit" and k not in RUN_TIME_SPLIT_OPTIONS]
+
+
+def dataset_shaping_error(key: str, value: Any, split_key: str, flag: str) -> str:
+    base, _, name = split_key.partition("/")
+    return (f"{flag} {key}={value!r}: this option decides what split {split_key} holds, and its dataset partition is "
+            f"shared by every model evaluated on it, so one run may not change it; declare a split with it in the "
+            f"config file (benchmarks.{base}.splits.{name}_{key}: {{{key}: ...}}), or try a few samples with --limit N")
+
+
 JUDGE_FIX = ("add one under 'judges:' (the first one is used) or set 'judge:' in the metric's settings "
              "(docs/metrics.md#model-graded-verdicts)")
 
@@ -660,6 +685,8 @@ def check_run_options(cfg: Any, split_keys: Iterable[str], model_keys: Iterable[
         for parts, msg in option_problems(_option_schema(get_adapter(split.adapter)), split_options,
                                           f"adapter {split.adapter!r} (split {key})", COMMON_SPLIT_OPTIONS):
             raise ConfigError(f"{split_flag}{' ' if parts else ''}{'.'.join(map(str, parts))}: {msg}")
+        for k in dataset_shaping(split_options):
+            raise ConfigError(dataset_shaping_error(k, split_options[k], key, split_flag))
     if not runner_options:
         return
     for key in model_keys:

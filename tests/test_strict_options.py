@@ -76,6 +76,40 @@ models:"""))
     no_model_call(home)
 
 
+def test_a_run_time_option_that_shapes_the_shared_dataset_is_refused(home, write_config):
+    """The dataset partition is keyed by split alone: an adapter option given for one run (the file's `shuffle`,
+    a protocol, GAIA's `levels`) would rewrite what every model key of the split reads, as --limit did."""
+    write_config(BASE)
+    line = one_error_line(cli("run", "--model", "perfect", "--benchmark-option", "shuffle=true", "--no-progress"))
+    assert "--benchmark-option shuffle=True" in line and "shared by every model" in line, line
+    assert "benchmarks.smoke.splits.extra_shuffle" in line and "--limit N" in line, line
+    import evalpipe
+
+    with pytest.raises(ConfigError, match=r"benchmark_options columns=.*shared by every model"):
+        evalpipe.evaluate("smoke", "perfect", benchmark_options={"columns": {"prompt": "q"}})
+    no_model_call(home)
+    # options read after the dataset stage stay run-time settings
+    r = cli("run", "--model", "perfect", "--benchmark-option", "max_turns=3", "--benchmark-option",
+            "slice_by=[category]", "--no-progress")
+    assert r.exit_code == 0, r.output
+
+
+def test_the_launchpad_cannot_reshape_the_dataset_partition(home, write_config):
+    write_config(BASE)
+    from dagster import DagsterInstance
+
+    from eval_assets.launch import _first_error, run_assets
+    from resources import EvalConfigResource
+
+    with DagsterInstance.get() as instance:
+        r = run_assets(["dataset"], "smoke/extra", instance,
+                       {"eval_config": EvalConfigResource(split_options={"shuffle": True})})
+        assert not r.success and "eval_config.split_options shuffle=True" in _first_error(r)
+        r = run_assets(["dataset"], "smoke/extra", instance,
+                       {"eval_config": EvalConfigResource(split_options={"slice_by": ["category"]})})
+        assert r.success
+
+
 # ---- the config file ----------------------------------------------------------------------------------------------
 @pytest.mark.parametrize("old,new,where,hint", [
     ("columns: {prompt", "colums: {prompt", ":7: benchmarks.smoke.options: unknown option 'colums'",

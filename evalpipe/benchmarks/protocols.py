@@ -1,6 +1,6 @@
 """Protocols of the data-science benchmarks (daeval, discoverybench, qrdata): how a model works on a sample.
 
-`options.protocol` (benchmark, split, or `--benchmark-option protocol=...`):
+`options.protocol` (benchmark or split; a run can't override it: docs/config.md):
 
 - `multi_turn` (the default): the split offers the stateful `python` tool (the adapter turns on
   `tools: {python: true}` for the split when the config doesn't; the conversation loop of evalpipe/tools runs it
