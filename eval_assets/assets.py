@@ -278,7 +278,7 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split = cfg.split(dims["benchmark_split"])
-    wh, n, versions, sandboxes = warehouse.get(), _Counts(), [], set()
+    wh, n, versions, sandboxes, tally = warehouse.get(), _Counts(), [], set(), pipeline.VerdictTally()
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
     with tracing.scope(context.run_id, "judgements", **dims), \
@@ -288,11 +288,13 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
             df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
                                 metrics=judge.metrics)
             out.write(df)
+            tally.add(df)
             status = df["status"] if len(df) else pd.Series(dtype=object)
             n.add(df, scored=int((status == "scored").sum()), unscored=int((status == "unscored").sum()),
                   parse_errors=int((status == "parse_error").sum()))
             versions.append(judgements_version(df))
             sandboxes.update(x for x in sandbox_used(df).split(", ") if x != "-")
+        tally.check(redact)  # inside the writer: a metric that measured nothing fails the partition, the old one stays
     context.add_output_metadata({
         "rows": n.rows, **{k: int(n.sums.get(k, 0)) for k in ("scored", "unscored", "parse_errors")},
         # the code sandbox backend(s) that really ran (docs/sandbox.md)

@@ -17,7 +17,7 @@ import pandas as pd
 
 from evalpipe.benchmarks import adapter_for
 from evalpipe.config import ModelConfig, SplitConfig, dagster_home
-from evalpipe.errors import DataError
+from evalpipe.errors import DataError, RunFailed
 from evalpipe.fingerprint import canonical_json, fingerprint
 from evalpipe.fingerprints import canonical_sample
 from evalpipe.journal import Journal
@@ -515,6 +515,39 @@ JUDGE_ROLLOUT_COLUMNS = ["sample_id", "status", "error", "prediction", "raw_outp
                          "stop_reason"]
 # the prompts columns it reads (the asset reads only these: the messages, files and fingerprints stay on disk)
 JUDGE_PROMPT_COLUMNS = ["sample_id", "model", "prompt_text", "target", "metadata", "slices", "tools"]
+
+
+class VerdictTally:
+    """Per metric, how many verdicts a partition got and whether any measured something. A metric every one of
+    whose verdicts is an `error` (a judge that never answered, a sandbox that never ran) measured nothing: its
+    value would read 0.0 over n samples, so the partition fails instead, naming the first error (issue 20).
+    A `parse_error` (the model's answer could not be read) is the model's and counts as wrong, as before."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, int] = {}
+        self.measured: set[str] = set()
+        self.first_error: dict[str, str] = {}
+
+    def add(self, df: pd.DataFrame) -> None:
+        if not len(df):
+            return
+        for metric, g in df.groupby("metric", sort=False):
+            self.rows[metric] = self.rows.get(metric, 0) + len(g)
+            errors = g["status"] == "error"
+            if not errors.all():
+                self.measured.add(metric)
+            elif metric not in self.first_error:
+                bad = g.iloc[0]
+                reason = " ".join(str(bad.get("reason") or "error").split())
+                self.first_error[metric] = f"sample {bad['sample_id']}: {reason[:500]}"
+
+    def check(self, mask: Callable[[str], str] = str) -> None:
+        """Raise RunFailed for the first metric that measured nothing (`mask`: the redactor for the error text)."""
+        failed = [m for m in self.rows if m not in self.measured]
+        if failed:
+            m = failed[0]
+            raise RunFailed(f"metric {m}: every one of the {self.rows[m]} verdict(s) is an error, nothing was measured; "
+                            f"first error, {mask(self.first_error.get(m, '?'))}")
 
 
 def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,

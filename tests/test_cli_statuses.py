@@ -147,3 +147,47 @@ def test_the_retry_schedule_skips_a_model_that_was_forgotten(cli, mock, home):
     with DagsterInstance.get() as instance:
         assert "adhoc:openai/missing" not in instance.get_dynamic_partitions("model")
         assert failed_partitions(instance) == []
+
+
+def _register_erroring_metric():
+    from evalpipe.metrics.base import Metric, register_metric
+    from evalpipe.types import Score
+
+    class AlwaysErrors(Metric):
+        """A judge that never answers: every verdict is an error (not the model's fault)."""
+        name = "test_always_errors"
+        option_schema = frozenset()
+
+        def score(self, item):
+            if item.sample_id == "keep-me":
+                return Score(value=1.0, correct=True)
+            return Score.error("judge unreachable: connection refused")
+
+    register_metric("test_always_errors", AlwaysErrors, replace=True)
+
+
+def test_a_metric_whose_verdicts_all_errored_fails_the_partition_instead_of_reading_0(cli, home, write_config, mock):
+    _register_erroring_metric()
+    write_config(CONFIG.format(url=mock[1]).replace("metrics: [exact_match]", "metrics: [exact_match, test_always_errors]"))
+    r = cli("run", "--model", "perfect", "--no-progress")
+    assert r.exit_code == 1, r.output
+    cause = [ln for ln in r.output.splitlines() if ln.strip().startswith("smoke/extra x perfect:")]
+    assert cause and "metric test_always_errors: every one of the 3 verdict(s) is an error" in cause[0], r.output
+    assert "judge unreachable" in cause[0], r.output
+    assert _metrics_models() == set()  # no value of 0.0 over 3 samples for a metric that measured nothing
+
+
+def test_verdict_tally_one_measured_verdict_is_enough():
+    import pandas as pd
+
+    from evalpipe.errors import RunFailed
+    from evalpipe.pipeline import VerdictTally
+
+    rows = [{"sample_id": "a", "metric": "m", "status": "error", "reason": "boom"},
+            {"sample_id": "b", "metric": "m", "status": "parse_error", "reason": "no answer"},
+            {"sample_id": "a", "metric": "j", "status": "error", "reason": "judge down"}]
+    t = VerdictTally()
+    t.add(pd.DataFrame(rows[:1] + rows[2:]))
+    t.add(pd.DataFrame(rows[1:2]))  # a parse error is the model's: m measured something (a wrong answer)
+    with pytest.raises(RunFailed, match=r"metric j: every one of the 1 verdict\(s\) is an error.*sample a: judge down"):
+        t.check()
