@@ -169,6 +169,9 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     check_overrides(split_options, "benchmark_options")  # types and ranges, then what each adapter/runner declares
     _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"], "benchmark_options",
                        "runner_options")
+    from evalpipe.cli_run import check_judge_keys
+
+    check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     instance = options.get("instance") or get_instance()

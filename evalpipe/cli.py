@@ -255,6 +255,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
                                                    concurrency, timeout_s), **rp.resources()}
     # before any model call and before an ad-hoc model is registered (a model string not in the config reads as litellm)
     _check_run_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
+    from evalpipe.cli_run import check_judge_keys
+
+    if not dry_run:
+        check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     # after every other setting is checked: an ad-hoc model is registered only for a run that will start
     model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
     model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results

@@ -266,6 +266,24 @@ def test_validate_catches_a_model_graded_metric_without_a_judge(home, write_conf
     assert cli("validate").exit_code == 0
 
 
+def test_a_judge_without_its_api_key_is_refused_before_any_rollout(home, write_config, monkeypatch):
+    monkeypatch.delenv("JUDGE_KEY_FOR_TEST", raising=False)
+    write_config(BASE.replace("metrics: [exact_match]", "metrics: [exact_match, llm_judge]")
+                 + "judges:\n  grader: {runner: litellm, model: openai/gpt-4o, api_key_env: JUDGE_KEY_FOR_TEST}\n")
+    line = one_error_line(cli("run", "--model", "perfect", "--no-progress"))
+    assert "judge 'grader' (metric llm_judge of smoke/extra)" in line and "JUDGE_KEY_FOR_TEST" in line, line
+    no_model_call(home)
+    import evalpipe
+
+    with pytest.raises(ConfigError, match="JUDGE_KEY_FOR_TEST"):
+        evalpipe.evaluate("smoke", "perfect")
+    no_model_call(home)
+    from evalpipe.cli_run import check_judge_keys
+    from evalpipe.config import load_config
+
+    check_judge_keys(load_config(), ["smoke/extra"], {"JUDGE_KEY_FOR_TEST": "set"})  # with the key: no complaint
+
+
 # ---- declarations ---------------------------------------------------------------------------------------------------
 def test_every_built_in_component_declares_its_options():
     from evalpipe.benchmarks import get_adapter, list_adapters
