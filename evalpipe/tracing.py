@@ -189,21 +189,30 @@ def _traced_generate(runner: Any, generate: Any, tracer: Any):
     return generate_traced
 
 
-def _wrap_factory(factory: Any):
-    if getattr(factory, "_evals_traced", False):
-        return factory
+class _TracedFactory:
+    """A runner factory whose runners are traced. Everything else reads through to the factory it wraps: its
+    declarations (`option_schema`, `config_problems`, ...) must still be seen, or the runner's options would pass
+    unchecked whenever tracing is on."""
 
-    def build(model):
-        runner = factory(model)
+    _evals_traced = True
+
+    def __init__(self, factory: Any):
+        self._evals_inner = factory
+        self.__doc__ = factory.__doc__  # `evalpipe runners` still describes the runner
+
+    def __call__(self, model):
+        runner = self._evals_inner(model)
         tracer = _tracer()
         if tracer is not None:  # tracing turned off since: leave the runner as it is
             runner.generate = _traced_generate(runner, runner.generate, tracer)  # shadows the class's method
         return runner
 
-    build.__doc__ = factory.__doc__  # `evalpipe runners` still describes the runner
-    build._evals_traced = True  # type: ignore[attr-defined]
-    build._evals_inner = factory  # type: ignore[attr-defined]
-    return build
+    def __getattr__(self, name: str) -> Any:  # only for what the wrapper itself lacks
+        return getattr(self._evals_inner, name)
+
+
+def _wrap_factory(factory: Any):
+    return factory if getattr(factory, "_evals_traced", False) else _TracedFactory(factory)
 
 
 def instrument_runners() -> None:

@@ -141,3 +141,21 @@ def test_otlp_exporter_posts_to_the_endpoint(monkeypatch, write_config):
         assert got and got[0][0] == "/v1/traces" and got[0][1] > 0
     finally:
         server.shutdown()
+
+
+def test_traced_runner_factories_keep_their_declarations(write_config, monkeypatch):
+    """Tracing wraps every runner factory; the wrapper must still show what the runner declares, or its options
+    would pass unchecked (and an unknown one be silently ignored) whenever tracing is on."""
+    from evalpipe import tracing
+    from evalpipe.config_schema import check_run_options
+    from evalpipe.config import load_config
+    from evalpipe.errors import ConfigError
+    from evalpipe.runners import get_runner
+    from evalpipe.runners.echo import EchoRunner
+
+    write_config(CONFIG.format(extra="  parrot: {runner: echo, reply: target}"))
+    tracing.instrument_runners()
+    echo = get_runner("echo")
+    assert getattr(echo, "_evals_traced", False) and echo.option_schema is EchoRunner.option_schema
+    with pytest.raises(ConfigError, match="unknown option 'replly' for runner 'echo'"):
+        check_run_options(load_config(), ["smoke/extra"], ["parrot"], {}, {"replly": "target"})
