@@ -192,7 +192,8 @@ def _repro_run_options(f):
 @click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
 @click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
 @click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
-              help="Adapter option for every chosen split (repeatable), e.g. shuffle=true; limit=N is --limit N.")
+              help="Run-time split option for every chosen split (repeatable), e.g. max_turns=5 (options that decide "
+                   "what the split holds belong in the config; docs/config.md); limit=N is --limit N.")
 @click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
               help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
 @click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
