@@ -52,6 +52,10 @@ class MockLLM:
         self.log: list[tuple[str, int]] = []
         self.times: list[float] = []  # time.time() of each chat request as received (rate-limit tests count these)
 
+    def answer_for(self, prompt: str) -> str:
+        """The reply to a prompt (a test's subclass may compute it from the prompt)."""
+        return self.answers.get(prompt, f"answer: {prompt}")
+
     def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict[str, str], str] | None:
         """(status, headers, body) for one request, or None to never answer it ("hang")."""
         if method == "GET" and path.endswith("/stats"):
@@ -77,7 +81,7 @@ class MockLLM:
             if step == "hang":
                 return None
             return step
-        answer = self.answers.get(prompt, f"answer: {prompt}")
+        answer = self.answer_for(prompt)
         message: dict[str, Any] = {"role": "assistant", "content": answer}
         finish = "stop"
         tools = req.get("tools")

@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from evalpipe.errors import WarehouseError
+from evalpipe.procs import pid_alive
 from evalpipe.schema import TABLES
 
 log = logging.getLogger(__name__)
@@ -56,16 +57,6 @@ def damaged(table: str, path: Path, exc: BaseException) -> WarehouseError:
                           f"(evalpipe run {where}) or delete the file")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def clean_stale_tmp(folder: Path) -> int:
     """Remove temp files of killed writes (`.<name>.<pid>.<id>.tmp` whose process is gone, or older than an hour)."""
     n = 0
@@ -80,7 +71,7 @@ def clean_stale_tmp(folder: Path) -> int:
         except (ValueError, IndexError):
             pid = -1
         try:
-            if (pid > 0 and not _pid_alive(pid)) or time.time() - f.stat().st_mtime > STALE_TMP_S:
+            if (pid > 0 and not pid_alive(pid)) or time.time() - f.stat().st_mtime > STALE_TMP_S:
                 f.unlink()
                 n += 1
                 log.info("removed %s, left by a killed write", f)

@@ -347,41 +347,16 @@ def test_hms_setting_values_are_checked(home):
 def hms_server():
     """A loopback OpenAI-compatible server that answers hms_score's questions (HMS_DEFAULT_REPLIES) and keeps every
     request body."""
-    import asyncio
-    import socket
-    import threading
+    from benchmarks.mock_server import MockLLM, serve_in_thread
 
-    from aiohttp import web
+    class HmsJudge(MockLLM):
+        def answer_for(self, p: str) -> str:
+            kind = ("gold_split" if f"Hypothesis: {GOLD}\n" in p else "pred_split") if "Split the hypothesis" in p else (
+                "context" if "same context" in p else "var" if "Count the variables" in p else "rel")
+            return HMS_DEFAULT_REPLIES[kind]
 
-    seen = []
-
-    async def chat(request):
-        body = await request.json()
-        seen.append(body)
-        p = body["messages"][-1]["content"]
-        kind = ("gold_split" if f"Hypothesis: {GOLD}\n" in p else "pred_split") if "Split the hypothesis" in p else (
-            "context" if "same context" in p else "var" if "Count the variables" in p else "rel")
-        return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                  "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                                      "role": "assistant", "content": HMS_DEFAULT_REPLIES[kind]}}],
-                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/v1", seen
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serve_in_thread(HmsJudge()) as (mock, url):
+        yield url, mock.bodies
 
 
 def test_hms_official_judge_settings_reach_the_wire(home, hms_server):

@@ -3,8 +3,6 @@ real `litellm` runner against a loopback OpenAI-compatible server."""
 import asyncio
 import json
 import re
-import socket
-import threading
 
 import pytest
 
@@ -208,37 +206,16 @@ def test_hms_greedy_matching_and_final_score():
 # ---- the real litellm runner against a loopback OpenAI-compatible server ---------------------------------
 @pytest.fixture
 def openai_server():
-    from aiohttp import web
+    """A loopback OpenAI-compatible judge: "correct" when the graded answer is Paris; keeps every request body."""
+    from benchmarks.mock_server import MockLLM, serve_in_thread
 
-    seen = []
+    class ParisJudge(MockLLM):
+        def answer_for(self, prompt: str) -> str:
+            ok = "Answer to grade:\nParis" in prompt
+            return json.dumps({"rationale": "checked", "verdict": "correct" if ok else "incorrect"})
 
-    async def chat(request):
-        body = await request.json()
-        seen.append(body)
-        prompt = body["messages"][-1]["content"]
-        ok = "Answer to grade:\nParis" in prompt
-        content = json.dumps({"rationale": "checked", "verdict": "correct" if ok else "incorrect"})
-        return web.json_response({"id": "x", "object": "chat.completion", "created": 0, "model": body["model"],
-                                  "choices": [{"index": 0, "finish_reason": "stop",
-                                               "message": {"role": "assistant", "content": content}}],
-                                  "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}})
-
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    loop = asyncio.new_event_loop()
-    app = web.Application()
-    app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    loop.run_until_complete(runner.setup())
-    loop.run_until_complete(web.TCPSite(runner, "127.0.0.1", port).start())
-    thread = threading.Thread(target=loop.run_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{port}/v1", seen
-    asyncio.run_coroutine_threadsafe(runner.cleanup(), loop).result(10)
-    loop.call_soon_threadsafe(loop.stop)
-    thread.join(5)
+    with serve_in_thread(ParisJudge()) as (mock, url):
+        yield url, mock.bodies
 
 
 @pytest.mark.skipif("litellm" not in list_runners(), reason="the litellm runner is not registered")

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from evalpipe.errors import ConfigError
+from evalpipe.procs import pid_alive
 from evalpipe.registry import Registry
 
 log = logging.getLogger("evalpipe.sandbox")
@@ -352,16 +353,6 @@ def _hold_owner_lock(outer: Path):
     return fh
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def sweep_stale(tmpdir: str | os.PathLike | None = None) -> list[Path]:
     """Remove the sandbox folders in the temp folder whose evaluator is dead; returns them.
 
@@ -388,7 +379,7 @@ def sweep_stale(tmpdir: str | os.PathLike | None = None) -> list[Path]:
                     shutil.rmtree(path, ignore_errors=True)
             else:
                 m = _OUTER_NAME.match(path.name)
-                if not m or _pid_alive(int(m.group(1))):
+                if not m or pid_alive(int(m.group(1))):
                     continue
                 shutil.rmtree(path, ignore_errors=True)
             if not path.exists():
