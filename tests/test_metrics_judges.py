@@ -105,6 +105,28 @@ def test_identical_pairs_are_judged_once_across_batches_and_metric_instances(jud
     assert len(judges) == 4  # another prompt is another judge
 
 
+def test_partitions_judged_at_once_share_one_call_per_pair(judges):
+    """Two partitions of one run (threads) asking the same pairs while the first calls are still in flight."""
+    import threading
+    import time
+
+    def slow(prompt):
+        time.sleep(0.3)  # both threads are asking before either has an answer
+        return "VERDICT: correct"
+
+    SCRIPTS["slow"] = slow
+    its = items(("Paris", "Paris"), ("Lyon", "Paris"))
+    out: list = []
+    workers = [threading.Thread(target=lambda: out.append(run(build_metric(
+        {"name": "llm_judge", "judge": {"runner": "scripted", "model": "slow"}}), its))) for _ in range(3)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    assert len(judges) == 2 and len(out) == 3
+    assert all([s.value for s in o] == [1.0, 1.0] for o in out)
+
+
 def test_several_judges_majority_and_agreement(judges):
     m = build_metric({"name": "llm_judge", "judges": ["strict", "lenient", "garbled"]})
     out = run(m, items(("Paris", "Paris"), ("Lyon", "Paris")))

@@ -9,6 +9,7 @@ this run, in a later run, or for another model that gave the same answer.
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,34 @@ JUDGE_DEFAULT_PARAMS = {"temperature": 0, "seed": 0}
 # Settings of model-graded metrics that change how calls are made, not what the verdicts are: kept out of the
 # metric's identity (and so out of the judge fingerprint and the cache key).
 CALL_SETTINGS = ("concurrency", "timeout_s", "max_retries")
+
+
+# Keys being judged right now in this process, by (cache file, key): partitions evaluated at once (threads of
+# one `evalpipe run`) often send the same (judge, sample, prediction); the second waits for the first's verdict
+# instead of paying for it again.
+_IN_FLIGHT: dict[tuple[str, str], threading.Event] = {}
+_IN_FLIGHT_LOCK = threading.Lock()
+
+
+def _claim(cache: Path, keys: list[str]) -> tuple[list[str], list[str], list[threading.Event]]:
+    """(keys this caller sends, keys another caller is sending, the events that mark those as done)."""
+    mine, theirs, events = [], [], []
+    with _IN_FLIGHT_LOCK:
+        for k in keys:
+            event = _IN_FLIGHT.get((str(cache), k))
+            if event is None:
+                _IN_FLIGHT[(str(cache), k)] = threading.Event()
+                mine.append(k)
+            else:
+                theirs.append(k)
+                events.append(event)
+    return mine, theirs, events
+
+
+def _release(cache: Path, keys: list[str]) -> None:
+    with _IN_FLIGHT_LOCK:
+        for k in keys:
+            _IN_FLIGHT.pop((str(cache), k)).set()
 
 
 def judge_cache_path() -> Path:
@@ -104,20 +133,35 @@ class JudgeClient:
         return fingerprint({"judge": self.identity, "messages": messages, **({"attempt": attempt} if attempt else {})})
 
     async def ask_many(self, batch: list[list[dict[str, Any]]], attempt: int = 0) -> list[Reply]:
-        from evalpipe.runners import RunSettings, run_requests
+        from evalpipe.runners import RunSettings
 
         keys = [self.key(m, attempt) for m in batch]
         unique: dict[str, list[dict[str, Any]]] = {}
         for k, m in zip(keys, batch):
             unique.setdefault(k, m)
-        requests = [RolloutRequest(sample_id=f"judge:{k[:12]}", messages=m, fingerprint=k) for k, m in unique.items()]
         run = RunSettings(concurrency=self.settings.get("concurrency"),
                           timeout_s=float(self.settings.get("timeout_s", 120.0)),
                           max_retries=int(self.settings.get("max_retries", 4)))
+        by_key: dict[str, Reply] = {}
+        mine, theirs, events = _claim(self.cache, list(unique))
+        try:
+            await self._send({k: unique[k] for k in mine}, run, by_key)
+        finally:
+            _release(self.cache, mine)
+        if theirs:  # answered by the caller that claimed them: read from the cache (sent here only if it failed)
+            await asyncio.to_thread(lambda: [e.wait() for e in events])
+            await self._send({k: unique[k] for k in theirs}, run, by_key)
+        return [by_key[k] for k in keys]
+
+    async def _send(self, unique: dict[str, list[dict[str, Any]]], run: Any, by_key: dict[str, Reply]) -> None:
+        from evalpipe.runners import run_requests
+
+        if not unique:
+            return
+        requests = [RolloutRequest(sample_id=f"judge:{k[:12]}", messages=m, fingerprint=k) for k, m in unique.items()]
         runner = self._build(self.model)  # the driver closes it at the end of the batch
         with Journal(self.cache) as journal:
             rows = await run_requests(runner, requests, journal, run)
-        by_key: dict[str, Reply] = {}
         for req, row in zip(requests, rows):
             cached = bool(row.get("cached"))
             self.stats.cached += cached
@@ -126,7 +170,6 @@ class JudgeClient:
                 by_key[req.fingerprint] = Reply(text=row.get("raw_output") or "", cached=cached)
             else:
                 by_key[req.fingerprint] = Reply(text=None, error=str(row.get("error") or "judge call failed"))
-        return [by_key[k] for k in keys]
 
     def ask_many_sync(self, batch: list[list[dict[str, Any]]]) -> list[Reply]:
         return asyncio.run(self.ask_many(batch))
