@@ -31,7 +31,7 @@ test: install  ## the whole test suite (offline)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
 
 dev: install  ## the Dagster UI on http://127.0.0.1:3000 and the daemon; the first Ctrl-C stops both
-	$(BIN)/python -m evalpipe.cli_dev --host 127.0.0.1 --port 3000 --workspace workspace.yaml
+	$(BIN)/python -m evalpipe.cli.dev --host 127.0.0.1 --port 3000 --workspace workspace.yaml
 
 validate: install
 	$(BIN)/dagster definitions validate -w workspace.yaml

@@ -11,12 +11,12 @@ in the same invocation, all against the same mock server (benchmarks/mock_server
   for evalpipe also the instance storage written by one more cached re-run (issue 15's target is per run).
 
 Contenders (`--contenders`, each a CLI in its own subprocess with its own interpreter):
-- `evalpipe`: `python -m evalpipe.cli run` with an OpenAI-compatible model at the mock (the fast path), this
-  repository's `dagster_home/dagster.yaml` (evalpipe/instance_storage.py);
+- `evalpipe`: `python -m evalpipe.cli.main run` with an OpenAI-compatible model at the mock (the fast path), this
+  repository's `dagster_home/dagster.yaml` (evalpipe/store/instance_storage.py);
 - `evalpipe-stock`: the same on Dagster's default SQLite instance storage (the instance storage's baseline);
 - `evalpipe-echo`: the echo runner (no HTTP at all), this repository's instance storage (not run by default);
 - `evalpipe-warm`: `evalpipe` with `evalpipe serve` already listening in its DAGSTER_HOME (started before the
-  clock, as a user who keeps it running would have it; evalpipe/warm.py): the run is forked from the warm server,
+  clock, as a user who keeps it running would have it; evalpipe/cli/warm.py): the run is forked from the warm server,
   its CPU is the client's plus what the served child reports (the server's own imports are not counted), no strace
   figures (the child is not the client's); run by default when evalpipe has `serve`;
 - `inspect`: `inspect eval benchmarks/peers/inspect_task.py` (Inspect AI, `openai-api/mock/mock-model`);
@@ -106,7 +106,7 @@ class Contender:
 
     def start_server(self, state: Path) -> None:
         log = state.parent / f"{state.name}.serve.log"
-        server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "serve", "--idle-s", "3600"],
+        server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "serve", "--idle-s", "3600"],
                                   env=self.env(state), cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
         self.servers[state] = (server, log)
         deadline = time.monotonic() + 300
@@ -166,7 +166,7 @@ class Contender:
 
     def command(self, state: Path, limit: int | None) -> list[str]:
         if self.name.startswith("evalpipe"):
-            cmd = [sys.executable, "-m", "evalpipe.cli", "run", "--no-progress", "--concurrency", str(CONCURRENCY)]
+            cmd = [sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress", "--concurrency", str(CONCURRENCY)]
         elif self.name == "inspect":
             cmd = [str(PEERS_BIN / "inspect"), "eval", f"{PEERS_DIR / 'inspect_task.py'}@bench",
                    "-T", f"data={self.data}", "--model", "openai-api/mock/mock-model",

@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 def _runner(model: str | None, batch: int, max_tokens: int, device: str, **options):
-    from evalpipe.config import ModelConfig
+    from evalpipe.core.config import ModelConfig
     from evalpipe.runners import build_runner
 
     return build_runner(ModelConfig(key=f"b{batch}", runner="local", model=model,
@@ -31,7 +31,7 @@ def _runner(model: str | None, batch: int, max_tokens: int, device: str, **optio
 
 
 def _requests(n: int):
-    from evalpipe.types import RolloutRequest
+    from evalpipe.core.types import RolloutRequest
 
     topics = ["the sea", "a red fox", "Paris", "winter", "bread", "the moon", "a small robot", "rain"]
     return [RolloutRequest(sample_id=f"s{i}", fingerprint=f"f{i}", messages=[

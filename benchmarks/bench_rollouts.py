@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/bench_rollouts.py            # N=1000, C=100, 100 ms; both API paths
     .venv/bin/python benchmarks/bench_rollouts.py --n 5000 --concurrency 200 --paths fast
 
-It times `evalpipe.pipeline.run_rollouts` (what the `rollouts` asset calls: runner + driver + SQLite journal +
+It times `evalpipe.pipeline.stages.run_rollouts` (what the `rollouts` asset calls: runner + driver + SQLite journal +
 the output DataFrame) on a generated benchmark, once from scratch and once more when every sample is already in
 the journal. The mock server runs in its own process, so the client's process CPU time is the framework's alone.
 Reported: wall time and its ratio to the ideal N x latency / C and to a bare aiohttp loop measured in the same
@@ -42,8 +42,8 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:
-    from evalpipe import pipeline
-    from evalpipe.config import load_config
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
     from evalpipe.runners import RunSettings, build_runner
 
     data = work / f"data-{path}.jsonl"

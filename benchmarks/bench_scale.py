@@ -1,6 +1,6 @@
 """Memory and CPU of one `evalpipe run` as the partition grows: 10k, 100k, 1M samples (issue 15, bounded memory).
 
-Each size runs the echo pipeline end to end from the CLI, as a user does (`python -m evalpipe.cli run`, a temp
+Each size runs the echo pipeline end to end from the CLI, as a user does (`python -m evalpipe.cli.main run`, a temp
 DAGSTER_HOME and config, run artifacts on, a `slice_by` attribute so metrics have slices), in a fresh measuring
 process whose RUSAGE_CHILDREN gives the peak RSS of the largest process of the run (the CLI, or a Dagster step
 process) and the CPU (user+sys) of all of them. The same sizes can also run the code of another commit (a git
@@ -64,7 +64,7 @@ def run_once(code: Path, n: int, batch_rows: int | None, keep: bool) -> dict:
         env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(cfg), "PYTHONPATH": str(code)}
         env.pop("EVALS_WAREHOUSE", None)
         env.pop("EVALS_ARTIFACTS", None)
-        spec = {"cmd": [sys.executable, "-m", "evalpipe.cli", "run", "--no-progress"], "env": env, "cwd": str(code)}
+        spec = {"cmd": [sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress"], "env": env, "cwd": str(code)}
         res = subprocess.run([sys.executable, __file__, "--measure", json.dumps(spec)], capture_output=True,
                              text=True, check=True)
         r = json.loads(res.stdout.strip().splitlines()[-1])

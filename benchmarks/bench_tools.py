@@ -4,7 +4,7 @@ server with fixed latency (turns 1-2 call a tool, turn 3 answers).
     .venv/bin/python benchmarks/bench_tools.py            # N=1000, C=100, 100 ms, 3 turns; the fast path
     .venv/bin/python benchmarks/bench_tools.py --n 200 --paths fast,litellm
 
-It times `evalpipe.pipeline.run_rollouts` (runner chat steps + the conversation loop + fixture-replayed tools +
+It times `evalpipe.pipeline.stages.run_rollouts` (runner chat steps + the conversation loop + fixture-replayed tools +
 driver + journal + the output frame) on a generated benchmark whose `web.search` fixtures answer every call.
 The mock runs in its own process (`--tool-turns 3`), so the client's CPU time is the framework's alone.
 Ideal wall time: turns x (N / C) waves x latency (3 x 10 x 100 ms = 3 s). Reported: wall time and its ratio to
@@ -65,8 +65,8 @@ def setup(work: Path, n: int, base_url: str, path: str) -> Path:
 
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, turns: int, work: Path) -> dict:
-    from evalpipe import pipeline
-    from evalpipe.config import load_config
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
     from evalpipe.runners import RunSettings, build_runner
 
     cfg = load_config(setup(work, n, base_url, path))
@@ -139,7 +139,7 @@ def bench_loop_only(n: int, concurrency: int, turns: int) -> float:
     from evalpipe.tools import ToolEnv
     from evalpipe.tools.base import ChatTurn, ToolCall
     from evalpipe.tools.replay import Fixture, ToolBroker, normalized_key
-    from evalpipe.types import RolloutRequest
+    from evalpipe.core.types import RolloutRequest
 
     class Instant:
         name, model, default_concurrency, retry_timeouts = "instant", None, concurrency, True

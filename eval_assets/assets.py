@@ -1,24 +1,32 @@
 """The asset graph: dataset -> prompts -> rollouts -> judgements -> metrics -> leaderboard.
 
 Thin on purpose: each asset resolves its partition to config entries and calls a plain function in
-`evalpipe.pipeline`, then records metadata for the UI.
+`evalpipe.pipeline.stages`, then records metadata for the UI.
 """
 
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
-from evalpipe import fingerprints, partition_lock, pipeline, sample_progress, tracing
-from evalpipe.prompt_wrappers import wrapper_for
-from evalpipe.artifacts import artifacts_enabled, write_artifacts
-from evalpipe.config import load_config
-from evalpipe.errors import RunFailed
-from evalpipe.fingerprint import fingerprint
+from evalpipe.pipeline import fingerprints
+
+from evalpipe.store import partition_lock
+
+from evalpipe.pipeline import stages as pipeline
+
+from evalpipe.pipeline import sample_progress
+
+from evalpipe.pipeline import tracing
+from evalpipe.pipeline.prompt_wrappers import wrapper_for
+from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import RunFailed
+from evalpipe.core.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
-from evalpipe.redact import redact
-from evalpipe.run_marks import limit_of
-from evalpipe.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
+from evalpipe.core.redact import redact
+from evalpipe.core.run_marks import limit_of
+from evalpipe.store.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
 from partitions import benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
@@ -28,7 +36,7 @@ IO = "warehouse_io_manager"
 
 
 # [scale] Each asset streams its partition (docs/scale.md): it reads its inputs as `PartitionReader`s batch by batch,
-# runs the stage's kernel in evalpipe/pipeline.py on one batch at a time, appends the result to a `PartitionWriter`
+# runs the stage's kernel in evalpipe/pipeline/stages.py on one batch at a time, appends the result to a `PartitionWriter`
 # (renamed into place when complete) and returns the reader of what it wrote (the IO manager writes nothing again).
 def _batch_rows(cfg) -> int:
     return int(cfg.raw.get("stream_batch_rows") or DEFAULT_BATCH_ROWS)
@@ -60,7 +68,7 @@ def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue
     return MetadataValue.md(redact(short.to_markdown(index=False)) if len(short) else "_empty_")
 
 
-# ---- [reproducibility] fingerprints (evalpipe/fingerprints.py, docs/reproducibility.md) -------------------------
+# ---- [reproducibility] fingerprints (evalpipe/pipeline/fingerprints.py, docs/reproducibility.md) -------------------------
 def _dataset_fingerprint_metadata(df: pd.DataFrame) -> dict:
     header = df.attrs.get("header")
     shard = df.attrs.get("shard")
@@ -105,16 +113,16 @@ def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
 def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
             warehouse: WarehouseResource) -> PartitionReader:
     if "limit" in (eval_config.split_options or {}):  # every model key reads this partition: it holds the whole split
-        from evalpipe.errors import ConfigError
+        from evalpipe.core.errors import ConfigError
 
         raise ConfigError(f"eval_config.split_options.limit: a run-time limit would shrink the dataset partition "
                           f"that every model key of {context.partition_key} reads; evaluate the model key "
                           f"<model>@limit<N> instead (evalpipe run --limit N), or set `limit:` on the split in the "
                           f"config file (it then defines the split)")
-    from evalpipe.config_schema import dataset_shaping, dataset_shaping_error
+    from evalpipe.project.schema import dataset_shaping, dataset_shaping_error
 
     for k in dataset_shaping(eval_config.split_options or {}):  # every model key reads this partition too
-        from evalpipe.errors import ConfigError
+        from evalpipe.core.errors import ConfigError
 
         raise ConfigError(dataset_shaping_error(k, eval_config.split_options[k], context.partition_key,
                                                 "eval_config.split_options"))
@@ -328,7 +336,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     meta["chart"] = MetadataValue.md(metrics_chart_md(df))
     meta["viewer"] = MetadataValue.url(viewer_url(dims["benchmark_split"], dims["model"]))
     cfg = eval_config.get()
-    if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/artifacts.py), built from the warehouse
+    if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/store/artifacts.py), built from the warehouse
         record = context.instance.get_run_record_by_id(context.run_id)
         started = record.start_time if record is not None else None
         # a user-given `evalpipe run --run-id` (tag evalpipe/run_id) names the run's folder; else Dagster's run id

@@ -21,9 +21,9 @@ from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSev
                      MetadataValue, asset_check, multi_asset_check)
 
 from eval_assets.assets import dataset, metrics, rollouts
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
-from evalpipe.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
+from evalpipe.store.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
 from partitions import benchmark_split_partitions, eval_partitions
 from resources import EvalConfigResource
 

@@ -11,7 +11,7 @@ from eval_assets.checks import EVAL_CHECKS
 from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
 from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
-from evalpipe.redact import install_log_redaction
+from evalpipe.core.redact import install_log_redaction
 from resources import default_resources
 
 defs = Definitions(

@@ -7,10 +7,10 @@ from typing import Any, Callable
 
 from dagster import DagsterInstance, materialize
 
-from evalpipe import sample_progress
-from evalpipe.config import EvalConfig, dagster_home
-from evalpipe.errors import RunFailed
-from evalpipe.redact import install_log_redaction
+from evalpipe.pipeline import sample_progress
+from evalpipe.core.config import EvalConfig, dagster_home
+from evalpipe.core.errors import RunFailed
+from evalpipe.core.redact import install_log_redaction
 from eval_assets.assets import EVAL_ASSETS
 from partitions import MODEL, eval_key
 from resources import default_resources
@@ -42,7 +42,7 @@ def asset_checks() -> list[Any]:
     return out
 
 
-PREPARED_INSTANCE: DagsterInstance | None = None  # made once by the warm server (evalpipe/warm.py) before it forks
+PREPARED_INSTANCE: DagsterInstance | None = None  # made once by the warm server (evalpipe/cli/warm.py) before it forks
 
 
 def get_instance() -> DagsterInstance:
@@ -52,7 +52,7 @@ def get_instance() -> DagsterInstance:
     if prepared is not None and os.path.abspath(prepared.root_directory) == os.path.abspath(home):
         return prepared
     os.makedirs(home, exist_ok=True)
-    from evalpipe.instance_storage import open_instance  # made once under a file lock (concurrent first runs)
+    from evalpipe.store.instance_storage import open_instance  # made once under a file lock (concurrent first runs)
 
     return open_instance(home)
 
@@ -70,9 +70,9 @@ def forget_empty_models(instance: DagsterInstance, cfg: EvalConfig, keys: list[s
     warehouse from anyone): an ad-hoc model with a wrong endpoint, a try that failed. Configured keys stay (the
     config-sync sensor owns them); an ad-hoc model's registry entry goes with its last partition. Returns the
     keys removed."""
-    from evalpipe.config import warehouse_path
-    from evalpipe.run_marks import is_adhoc
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.core.run_marks import is_adhoc
+    from evalpipe.store.warehouse import Warehouse
 
     keys = [k for k in keys if k not in cfg.models]
     if not keys:
@@ -88,7 +88,7 @@ def forget_empty_models(instance: DagsterInstance, cfg: EvalConfig, keys: list[s
     left = set(instance.get_dynamic_partitions(MODEL))
     for base in {k.split("@", 1)[0] for k in gone if is_adhoc(k)}:
         if not any(p.split("@", 1)[0] == base for p in left):
-            from evalpipe.models_registry import unregister_model
+            from evalpipe.store.models_registry import unregister_model
 
             unregister_model(base)
     return gone
@@ -111,9 +111,9 @@ def dataset_version(split: Any) -> str | None:
     it. None when the adapter can't tell what it reads without loading it (then the split is loaded every run)."""
     import inspect
 
-    from evalpipe import pipeline
+    from evalpipe.pipeline import stages as pipeline
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.fingerprint import fingerprint
+    from evalpipe.core.fingerprint import fingerprint
 
     adapter = adapter_for(split)
     source = adapter.source_version()
@@ -136,9 +136,9 @@ def current_dataset_run(instance: DagsterInstance, split_key: str, version: str 
         return None
     from dagster import AssetKey, AssetRecordsFilter
 
-    from evalpipe.config import warehouse_path
-    from evalpipe.schema import ASSET_TABLES
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.core.schema import ASSET_TABLES
+    from evalpipe.store.warehouse import Warehouse
 
     recs = instance.fetch_materializations(
         AssetRecordsFilter(asset_key=AssetKey("dataset"), asset_partitions=[split_key]), limit=1).records
@@ -199,7 +199,7 @@ class EvaluateResult:
 def _first_error(result: Any) -> str:
     """One line for the first failed step: the step, the root cause (the exception chain's messages, below
     Dagster's wrappers) and where the full traceback was saved (docs/operations.md#when-a-run-fails)."""
-    from evalpipe.errors import describe_error_info
+    from evalpipe.core.errors import describe_error_info
 
     for ev in result.all_events:
         if ev.is_step_failure and ev.step_failure_data and ev.step_failure_data.error:
@@ -212,7 +212,7 @@ def _first_error(result: Any) -> str:
 def save_traceback(run_id: str, step: str | None, text: str) -> str | None:
     """Keep a failed step's full traceback (redacted) in `$DAGSTER_HOME/logs/<run_id>.txt`; the run's event log
     in the UI has it too. Returns the path, or None if it can't be written (a full or read-only disk)."""
-    from evalpipe.redact import redact
+    from evalpipe.core.redact import redact
 
     try:
         folder = dagster_home() / "logs"

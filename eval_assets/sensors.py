@@ -7,7 +7,7 @@ import json
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from eval_assets.jobs import dataset_job, evaluate_job
-from evalpipe.config import load_config
+from evalpipe.core.config import load_config
 from partitions import MODEL, model_partitions
 
 
@@ -29,8 +29,8 @@ def sync_models_sensor(context: SensorEvaluationContext):
 # ---- checkpoints -----------------------------------------------------------------------------------------------------
 def _datasets_in_warehouse(split_keys: list[str]) -> set[str]:
     """Splits whose `dataset` partition file exists (what the `evaluate` job reads its input from)."""
-    from evalpipe.config import warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(warehouse_path())
     return {s for s in split_keys if wh.partition_file("datasets", {"benchmark_split": s}).exists()}
@@ -38,8 +38,8 @@ def _datasets_in_warehouse(split_keys: list[str]) -> set[str]:
 
 def checkpoint_tick(context: SensorEvaluationContext, cfg=None):
     """One tick of the checkpoint sensor (a plain function: tests call it with a built sensor context)."""
-    from evalpipe.checkpoints import checkpoint_settings, plan_tick
-    from evalpipe.models_registry import register_model
+    from evalpipe.pipeline.checkpoints import checkpoint_settings, plan_tick
+    from evalpipe.store.models_registry import register_model
     from partitions import eval_key
 
     cfg = cfg or load_config()

@@ -11,12 +11,12 @@ from typing import Any
 
 _PUBLIC = {
     "evalpipe.benchmarks": ("Adapter", "get_adapter", "list_adapters", "register_adapter"),
-    "evalpipe.config": ("EvalConfig", "ModelConfig", "SplitConfig", "load_config"),
-    "evalpipe.errors": ("ConfigError", "DataError", "EvalError", "WarehouseError"),
+    "evalpipe.core.config": ("EvalConfig", "ModelConfig", "SplitConfig", "load_config"),
+    "evalpipe.core.errors": ("ConfigError", "DataError", "EvalError", "WarehouseError"),
     "evalpipe.metrics": ("Metric", "get_metric", "list_metrics", "register_metric"),
     "evalpipe.runners": ("Runner", "get_runner", "list_runners", "register_runner"),
-    "evalpipe.types": ("Generation", "RolloutRequest", "Sample", "Score"),
-    "evalpipe.warehouse": ("Warehouse",),
+    "evalpipe.core.types": ("Generation", "RolloutRequest", "Sample", "Score"),
+    "evalpipe.store.warehouse": ("Warehouse",),
     "evalpipe.api": ("EvalResult", "evaluate", "evaluate_async"),  # the Python API (evalpipe/api.py)
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}

@@ -52,7 +52,7 @@ class EvalResult:
 
     def _model_key(self, model: str) -> str:
         """`model` as this call evaluated it: with a limit, `echo` is read as `echo@limit<N>` (the try's key)."""
-        from evalpipe.run_marks import is_limited, limited_key
+        from evalpipe.core.run_marks import is_limited, limited_key
 
         if self.limit and not is_limited(model) and model not in {p.model for p in self.partitions}:
             return limited_key(model, self.limit)
@@ -96,7 +96,7 @@ class EvalResult:
 
 
 def _choose_splits(cfg: Any, benchmarks: Iterable[str] | None, splits: Iterable[str] | None) -> list[str]:
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     if isinstance(benchmarks, str):
         benchmarks = [benchmarks]
@@ -130,17 +130,17 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     config file path; must be the one the Dagster code was loaded with), `instance`."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
-        from evalpipe.config_schema import did_you_mean
-        from evalpipe.errors import ConfigError
+        from evalpipe.project.schema import did_you_mean
+        from evalpipe.core.errors import ConfigError
 
         raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{did_you_mean(unknown[0], OPTION_NAMES)}"
                           + (f" (and {unknown[1:]})" if len(unknown) > 1 else ""))
     if options.get("config"):
         os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
-    from evalpipe.cli import _runner_overrides
-    from evalpipe.cli_repro import RunOptions
-    from evalpipe.config import load_config, warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.cli.main import _runner_overrides
+    from evalpipe.cli.repro import RunOptions
+    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.store.warehouse import Warehouse
     from eval_assets.launch import evaluate as launch_evaluate, get_instance
     from resources import EvalConfigResource
 
@@ -152,7 +152,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
-    from evalpipe.run_marks import limited_key, run_limit
+    from evalpipe.core.run_marks import limited_key, run_limit
 
     # limit=N (or benchmark_options={"limit": N}): the model keys <model>@limit<N>, as `evalpipe run --limit N`;
     # the dataset partition and the full results are never touched
@@ -163,13 +163,13 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
         "model_runner": _runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
                                           options.get("concurrency"), options.get("timeout_s")),
         **rp.resources()}
-    from evalpipe.cli import _check_run_options
-    from evalpipe.config_schema import check_overrides
+    from evalpipe.cli.main import _check_run_options
+    from evalpipe.project.schema import check_overrides
 
     check_overrides(split_options, "benchmark_options")  # types and ranges, then what each adapter/runner declares
     _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"], "benchmark_options",
                        "runner_options")
-    from evalpipe.cli_run import check_judge_keys
+    from evalpipe.cli.run import check_judge_keys
 
     check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     if split_options:
@@ -180,7 +180,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     if result.success:
         rp.after_run(cfg, chosen, model_keys, instance)
     wh = Warehouse(warehouse_path())
-    from evalpipe.artifacts import LATEST, artifacts_root, partition_dir
+    from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
 
     outcomes = []
     for p in result.partitions:

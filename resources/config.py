@@ -4,7 +4,7 @@ from typing import Any, Dict
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from evalpipe.config import EvalConfig, load_config
+from evalpipe.core.config import EvalConfig, load_config
 
 
 class EvalConfigResource(ConfigurableResource):

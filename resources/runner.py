@@ -3,7 +3,7 @@ from typing import Any, Dict, Optional
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from evalpipe.config import ModelConfig
+from evalpipe.core.config import ModelConfig
 from evalpipe.runners import Runner, RunSettings, build_runner, run_settings_for
 
 

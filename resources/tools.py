@@ -13,7 +13,7 @@ class ToolsResource(ConfigurableResource):
 
     def mode_override(self) -> Optional[str]:
         if self.mode is not None and self.mode not in ("replay", "live"):
-            from evalpipe.errors import ConfigError
+            from evalpipe.core.errors import ConfigError
 
             raise ConfigError(f"resources.tools.config.mode must be replay or live, not {self.mode!r}")
         return self.mode

@@ -2,9 +2,9 @@ from typing import Any
 
 from dagster import ConfigurableIOManager, ConfigurableResource, InputContext, MetadataValue, OutputContext
 
-from evalpipe.config import warehouse_path
-from evalpipe.schema import ASSET_TABLES
-from evalpipe.warehouse import PartitionReader, Warehouse
+from evalpipe.core.config import warehouse_path
+from evalpipe.core.schema import ASSET_TABLES
+from evalpipe.store.warehouse import PartitionReader, Warehouse
 from partitions import partition_dims
 
 
@@ -30,7 +30,7 @@ def _wants_reader(context: InputContext) -> bool:
 
 class WarehouseIOManager(ConfigurableIOManager):
     """Stores each asset partition as one Parquet file, atomically, and keeps DuckDB views over them.
-    Safe with many writer processes and open read-only DuckDB connections (see evalpipe/warehouse.py).
+    Safe with many writer processes and open read-only DuckDB connections (see evalpipe/store/warehouse.py).
 
     Streaming (docs/scale.md): an asset that wrote its partition batch by batch itself (`Warehouse.writer`) returns
     the `PartitionReader` of what it wrote, and nothing is written again here. An input annotated

@@ -5,10 +5,10 @@ import time
 
 import pytest
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners import RunSettings, build_runner, run_requests
-from evalpipe.types import RolloutRequest
+from evalpipe.core.types import RolloutRequest
 
 
 def agent(name, **options):

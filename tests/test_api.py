@@ -37,7 +37,7 @@ def test_evaluate_returns_metrics_run_dirs_and_samples(home, write_config):
     assert samples[0]["prediction"] == "Paris" and samples[0]["exact_match_correct"] is True
     assert samples[1]["exact_match_score"] == 0.0
     # the same warehouse the CLI reads
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     assert _warehouse().query("select count(*) n from rollouts where model = 'fixed'")["n"][0] == 4
     assert list(res.leaderboard["model"]) == ["fixed"]

@@ -7,7 +7,7 @@ import pytest
 
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 CONFIG = """
 benchmarks:
@@ -50,7 +50,7 @@ def evaluated(home, write_config, instance, monkeypatch):
     monkeypatch.setenv("EVALS_SOMETHING", "kept")
     write_config(CONFIG)
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     result = evaluate(load_config(), ["smoke/extra"], ["agent"], instance=instance)
     assert result.success, result
@@ -60,7 +60,7 @@ def evaluated(home, write_config, instance, monkeypatch):
 def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tmp_path):
     from dagster import AssetKey
 
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     run_id = evaluated
     folder = home / "artifacts" / "smoke" / "extra" / "agent" / run_id  # one folder per run (`latest` -> newest)
@@ -116,8 +116,8 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
     assert "| category=geography |" in md
 
     # export (the CLI's `evalpipe export`) writes the same folder anywhere, from the warehouse
-    from evalpipe.artifacts import write_artifacts
-    from evalpipe.config import load_config, warehouse_path
+    from evalpipe.store.artifacts import write_artifacts
+    from evalpipe.core.config import load_config, warehouse_path
 
     out = write_artifacts("smoke/extra", "agent", Warehouse(warehouse_path()), load_config(), out_dir=tmp_path / "x")
     src = home / "artifacts" / "smoke" / "extra" / "agent" / "latest"
@@ -130,10 +130,10 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
 
 
 def test_export_of_a_partition_never_run_is_a_one_line_error(home, write_config):
-    from evalpipe.artifacts import write_artifacts
-    from evalpipe.config import load_config, warehouse_path
-    from evalpipe.errors import WarehouseError
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.artifacts import write_artifacts
+    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.core.errors import WarehouseError
+    from evalpipe.store.warehouse import Warehouse
 
     write_config(CONFIG)
     with pytest.raises(WarehouseError, match="materialize the partition first"):
@@ -141,8 +141,8 @@ def test_export_of_a_partition_never_run_is_a_one_line_error(home, write_config)
 
 
 def test_artifacts_dir_from_config_and_env(tmp_path, write_config, monkeypatch):
-    from evalpipe.artifacts import artifacts_enabled, artifacts_root
-    from evalpipe.config import load_config
+    from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
+    from evalpipe.core.config import load_config
 
     cfg_path = write_config(CONFIG + "artifacts: {dir: runs/out}\n")
     assert artifacts_root(load_config()) == cfg_path.parent / "runs" / "out"
@@ -175,7 +175,7 @@ def _messages(i):
 def _expected_records(prompts, rollouts, judgements):
     """The records the artifact lines encode, as docs/reproducibility.md describes them (what artifacts.py built
     record by record before issue 15)."""
-    from evalpipe.artifacts import SCORE_FIELDS, _with_tool_calls
+    from evalpipe.store.artifacts import SCORE_FIELDS, _with_tool_calls
 
     def loads(v, default):
         if isinstance(v, str) and v:
@@ -225,9 +225,9 @@ def test_lines_are_the_records_redacted_with_secrets_everywhere(home, tmp_path, 
     line is `json.dumps(redact_obj(record))` of its record, and no secret is in any file."""
     import pyarrow.parquet as pq
 
-    from evalpipe.artifacts import write_artifacts
-    from evalpipe.redact import get_redactor
-    from evalpipe.warehouse import Warehouse, to_arrow
+    from evalpipe.store.artifacts import write_artifacts
+    from evalpipe.core.redact import get_redactor
+    from evalpipe.store.warehouse import Warehouse, to_arrow
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "another-plain-value-7")  # literal secrets (a secret-like env name)
     monkeypatch.setenv("OTHER_SECRET", 'we"ird\\value77')

@@ -38,7 +38,7 @@ def test_cli_backfill_over_three_models_runs_through_the_queue(tmp_path, monkeyp
     from dagster import DagsterInstance
 
     from eval_assets.launch import run_assets, sync_model_partitions
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     home = tmp_path / "home"
     home.mkdir()

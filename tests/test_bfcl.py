@@ -185,7 +185,7 @@ def test_category_mean_row_is_unweighted():
 
 # ---- the adapter -------------------------------------------------------------------------------------------------
 def _split(tmp_path, **options):
-    from evalpipe.config import SplitConfig
+    from evalpipe.core.config import SplitConfig
 
     return SplitConfig(key="bfcl/x", benchmark="bfcl", split="x", adapter="bfcl", options=options, metrics=None,
                        prompt_template=None, base_dir=REPO)
@@ -221,7 +221,7 @@ def test_adapter_reads_bfcl_layout(tmp_path):
 
 def test_adapter_errors_are_one_line(tmp_path, monkeypatch):
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.errors import DataError
+    from evalpipe.core.errors import DataError
 
     q = tmp_path / "BFCL_v4_simple_python.json"
     q.write_text((SAMPLE / "BFCL_v4_simple_python.json").read_text())
@@ -265,7 +265,7 @@ def test_sample_through_evalpipe_run_with_replay(home, write_config, monkeypatch
     from click.testing import CliRunner
 
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--benchmark", "bfcl", "--split", "sample", "--model", "bfcl-scripted",
                                   "--no-progress"], catch_exceptions=False)

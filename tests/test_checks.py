@@ -4,9 +4,9 @@ import pytest
 from dagster import DagsterEventType
 
 from eval_assets.checks import accounted_result, error_rate_result, parse_failure_result
-from evalpipe.config import load_config
+from evalpipe.core.config import load_config
 from evalpipe.runners import Runner, register_runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 
 class Flaky(Runner):

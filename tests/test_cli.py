@@ -46,7 +46,7 @@ def cli(home, write_config, monkeypatch):
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
         monkeypatch.setenv(var, "")  # (not delenv: only setenv restores a variable that was unset before)
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args: str):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -144,7 +144,7 @@ def test_listing_commands(cli):
 
 
 def test_debug_raises_the_real_exception(cli):
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="unknown model 'nope'"):
         cli("--debug", "run", "--model", "nope")

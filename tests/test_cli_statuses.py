@@ -43,7 +43,7 @@ def cli(home, write_config, monkeypatch, mock):
         monkeypatch.setenv(var, "")
     monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
     write_config(CONFIG.format(url=mock[1]))
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args: str):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -57,7 +57,7 @@ def _fail_every_question(m: MockLLM, times: int = 1) -> None:
 
 
 def _metrics_models() -> set[str]:
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     try:
         return set(_warehouse().query("SELECT DISTINCT model FROM metrics")["model"])
@@ -76,7 +76,7 @@ def test_a_partition_whose_samples_all_failed_reads_failed_and_exits_1_with_the_
     cause = [ln for ln in r.output.splitlines() if ln.strip().startswith("smoke/extra x served:")]
     assert cause and "every one of the 3 sample(s) failed" in cause[0] and "does not exist" in cause[0], r.output
     assert _metrics_models() == {"perfect"}  # no score of 0 for a model that was never measured
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     assert set(_warehouse().query("SELECT model FROM leaderboard")["model"]) == {"perfect"}
     # fixed (the server answers again): the same partition evaluates, from scratch (errors are never journaled)
@@ -90,7 +90,7 @@ def test_a_partly_failed_partition_is_still_scored(cli, mock):
     m.script[QUESTIONS[0]] = [NOT_FOUND]
     r = cli("run", "--model", "served", "--runner-option", "max_retries=0", "--no-progress")
     assert r.exit_code == 0, r.output  # the failures count as wrong; the error-rate check reports them
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     n = _warehouse().query("SELECT n, n_errors FROM metrics WHERE model = 'served' AND slice = 'all'")
     assert (int(n["n"][0]), int(n["n_errors"][0])) == (3, 1)
@@ -151,7 +151,7 @@ def test_the_retry_schedule_skips_a_model_that_was_forgotten(cli, mock, home):
 
 def _register_erroring_metric():
     from evalpipe.metrics.base import Metric, register_metric
-    from evalpipe.types import Score
+    from evalpipe.core.types import Score
 
     class AlwaysErrors(Metric):
         """A judge that never answers: every verdict is an error (not the model's fault)."""
@@ -180,8 +180,8 @@ def test_a_metric_whose_verdicts_all_errored_fails_the_partition_instead_of_read
 def test_verdict_tally_one_measured_verdict_is_enough():
     import pandas as pd
 
-    from evalpipe.errors import RunFailed
-    from evalpipe.pipeline import VerdictTally
+    from evalpipe.core.errors import RunFailed
+    from evalpipe.pipeline.stages import VerdictTally
 
     rows = [{"sample_id": "a", "metric": "m", "status": "error", "reason": "boom"},
             {"sample_id": "b", "metric": "m", "status": "parse_error", "reason": "no answer"},

@@ -32,7 +32,7 @@ def cli(home, write_config, monkeypatch):
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
         monkeypatch.setenv(var, "")
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args: str):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -62,7 +62,7 @@ def test_limited_runs_are_kept_apart_and_compare(cli):
     lim = cli("run", "--model", "parrot", "--limit", "2", "--no-progress")
     assert lim.exit_code == 0, lim.output
     assert "smoke/extra       | parrot@limit2" in lim.output  # its own partition in the run's summary
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     wh = _warehouse()
     n = wh.query("SELECT model, n FROM metrics WHERE slice = 'all' AND metric = 'exact_match' ORDER BY model")
@@ -103,7 +103,7 @@ def test_adhoc_litellm_model_against_a_loopback_server(cli, monkeypatch):
         assert r.exit_code == 0, r.output
         assert mock.requests == 3
     assert "adhoc:openai/mock-model@limit3" in r.output
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     m = _warehouse().query("SELECT metric, value, n FROM metrics WHERE slice = 'all' AND model = ?",
                            ["adhoc:openai/mock-model@limit3"])
@@ -121,7 +121,7 @@ def test_adhoc_litellm_model_against_a_loopback_server(cli, monkeypatch):
 
 
 def test_progress_counts_samples_across_partitions_rate_eta_errors():
-    from evalpipe.progress import PlainProgress, SampleProgress, fmt_duration, reporter
+    from evalpipe.cli.progress import PlainProgress, SampleProgress, fmt_duration, reporter
 
     t = [0.0]
     seen = []
@@ -137,7 +137,7 @@ def test_progress_counts_samples_across_partitions_rate_eta_errors():
     p.step(1, 4, "a/b x m3 failed: boom")
     assert "1 failed run(s)" in p.line() and seen
     assert fmt_duration(3725) == "1:02:05" and fmt_duration(None) == "-"
-    from evalpipe.progress import fmt_rate
+    from evalpipe.cli.progress import fmt_rate
 
     assert (fmt_rate(2.0), fmt_rate(0.05), fmt_rate(None)) == ("2.0/s", "3.0/min", "-/s")
     out = io.StringIO()
@@ -149,7 +149,7 @@ def test_progress_counts_samples_across_partitions_rate_eta_errors():
 
 
 def test_render_wraps_long_text_and_prints_missing_values_the_same():
-    from evalpipe.cli_view import MISSING, render
+    from evalpipe.cli.view import MISSING, render
 
     df = pd.DataFrame([{"model": "m", "value": float("nan"), "note": "word " * 60}])
     out = render(df, "table", width=60)
@@ -162,10 +162,10 @@ def test_render_wraps_long_text_and_prints_missing_values_the_same():
 
 @pytest.mark.slow
 def test_errors_so_far_reach_the_progress_from_a_real_run(home, write_config):
-    """driver -> rollouts asset -> evalpipe.sample_progress -> launcher -> SampleProgress, in this process."""
+    """driver -> rollouts asset -> evalpipe.pipeline.sample_progress -> launcher -> SampleProgress, in this process."""
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
-    from evalpipe.progress import SampleProgress
+    from evalpipe.core.config import load_config
+    from evalpipe.cli.progress import SampleProgress
     from resources import ModelRunnerResource
 
     write_config(CONFIG.replace("default_models: [perfect]", """  unreachable:
@@ -186,7 +186,7 @@ def test_keep_terminal_restores_stdout_after_a_step_leaves_it_redirected(tmp_pat
     """What concurrent in-process runs can do to fds 1/2 (a step's log capture left in place) is undone."""
     import os
 
-    from evalpipe.progress import keep_terminal
+    from evalpipe.cli.progress import keep_terminal
 
     before = os.fstat(1).st_ino, os.fstat(2).st_ino
     log = open(tmp_path / "step.log", "w")

@@ -77,7 +77,7 @@ def test_dev_launcher_stops_every_service_on_the_first_signal(tmp_path):
     import sys
     import time
 
-    from evalpipe.cli_dev import commands, stop
+    from evalpipe.cli.dev import commands, stop
 
     cmds = commands("127.0.0.1", 3999, "workspace.yaml")
     assert cmds[0][0].endswith("dagster-webserver") and cmds[1][0].endswith("dagster-daemon") and cmds[1][1] == "run"
@@ -99,7 +99,7 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
     from eval_assets.checks import METRICS_CHECK_SPECS
     from evalpipe.metrics import register_metric
     from evalpipe.metrics.base import Metric
-    from evalpipe.types import Score
+    from evalpipe.core.types import Score
 
     assert METRICS_CHECK_SPECS["samples_accounted"].blocking
     assert not METRICS_CHECK_SPECS["judge_parse_failures"].blocking
@@ -123,7 +123,7 @@ benchmarks:
 models:
   good: {runner: echo}
 """)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--model", "good", "--no-progress"], catch_exceptions=False)
     assert r.exit_code == 3, r.output

@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalpipe.warehouse import Warehouse
+from evalpipe.store.warehouse import Warehouse
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -49,7 +49,7 @@ def test_four_writer_processes_and_an_open_reader(instance, home):
 
 
 def _start_run(env, *args):
-    return subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "run", "--no-progress", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -121,7 +121,7 @@ models:
 
 
 def _journal_writer(path: str, i: int, barrier) -> None:
-    from evalpipe.journal import Journal
+    from evalpipe.store.journal import Journal
 
     barrier.wait(30)
     with Journal(path) as j:
@@ -144,7 +144,7 @@ def test_a_journal_created_or_set_aside_by_many_processes_at_once_keeps_every_re
     runs under a lock with a re-check, so a late process can't move the fresh journal aside.)"""
     import multiprocessing
 
-    from evalpipe.journal import Journal
+    from evalpipe.store.journal import Journal
 
     path = tmp_path / "j.sqlite"
     if start == "malformed":

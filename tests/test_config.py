@@ -1,8 +1,8 @@
 import pytest
 
-from evalpipe.config import load_config
-from evalpipe.errors import ConfigError
-from evalpipe.keys import sanitize_key
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.keys import sanitize_key
 
 
 @pytest.mark.parametrize("raw,key", [

@@ -7,8 +7,8 @@ from click.testing import CliRunner
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import, not from ours)
 from pydantic import BaseModel, Field
 
-from evalpipe.config_schema import load_yaml, validate_config
-from evalpipe.errors import ConfigError
+from evalpipe.project.schema import load_yaml, validate_config
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners import register_runner
 from evalpipe.runners.echo import EchoRunner
 
@@ -169,7 +169,7 @@ def test_cli_exits_2_before_any_rollout(home, write_config, bad):
     if bad == "METRIC":
         text, bad = text.replace("metrics: [exact_match]", "metrics: [exact_mach]"), ""
     write_config(text + bad)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--model", "perfect", "--no-progress"])
     assert r.exit_code == 2, r.output
@@ -182,7 +182,7 @@ def test_cli_exits_2_before_any_rollout(home, write_config, bad):
 
 def test_validate_command_ok(write_config):
     write_config(BASE.replace("{repo}", "/x"))
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["validate"])
     assert r.exit_code == 0 and "ok (1 benchmark split(s), 1 model(s))" in r.output, r.output
@@ -192,12 +192,12 @@ def test_validate_command_ok(write_config):
 def test_a_split_with_zero_samples_runs_to_the_end(home, write_config):
     write_config(BASE.replace("{repo}", str(__import__("pathlib").Path(__file__).parents[1]))
                  .replace('extra: {path: ', 'extra: {limit: 0, path: '))
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--model", "perfect", "--no-progress"])
     assert r.exit_code == 0, r.output
-    from evalpipe.config import warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
 
     m = Warehouse(warehouse_path()).query("select metric, n, value from metrics where slice = 'all'")
     assert m["metric"].tolist() == ["exact_match"] and m["n"].tolist() == [0] and m["value"].isna().all()
@@ -205,7 +205,7 @@ def test_a_split_with_zero_samples_runs_to_the_end(home, write_config):
 
 def test_command_line_overrides_are_checked_too(home, write_config):
     write_config(BASE.replace("{repo}", "/x"))
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--model", "perfect", "--benchmark-option", "limit=-3", "--no-progress"])
     assert r.exit_code == 2 and r.output.strip() == \

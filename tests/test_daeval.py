@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from evalpipe.benchmarks import adapter_for
-from evalpipe.config import SplitConfig
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics import JudgeInput, build_metric
 from evalpipe.metrics.list_match import is_equal, parse_answers, parse_gold
 

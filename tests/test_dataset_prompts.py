@@ -1,4 +1,4 @@
-"""The dataset and prompts stages' kernels (evalpipe/pipeline.py) give the values the row-by-row construction gave:
+"""The dataset and prompts stages' kernels (evalpipe/pipeline/stages.py) give the values the row-by-row construction gave:
 the frames column by column, the JSON encoded one call per batch, the stored JSON read back (issue 15)."""
 import hashlib
 import json
@@ -6,11 +6,13 @@ import json
 import pandas as pd
 import pytest
 
-from evalpipe import jsontext, pipeline
+from evalpipe.core import jsontext
+
+from evalpipe.pipeline import stages as pipeline
 from evalpipe.benchmarks import adapter_for
-from evalpipe.config import SplitConfig
-from evalpipe.fingerprint import canonical_json, fingerprint
-from evalpipe.fingerprints import dataset_sha256
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.fingerprint import canonical_json, fingerprint
+from evalpipe.pipeline.fingerprints import dataset_sha256
 
 ODD = ["naïve ✓", "日本語", "🙂", "tab\t", 'quote"', "back\\slash", "new\nline", "\u2028", "", "\x00", "}, {"]
 VALUES = [None, 1, -2.5, 1e16, float("nan"), True, "", *ODD, [], {}, [1, [2, {"a": None}]],
@@ -96,7 +98,7 @@ def test_dataset_fingerprint_of_values_json_cannot_encode(tmp_path):
     datetime, a set of one) counts as before."""
     import datetime
 
-    from evalpipe.types import Sample
+    from evalpipe.core.types import Sample
 
     samples = [Sample(id=f"{(i * 37) % 5000:05d}", input="q", metadata={"t": datetime.date(2020, 1, 1 + i % 28),
                                                                          "s": {i}, "b": b"x"})

@@ -10,7 +10,7 @@ import partitions  # noqa: F401  (partition keys come from the test config, read
 
 from evalpipe.metrics.base import Direction, Metric, direction_of, register_metric
 from evalpipe.metrics.tool_integration import ToolIntegration, settings_of
-from evalpipe.pipeline import build_leaderboard, compute_metrics
+from evalpipe.pipeline.stages import build_leaderboard, compute_metrics
 from evalpipe.tooleval import integration as ti
 
 SPLIT = "tool_integration/shipped"
@@ -124,7 +124,7 @@ def test_old_partitions_without_the_columns_are_ranked_by_the_declarations():
 # ---- CLI ------------------------------------------------------------------------------------------------------
 @pytest.fixture
 def warehouse(home):
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     wh = _warehouse()
     m = _metrics()
@@ -140,7 +140,7 @@ def warehouse(home):
 def _cli(*args):
     from click.testing import CliRunner
 
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
@@ -203,7 +203,7 @@ def test_summarize_lists_the_better_model_first_by_direction(warehouse):
 
 
 def test_the_run_summary_shows_a_count_as_a_count():
-    from evalpipe.artifacts import summary_markdown
+    from evalpipe.store.artifacts import summary_markdown
 
     summary = {"benchmark_split": SPLIT, "model": "dirty", "run_id": None,
                "counts": {"samples": 3, "ok": 3, "errors": 0, "from_journal": 0, "input_tokens": 0,

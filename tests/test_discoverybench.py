@@ -8,10 +8,10 @@ import pytest
 
 from evalpipe.benchmarks import adapter_for
 from evalpipe.benchmarks.discoverybench import extract_hypothesis, extract_workflow
-from evalpipe.config import ModelConfig, SplitConfig
-from evalpipe.errors import DataError
+from evalpipe.core.config import ModelConfig, SplitConfig
+from evalpipe.core.errors import DataError
 from evalpipe.runners import Runner, register_runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 REPO = Path(__file__).parents[1]
 SAMPLE = REPO / "data" / "discoverybench_sample"
@@ -110,8 +110,8 @@ benchmarks:
 models: {m: {runner: echo}}
 judges: {ds: {runner: dsjudge, model: x}}  # issue 20: a model-graded metric needs a judge in the config
 """)
-    from evalpipe import pipeline
-    from evalpipe.config import load_config
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     JUDGE_CALLS.clear()
@@ -335,7 +335,7 @@ def test_hms_deliberate_differences_are_named_settings(home, case, setting, valu
 
 
 def test_hms_setting_values_are_checked(home):
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
     from evalpipe.metrics import build_metric
 
     for bad in ({"judge_params": "fast"}, {"lenient_json": "yes"}, {"strict_replies": 1}):

@@ -133,7 +133,7 @@ models:
 
     # the instance schema, the dataset and the model partitions (the CLI's own helpers, on the Postgres instance)
     subprocess.run([sys.executable, "-c", f"""
-from evalpipe.config import load_config
+from evalpipe.core.config import load_config
 from eval_assets.launch import get_instance, run_assets, sync_model_partitions
 inst = get_instance()
 assert type(inst.run_storage).__name__ == "PostgresRunStorage", type(inst.run_storage)
@@ -193,7 +193,7 @@ assert run_assets(["dataset"], {SPLIT!r}, inst).success
             _stop(w)
 
     # the warehouse the workers wrote, read by another process (this one)
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(home / "warehouse.duckdb")
     counts = wh.query("SELECT model, count(*) AS n FROM rollouts GROUP BY model ORDER BY model")

@@ -46,8 +46,8 @@ def _prices(model: str) -> tuple[float, float]:
 
 
 def test_estimate_per_partition_and_total(home, write_config):
-    from evalpipe.config import load_config
-    from evalpipe.dryrun import as_frame, estimate
+    from evalpipe.core.config import load_config
+    from evalpipe.cli.dryrun import as_frame, estimate
 
     write_config(CONFIG)
     cfg = load_config()
@@ -73,7 +73,7 @@ def test_estimate_per_partition_and_total(home, write_config):
 
 
 def test_cli_dry_run_prints_the_table_and_runs_nothing(home, write_config):
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     write_config(CONFIG)
     res = CliRunner().invoke(main, ["run", "--model", "gpt", "--model", "parrot", "--limit", "3", "--dry-run",
@@ -93,10 +93,10 @@ def test_cli_dry_run_prints_the_table_and_runs_nothing(home, write_config):
 
 def test_journaled_samples_are_counted_as_cached(home, write_config):
     """Samples already in the partition's journal (same fingerprint) would not be sent: left out of the cost."""
-    from evalpipe import pipeline
-    from evalpipe.config import load_config
-    from evalpipe.dryrun import estimate
-    from evalpipe.journal import Journal
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
+    from evalpipe.cli.dryrun import estimate
+    from evalpipe.store.journal import Journal
     from evalpipe.runners import build_runner
 
     write_config(CONFIG)
@@ -118,7 +118,7 @@ def test_journaled_samples_are_counted_as_cached(home, write_config):
 
 
 def test_backfill_dry_run_takes_dagster_partition_keys(home, write_config):
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     write_config(CONFIG)
     res = CliRunner().invoke(main, ["dry-run", "--partitions", "smoke/test|gpt,smoke/test|parrot"])

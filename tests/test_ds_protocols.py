@@ -52,7 +52,7 @@ models:
   scripted: {runner: echo, reply: script, script: %s}
 default_models: [scripted]
 """ % json.dumps(DAEVAL_SCRIPT))
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     return lambda *args: CliRunner().invoke(main, list(args), catch_exceptions=False)
 
@@ -99,8 +99,8 @@ def test_daeval_both_protocols_end_to_end(cli, home):
 
 # ---- pipeline level: qrdata and discoverybench (and the scripted judge on loopback-free runner) -----------------
 def _run_split(key, script, home, judge_metrics=None):
-    from evalpipe import pipeline
-    from evalpipe.config import ModelConfig, load_config
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import ModelConfig, load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     cfg = load_config()
@@ -144,7 +144,7 @@ def test_qrdata_end_to_end(home, key):
         assert len(rec) == 1 and rec[0]["name"] == "python" and "171.7" in json.loads(rec[0]["result"])["stdout"]
         assert json.loads(traced.loc["0", "trajectory"])[-1]["role"] == "tool" and traced.loc["0", "tool_calls"] == 1
         assert traced["tool_trace"].drop("0").isna().all()  # no code in the other replies: nothing run
-        from evalpipe.pipeline import tool_calls_frame
+        from evalpipe.pipeline.stages import tool_calls_frame
 
         assert len(tool_calls_frame(roll)) == 1
 
@@ -154,8 +154,8 @@ def test_daeval_multi_turn_through_litellm_against_a_loopback_server(home):
     """The same analyses, served over real HTTP by an OpenAI-compatible mock: the litellm runner's chat step sends the
     python tool's schema, parses the tool calls, the loop runs the code in the sandbox and sends the output back."""
     from benchmarks.mock_server import MockLLM, serve_in_thread
-    from evalpipe import pipeline
-    from evalpipe.config import ModelConfig, load_config
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import ModelConfig, load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     split = load_config().split("daeval/validation")
@@ -220,7 +220,7 @@ CROP_FINAL = ("```python\nimport pandas as pd\nimport numpy as np\nd = pd.read_c
 def test_discoverybench_both_protocols_cli_with_model_and_judge_on_loopback(home, write_config, monkeypatch):
     from benchmarks.mock_server import MockLLM, serve_in_thread
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
         monkeypatch.setenv(var, "")
@@ -251,7 +251,7 @@ default_models: [loop]
                 else:
                     answers[s.input] = "HYPOTHESIS: There is no clear relation between schooling and wages."
         mock.answers = Computed(answers)
-        from evalpipe.cli import main
+        from evalpipe.cli.main import main
 
         cli = lambda *a: CliRunner().invoke(main, list(a), catch_exceptions=False)  # noqa: E731
         r = cli("run", "--benchmark", "discoverybench", "--model", "loop", "--no-progress")

@@ -1,7 +1,7 @@
 import pandas as pd
 
-from evalpipe.config import load_config
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.config import load_config
+from evalpipe.store.warehouse import Warehouse
 
 
 def test_evaluate_the_graph_and_rank_the_leaderboard(instance, home):

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from evalpipe.benchmarks import adapter_for
-from evalpipe.config import SplitConfig
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import ConfigError, DataError
 
 ROWS = [
     {"qid": "q1", "question": "Capital of France?", "answer": "Paris", "topic": "geo", "sys": "Be brief.",
@@ -252,7 +252,7 @@ def test_hf_uri_offline_fails_at_once(tmp_path, monkeypatch):
 def test_a_bad_file_writes_nothing_to_the_warehouse(instance, home, write_config, tmp_path):
     """The dataset asset fails as a whole: no partition file, the run's error is the one-line message."""
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     bad = tmp_path / "dup.jsonl"
     bad.write_text('{"id": "a", "q": "x", "a": "1"}\n{"id": "a", "q": "y", "a": "2"}\n', encoding="utf-8")

@@ -11,9 +11,9 @@ import pytest
 from evalpipe.benchmarks import adapter_for
 from evalpipe.benchmarks.gaia import GAIA_INSTRUCTIONS, extract_final_answer, normalize_level
 from evalpipe.benchmarks.gaia_scorer import question_scorer
-from evalpipe.config import SplitConfig
-from evalpipe.errors import DataError
-from evalpipe.pipeline import build_dataset
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import DataError
+from evalpipe.pipeline.stages import build_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE = REPO / "data" / "gaia_sample"
@@ -167,7 +167,7 @@ def test_limit_is_applied_once_through_the_pipeline():
 
 
 def test_bad_option_values_are_config_errors():
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="'max_n' must be a non-negative integer"):
         load({"path": "data/gaia_sample", "max_n": "lots"})
@@ -255,8 +255,8 @@ def test_gated_dataset_error_says_to_accept_the_terms(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_per_level_metrics_through_the_graph(instance, home, write_config):
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import load_config
+    from evalpipe.store.warehouse import Warehouse
 
     write_config("""
 benchmarks:
@@ -300,8 +300,8 @@ models:
 
 def test_hidden_answers_are_unscored_not_wrong(tmp_path):
     """The test split through the same stage functions the assets call (the graph itself is covered above)."""
-    from evalpipe.config import ModelConfig
-    from evalpipe.pipeline import build_leaderboard, build_prompts, compute_metrics, judge, run_rollouts
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.pipeline.stages import build_leaderboard, build_prompts, compute_metrics, judge, run_rollouts
     from evalpipe.runners import RunSettings, build_runner
 
     sp = split({"path": "data/gaia_sample"}, name="test")

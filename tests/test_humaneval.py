@@ -6,10 +6,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalpipe import pipeline
+from evalpipe.pipeline import stages as pipeline
 from evalpipe.benchmarks import get_adapter
-from evalpipe.config import SplitConfig
-from evalpipe.errors import DataError
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import DataError
 from evalpipe.metrics import JudgeInput, build_metric
 from evalpipe.sandbox import resolve_backend
 

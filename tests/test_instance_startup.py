@@ -30,7 +30,7 @@ def _env(tmp_path: Path, stock: bool = False) -> dict[str, str]:
 
 
 def _run(env: dict[str, str], *args: str) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "run", "--no-progress", *args], cwd=ROOT, env=env,
+    return subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress", *args], cwd=ROOT, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -112,7 +112,7 @@ def made_home(tmp_path_factory):
         os.environ["DAGSTER_HOME"] = saved or ""
         if saved is None:
             del os.environ["DAGSTER_HOME"]
-    from evalpipe.instance_storage import dispose
+    from evalpipe.store.instance_storage import dispose
 
     dispose()  # WALs folded back: the copies are whole databases
     return Path(env["DAGSTER_HOME"])
@@ -144,39 +144,39 @@ def test_uncertain_versions_are_refused_with_the_repair_command_exit_2(made_home
     db = home / "schedules" / "schedules.db"
     _set_versions(db, [OLDER, OLDEST])  # no head among them: which schema the tables have is not certain
     env = {**_env(tmp_path / "cfg"), "DAGSTER_HOME": str(home)}
-    r = subprocess.run([sys.executable, "-m", "evalpipe.cli", "run", "--no-progress", "--split", "smoke/extra"],
+    r = subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress", "--split", "smoke/extra"],
                        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 2, r.stdout + r.stderr
     assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in r.stderr, r.stderr
-    assert f"python -m evalpipe.instance_storage repair {db}" in lines[0] and "2 alembic versions" in lines[0]
-    from evalpipe.instance_storage import repair
+    assert f"python -m evalpipe.store.instance_storage repair {db}" in lines[0] and "2 alembic versions" in lines[0]
+    from evalpipe.store.instance_storage import repair
 
-    assert repair([str(home)]) == 0  # what `python -m evalpipe.instance_storage repair` runs
+    assert repair([str(home)]) == 0  # what `python -m evalpipe.store.instance_storage repair` runs
     assert "dagster instance migrate" in capsys.readouterr().out
     assert _versions(db) == [OLDER]  # the newest of the two; `dagster instance migrate` takes it to the head
 
 
 def test_versions_this_dagster_does_not_know_are_not_touched(made_home, tmp_path, monkeypatch):
-    from evalpipe.instance_storage import InstanceStorageError, open_instance, repair
+    from evalpipe.store.instance_storage import InstanceStorageError, open_instance, repair
 
     home = _copy(made_home, tmp_path, monkeypatch)
     db = home / "history" / "runs.db"
     _set_versions(db, [HEAD, "0123456789ab"])  # e.g. a newer Dagster's migration
-    with pytest.raises(InstanceStorageError, match="repair it with: python -m evalpipe.instance_storage repair"):
+    with pytest.raises(InstanceStorageError, match="repair it with: python -m evalpipe.store.instance_storage repair"):
         open_instance()
     assert repair([str(home)]) == 2
     assert _versions(db) == sorted([HEAD, "0123456789ab"])
 
 
 def test_head_revision_is_the_one_these_tests_name():
-    from evalpipe.instance_storage import _script
+    from evalpipe.store.instance_storage import _script
 
     assert _script().get_current_head() == HEAD
 
 
 def _probe_lock(q) -> None:
-    from evalpipe.instance_storage import InstanceStorageError, startup_lock
+    from evalpipe.store.instance_storage import InstanceStorageError, startup_lock
 
     try:
         with startup_lock(wait_s=0.3):
@@ -188,7 +188,7 @@ def _probe_lock(q) -> None:
 def test_the_startup_lock_is_reentrant_and_excludes_other_processes(tmp_path, monkeypatch):
     import multiprocessing
 
-    from evalpipe.instance_storage import InstanceStorageError, startup_lock
+    from evalpipe.store.instance_storage import InstanceStorageError, startup_lock
 
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     ctx = multiprocessing.get_context("fork")

@@ -3,8 +3,8 @@ import sqlite3
 
 import pytest
 
-from evalpipe.errors import DataError
-from evalpipe.journal import Journal
+from evalpipe.core.errors import DataError
+from evalpipe.store.journal import Journal
 
 
 def test_records_survive_reopening_and_lookup_returns_only_wanted(tmp_path):
@@ -48,7 +48,7 @@ def test_a_damaged_record_reruns_and_a_damaged_file_is_a_clear_error(tmp_path):
 
 
 def test_lookups_see_indexed_and_newest_rows_and_the_latest_record_wins(tmp_path, monkeypatch):
-    import evalpipe.journal as journal_mod
+    import evalpipe.store.journal as journal_mod
 
     monkeypatch.setattr(journal_mod, "INDEX_AFTER_ROWS", 3)  # index every few rows: both read paths are used
     path = tmp_path / "x.sqlite"

@@ -1,7 +1,7 @@
 """Lenient scorers: includes, choice, regex, last_number."""
 import pytest
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import build_metric, list_metrics
 from evalpipe.metrics.base import JudgeInput
 from evalpipe.metrics.lenient import is_lenient, last_number

@@ -1,4 +1,4 @@
-"""A lighter `evalpipe run`: Dagster's SQLite storage without an fsync per event (evalpipe/instance_storage.py),
+"""A lighter `evalpipe run`: Dagster's SQLite storage without an fsync per event (evalpipe/store/instance_storage.py),
 and the partitions of one run going concurrently (eval_assets/launch.py)."""
 import sqlite3
 import subprocess
@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture
 def fast_home(home):
-    from evalpipe.instance_storage import storage_yaml
+    from evalpipe.store.instance_storage import storage_yaml
 
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n" + storage_yaml())
     return home
@@ -28,7 +28,7 @@ def test_fast_storage_is_dagsters_own_tables(fast_home, monkeypatch):
     from dagster import DagsterInstance
 
     from eval_assets.launch import run_assets, sync_model_partitions
-    from evalpipe.instance_storage import FastSqliteEventLogStorage, engine_for
+    from evalpipe.store.instance_storage import FastSqliteEventLogStorage, engine_for
 
     from dagster import __version__ as dagster_version
 
@@ -67,7 +67,7 @@ def test_partitions_of_one_run_go_concurrently(home, write_config):
     """Two models against a server with latency: their partitions overlap in time (max_concurrent_partitions: 2),
     per-sample progress reaches the caller, and results come back in (split, model) order."""
     from benchmarks.mock_server import MockLLM, serve_in_thread
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     with serve_in_thread(MockLLM(latency=0.4)) as (mock, url):
         write_config(f"""
@@ -113,7 +113,7 @@ max_concurrent_partitions: 2
 
 
 def test_max_concurrent_partitions_one_is_sequential(home, write_config, monkeypatch):
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
     from eval_assets.launch import concurrent_partitions
 
     write_config("benchmarks: {}\nmodels: {}\nmax_concurrent_partitions: 1\n")
@@ -154,7 +154,7 @@ def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, wr
     from dagster import DagsterInstance
 
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     data = tmp_path / "qa.jsonl"
     data.write_text("".join((ROOT / "data/smoke/test.jsonl").read_text().splitlines(keepends=True)[:3]))
@@ -171,8 +171,8 @@ def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, wr
         assert _runs_by_assets(inst)[3:] == [("dataset",), chain]
         assert evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst, reload_datasets=True).success
         assert _runs_by_assets(inst)[5:] == [("dataset",), chain]
-    from evalpipe.config import warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
 
     n = Warehouse(warehouse_path()).query("SELECT count(*) AS n FROM rollouts WHERE model = 'm'")["n"].iloc[0]
     assert n == 4
@@ -184,7 +184,7 @@ def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard
     from dagster import DagsterInstance
 
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
     from resources import EvalConfigResource
 
     _one_split_config(write_config, ROOT / "data/smoke/test.jsonl",
@@ -206,7 +206,7 @@ def test_new_instance_databases_use_small_pages(fast_home):
     SQLite's default 4 KB), and Dagster's own tables are in them."""
     from dagster import DagsterInstance
 
-    from evalpipe.instance_storage import PAGE_SIZE
+    from evalpipe.store.instance_storage import PAGE_SIZE
 
     with DagsterInstance.get() as inst:
         inst.add_dynamic_partitions("model", ["x"])
@@ -230,7 +230,7 @@ def test_dataset_version_follows_files_and_template(write_config, tmp_path):
     import os
 
     from eval_assets.launch import dataset_version
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     data, template = tmp_path / "qa.jsonl", tmp_path / "t.j2"
     data.write_text('{"id": "a", "question": "q?", "answer": "x"}\n')

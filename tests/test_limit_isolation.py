@@ -29,7 +29,7 @@ def cli(home, write_config, monkeypatch):
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
         monkeypatch.setenv(var, "")
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args: str):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -38,7 +38,7 @@ def cli(home, write_config, monkeypatch):
 
 
 def _n(model: str, split: str = "smoke/extra") -> int | None:
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     m = _warehouse().query("SELECT n FROM metrics WHERE slice = 'all' AND metric = 'exact_match' "
                            "AND benchmark_split = ? AND model = ?", [split, model])
@@ -46,7 +46,7 @@ def _n(model: str, split: str = "smoke/extra") -> int | None:
 
 
 def _dataset_rows(split: str = "smoke/extra") -> int:
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     return int(_warehouse().query("SELECT count(*) AS n FROM datasets WHERE benchmark_split = ?", [split])["n"][0])
 
@@ -81,7 +81,7 @@ def test_limit_run_keeps_the_dataset_whole_for_every_later_materialization(cli):
     # the try's key materialized from Dagster: its own N, from the key itself
     assert _materialize("perfect@limit3").success
     assert _n("perfect@limit3") == 3
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     wh = _warehouse()
     ids = wh.query("SELECT sample_id FROM rollouts WHERE model = 'perfect@limit3' ORDER BY sample_id")["sample_id"]

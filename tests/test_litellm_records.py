@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
-from evalpipe.config import ModelConfig
+from evalpipe.core.config import ModelConfig
 from evalpipe.runners import RunSettings, build_runner, run_requests
 from evalpipe.runners.pricing import import_litellm
-from evalpipe.types import RolloutRequest
+from evalpipe.core.types import RolloutRequest
 
 pytestmark = pytest.mark.slow  # imports litellm (3-15 s)
 

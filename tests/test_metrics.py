@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics import JudgeInput, aggregate, build_metric
 from evalpipe.metrics.aggregate import USAGE_SLICE, bootstrap_ci
 from evalpipe.metrics.code_execution import pass_at_k

@@ -13,13 +13,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalpipe import pipeline
-from evalpipe.config import SplitConfig
-from evalpipe.errors import DataError
+from evalpipe.pipeline import stages as pipeline
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import DataError
 from evalpipe.metrics import JudgeInput, Metric, build_metric, register_metric
 from evalpipe.metrics.exact_match import normalize_text
 from evalpipe.metrics.numbers import parse_number, read_quantity
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 # ---- the per-row rules (docs/metrics.md, "Normalizer rules"), restated here as the reference -----------------------
 _WS = re.compile(r"\s+")

@@ -6,12 +6,12 @@ import re
 
 import pytest
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import JudgeInput, build_metric
 from evalpipe.metrics.hms import greedy_match, hms_final
 from evalpipe.runners import Runner, list_runners, register_runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 CALLS: list[tuple[str, str]] = []  # (judge model, last user message) of every call that reached a judge
 SCRIPTS: dict = {}  # judge model name -> function(prompt text) -> reply

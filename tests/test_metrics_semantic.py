@@ -3,7 +3,7 @@ import asyncio
 
 import pytest
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import JudgeInput, build_metric
 from evalpipe.metrics import semantic
 

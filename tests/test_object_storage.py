@@ -7,8 +7,8 @@ import time
 import pandas as pd
 import pytest
 
-from evalpipe.errors import WarehouseError
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.errors import WarehouseError
+from evalpipe.store.warehouse import Warehouse
 
 BUCKET = "evals-warehouse"
 
@@ -104,7 +104,7 @@ def test_partitions_are_objects_and_the_views_read_them(s3_endpoint, s3_config, 
 
 
 def test_credentials_in_storage_options_are_redacted(s3_config):
-    from evalpipe.redact import redact
+    from evalpipe.core.redact import redact
 
     # the secret is masked as a literal wherever it shows up (a log line, an error, a trace field); the access
     # key id is an identifier, not a secret (AWS prints it in error messages), and is kept
@@ -126,7 +126,7 @@ def test_local_disk_stays_the_default(home, write_config, monkeypatch):
 def test_one_partition_end_to_end(s3_endpoint, home, instance, monkeypatch, tmp_path):
     """EVALS_WAREHOUSE_URI with credentials and endpoint from the standard AWS env vars (the test config as is)."""
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     prefix = f"s3://{BUCKET}/{tmp_path.name}"
     monkeypatch.setenv("EVALS_WAREHOUSE_URI", prefix)

@@ -47,7 +47,7 @@ def installed(tmp_path_factory):
 def _run(args, home, config, pythonpath):
     env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(config), "PYTHONPATH": str(pythonpath)}
     env.pop("EVALS_WAREHOUSE", None)
-    return subprocess.run([sys.executable, "-m", "evalpipe.cli", *args], env=env, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "evalpipe.cli.main", *args], env=env, capture_output=True, text=True,
                           cwd=REPO, timeout=600)
 
 

@@ -72,7 +72,7 @@ models:
 
         with DagsterInstance.get():  # create the schema once: concurrent first opens of a fresh home race
             pass
-        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "run", "--model", f"m{i}", "--no-progress",
+        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--model", f"m{i}", "--no-progress",
                                   "--benchmark-option", "limit=1"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for i in range(2)]
         outs = [r.communicate(timeout=600)[0] for r in runs]

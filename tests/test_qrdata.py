@@ -8,8 +8,8 @@ import pytest
 
 from evalpipe.benchmarks import adapter_for
 from evalpipe.benchmarks.qrdata import extract_final, qrdata_correct
-from evalpipe.config import SplitConfig
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics import JudgeInput, build_metric
 
 REPO = Path(__file__).parents[1]

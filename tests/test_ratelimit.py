@@ -1,4 +1,4 @@
-"""Rate limits shared across runs and workers (evalpipe/ratelimit.py): counted server-side by the mock, whatever
+"""Rate limits shared across runs and workers (evalpipe/store/ratelimit.py): counted server-side by the mock, whatever
 process sent the requests. Real stores: SQLite under DAGSTER_HOME, and a real redis-server when installed."""
 import json
 import os
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.ratelimit import Limit, next_slot
+from evalpipe.store.ratelimit import Limit, next_slot
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -41,7 +41,7 @@ def test_next_slot_is_a_sliding_window():
 def _book_many(store_spec: str, n: int, out: str) -> None:  # run in a child process
     code = f"""
 import json, time
-from evalpipe.ratelimit import Limit, store_for
+from evalpipe.store.ratelimit import Limit, store_for
 s = store_for({store_spec!r}); lim = Limit(rpm=120, window_s=4)   # at most 8 grants in any 4 s
 grants = []
 for _ in range({n}):
@@ -126,7 +126,7 @@ rate_limits:
 
         with DagsterInstance.get():  # Dagster's SQLite schema creation races when 4 processes open a fresh home
             pass
-        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "run", "--model", f"m{i}", "--no-progress",
+        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--model", f"m{i}", "--no-progress",
                                   "--concurrency", "8", "--benchmark-option", "limit=4"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True) for i in range(4)]
         outs = [r.communicate(timeout=600)[0] for r in runs]

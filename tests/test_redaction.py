@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
-from evalpipe.redact import MASK, Redactor, is_secret_name
+from evalpipe.core.redact import MASK, Redactor, is_secret_name
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 
 # ---- the rules ---------------------------------------------------------------------------------------------------
@@ -62,7 +62,7 @@ def test_key_names():
 
 
 def test_env_values_config_and_cli_patterns(write_config, monkeypatch):
-    from evalpipe.redact import add_patterns, redact
+    from evalpipe.core.redact import add_patterns, redact
 
     monkeypatch.setenv("EVALS_REDACT_PATTERNS", "")  # restored (unset) after the test
     monkeypatch.setenv("ACME_CREDS", "plain-looking-value-42")  # no secret-like name: caught via api_key_env
@@ -73,14 +73,14 @@ def test_env_values_config_and_cli_patterns(write_config, monkeypatch):
         f"a {MASK} b {MASK} c {MASK} d zebra-9"
     add_patterns(["zebra-[0-9]+"])
     assert redact("d zebra-9") == f"d {MASK}"
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="not a valid regex"):
         add_patterns(["(unclosed"])
 
 
 def test_fast_enough():
-    from evalpipe.redact import get_redactor
+    from evalpipe.core.redact import get_redactor
 
     r = get_redactor()
     text = "The capital of France is Paris; the answer is 42. " * 12  # 600 chars, nothing to mask
@@ -92,7 +92,7 @@ def test_fast_enough():
 
 
 def test_log_records_are_redacted(monkeypatch):
-    from evalpipe.redact import install_log_redaction
+    from evalpipe.core.redact import install_log_redaction
 
     install_log_redaction()
     seen = []
@@ -216,7 +216,7 @@ models:
   leaky: {{runner: test-leaky, api_key_env: OPENAI_API_KEY, api_key: {s['config_option']}}}
 redact_patterns: ['INTERNAL-[0-9]{{6}}']
 """)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["--redact-pattern", "project-zebra-[0-9]+", "run", "--benchmark", "smoke",
                                   "--model", "parrot", "--model", "teller", "--model", "fixed", "--model", "leaky",
@@ -238,8 +238,8 @@ redact_patterns: ['INTERNAL-[0-9]{{6}}']
     leaks = [(str(p.relative_to(home)), name) for p, text in files.items() for name, v in s.items() if v in text]
     assert leaks == []
     # and the run really carried the secrets (masked) through every stage
-    from evalpipe.config import warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(warehouse_path())
     raw = wh.query("select model, sample_id, raw_output, error, trajectory from rollouts order by model, sample_id")

@@ -6,11 +6,11 @@ import json
 import pytest
 from dagster import AssetKey, materialize
 
-from evalpipe.config import load_config
+from evalpipe.core.config import load_config
 from evalpipe.metrics import judging_version
 from evalpipe.runners import Runner, register_runner
-from evalpipe.types import Generation
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.types import Generation
+from evalpipe.store.warehouse import Warehouse
 from partitions import eval_key
 
 MODEL_CALLS: list[str] = []

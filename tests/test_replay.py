@@ -4,9 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe import pipeline
-from evalpipe.config import load_config
-from evalpipe.errors import DataError
+from evalpipe.pipeline import stages as pipeline
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import DataError
 from evalpipe.runners import RunSettings, build_runner
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,13 +1,13 @@
-"""Fingerprints and dataset headers (evalpipe/fingerprints.py): computed, recorded, and failing on drift."""
+"""Fingerprints and dataset headers (evalpipe/pipeline/fingerprints.py): computed, recorded, and failing on drift."""
 import json
 import random
 
 import pytest
 
-from evalpipe import fingerprints
-from evalpipe.config import load_config
-from evalpipe.errors import DataError
-from evalpipe.warehouse import Warehouse
+from evalpipe.pipeline import fingerprints
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import DataError
+from evalpipe.store.warehouse import Warehouse
 
 ROWS = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i), "category": "math"} for i in range(6)]
 
@@ -84,7 +84,7 @@ def test_sidecar_header_for_csv(tmp_path, write_config):
 
 
 def test_build_dataset_fails_with_one_line_diff_unless_told_not_to(tmp_path, write_config):
-    from evalpipe.pipeline import build_dataset
+    from evalpipe.pipeline.stages import build_dataset
 
     data = _jsonl(tmp_path / "d.jsonl", ROWS, {"__header__": {"fingerprints": {"dataset_sha256": "ab" * 32}}})
     _config(write_config, data)
@@ -100,7 +100,7 @@ def test_build_dataset_fails_with_one_line_diff_unless_told_not_to(tmp_path, wri
 
 
 def test_runner_and_model_fingerprints_change_with_what_changes_answers():
-    from evalpipe.config import ModelConfig
+    from evalpipe.core.config import ModelConfig
 
     m = ModelConfig(key="m", runner="litellm", model="openai/x", params={"temperature": 0})
     base_r, base_m = fingerprints.runner_fingerprint(m, None), fingerprints.model_fingerprint(m, {"a": 1})
@@ -154,7 +154,7 @@ def test_partition_fingerprints_recorded_mismatch_fails_and_changes_show_in_the_
 
 
 def test_tokenizer_fingerprint_of_a_local_model_folder_and_the_header_check(tmp_path, write_config):
-    from evalpipe.config import ModelConfig
+    from evalpipe.core.config import ModelConfig
 
     folder = tmp_path / "ckpt"
     folder.mkdir()
@@ -192,7 +192,7 @@ def test_tokenizer_fingerprint_of_a_local_model_folder_and_the_header_check(tmp_
 def test_cli_fails_on_drift_and_the_flag_runs_anyway(tmp_path, write_config, home):
     from click.testing import CliRunner
 
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     data = _jsonl(tmp_path / "d.jsonl", ROWS, {"__header__": {"dataset_sha256": "ef" * 32}})
     _config(write_config, data)

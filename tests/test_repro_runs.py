@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evalpipe.config import load_config
+from evalpipe.core.config import load_config
 
 CONFIG = """
 benchmarks:
@@ -25,7 +25,7 @@ default_models: [parrot]
 @pytest.fixture
 def cli(home, write_config):
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)
@@ -43,7 +43,7 @@ def test_two_experiments_side_by_side_and_both_runs_kept(cli, home):
     assert r2.exit_code == 0, r2.output
     r3 = cli("run", "--split", "extra", "--model", "parrot-fixed", "--no-progress")  # its name without the suffix
     assert r3.exit_code == 0, r3.output
-    from evalpipe.cli import _warehouse
+    from evalpipe.cli.main import _warehouse
 
     board = _warehouse().query("select model, value, rank from leaderboard order by rank, model").to_dict("records")
     assert board == [{"model": "parrot-fixed@fixed-paris", "value": 0.25, "rank": 1},

@@ -3,10 +3,10 @@ import json
 
 import pytest
 
-from evalpipe.config import load_config
-from evalpipe.errors import ConfigError, DataError
-from evalpipe.prompt_wrappers import DEFAULT_SYSTEM, load_wrapper
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.pipeline.prompt_wrappers import DEFAULT_SYSTEM, load_wrapper
+from evalpipe.store.warehouse import Warehouse
 
 J2 = '{"system": {{ system | tojson }}, "user": {{ ("Question: " ~ user ~ "\\nTools: " ~ (tools | length)) | tojson }}}\n'
 TMPL = "[SYS] $system\n[USER] $user\n[TOOLS] $tools\n"

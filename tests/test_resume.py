@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
-from evalpipe import pipeline
-from evalpipe.config import load_config
+from evalpipe.pipeline import stages as pipeline
+from evalpipe.core.config import load_config
 from evalpipe.runners import RunSettings, build_runner
 
 ROOT = Path(__file__).resolve().parents[1]

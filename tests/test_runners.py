@@ -6,13 +6,13 @@ import time
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
-from evalpipe.journal import Journal
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
+from evalpipe.store.journal import Journal
 from evalpipe.runners import Runner, RunSettings, build_runner, run_requests
 from evalpipe.runners.driver import FailFast
 from evalpipe.runners.limits import Bucket
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 PATHS = ["fast", "litellm"]
 FAST = RunSettings(concurrency=4, timeout_s=5, max_retries=3, backoff_base_s=0.01, backoff_max_s=0.05)

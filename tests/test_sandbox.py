@@ -6,7 +6,7 @@ import shutil
 
 import pytest
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.sandbox import (SandboxUnavailable, backend_status, list_sandboxes, make_sandbox, namespaces_available,
                               resolve_backend, run_python, run_tests)
 from evalpipe.sandbox.bwrap import WORKDIR, build_bwrap_argv, host_layout
@@ -249,7 +249,7 @@ def test_bwrap_is_the_default_when_it_works():
 def test_cli_sandbox_check_prints_the_isolation_and_passes_under_the_default(monkeypatch):
     from click.testing import CliRunner
 
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     monkeypatch.delenv("EVALS_SANDBOX", raising=False)
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", DEFAULT])
@@ -268,7 +268,7 @@ def test_cli_sandbox_cleanup_removes_stale_folders(tmp_path, monkeypatch):
 
     from click.testing import CliRunner
 
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     stale, fresh = tmp_path / "evalpipe-sandbox-old", tmp_path / "evalpipe-sandbox-new"

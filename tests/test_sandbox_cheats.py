@@ -161,7 +161,7 @@ def test_sample_files_reach_the_sandbox_read_only(tmp_path):
 
 
 def test_bad_settings_fail_clearly():
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="mode must be one of tests, runs_without_error"):
         build_metric({"name": "code_execution", "mode": "vibes"})

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import JudgeInput, build_metric
 from evalpipe.sandbox import backend_status, make_sandbox, run_python, run_tests, sweep_stale
 from evalpipe.sandbox.base import OWNER_LOCK, Limits
@@ -76,7 +76,7 @@ def test_the_config_key_sets_the_default_quota(write_config):
 
 
 def test_the_config_schema_accepts_the_key_and_refuses_a_negative_one(tmp_path):
-    from evalpipe.config_schema import validate_file
+    from evalpipe.project.schema import validate_file
 
     good = tmp_path / "good.yaml"
     good.write_text("sandbox_disk_mb: 512\nbenchmarks: {}\nmodels: {m: {runner: echo}}\n")

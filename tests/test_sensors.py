@@ -60,8 +60,8 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     from dagster import AssetKey
 
     from eval_assets.launch import CHAIN, run_assets
-    from evalpipe.config import load_config
-    from evalpipe.models_registry import discovered_models
+    from evalpipe.core.config import load_config
+    from evalpipe.store.models_registry import discovered_models
     from partitions import MODEL
 
     ckpts, registry, instance = setup
@@ -124,7 +124,7 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
 
 
 def test_marker_gguf_and_registry_file(setup, capfd):
-    from evalpipe.models_registry import discovered_models
+    from evalpipe.store.models_registry import discovered_models
 
     ckpts, registry, instance = setup
     (ckpts / "marked").mkdir()
@@ -156,9 +156,9 @@ def test_no_checkpoints_section_skips(write_config, instance):
 
 
 def test_bad_checkpoints_section_is_a_config_error(write_config):
-    from evalpipe.checkpoints import checkpoint_settings
-    from evalpipe.config import load_config
-    from evalpipe.errors import ConfigError
+    from evalpipe.pipeline.checkpoints import checkpoint_settings
+    from evalpipe.core.config import load_config
+    from evalpipe.core.errors import ConfigError
 
     write_config("benchmarks: {}\nmodels: {}\ncheckpoints: {dir: /x, benchmarks: [nope]}\n")
     with pytest.raises(ConfigError, match="neither a benchmark"):

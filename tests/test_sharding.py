@@ -1,4 +1,4 @@
-"""Stable-hash sharding (evalpipe/sharding.py): membership, `evalpipe run --num-shards/--shard-index` merging into
+"""Stable-hash sharding (evalpipe/repro/sharding.py): membership, `evalpipe run --num-shards/--shard-index` merging into
 one partition, and a partition's rollouts as N processes inside Dagster."""
 import hashlib
 import json
@@ -7,9 +7,9 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from evalpipe.config import load_config
-from evalpipe.sharding import merge_frames, shard_of
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.config import load_config
+from evalpipe.repro.sharding import merge_frames, shard_of
+from evalpipe.store.warehouse import Warehouse
 
 ROWS = [{"question": f"Capital number {i}?", "answer": f"city{i}", "category": "geo" if i % 2 else "math"}
         for i in range(40)]  # no id column: ids come from each row's content
@@ -46,7 +46,7 @@ def _write(path, rows):
 
 def test_membership_is_identical_after_shuffling_the_dataset(tmp_path, write_config):
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.pipeline import build_dataset
+    from evalpipe.pipeline.stages import build_dataset
 
     data = tmp_path / "d.jsonl"
     _write(data, ROWS)
@@ -87,7 +87,7 @@ def test_merge_frames_refuses_duplicates():
 
 @pytest.fixture
 def cli(home):
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def invoke(*args):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
-from evalpipe.validate_sharding import REPORT_FIELDS, collect, compare, validate
+from evalpipe.repro.validate_sharding import REPORT_FIELDS, collect, compare, validate
 
 REPO = Path(__file__).resolve().parents[1]
 SPLIT = "gaia/validation"  # the shipped GAIA-format sample: 29 questions, levels 1-3, attachments; GAIA scorer
@@ -32,7 +32,7 @@ models:
 
 def _samples():
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     return list(adapter_for(load_config().split(SPLIT)).load())
 
@@ -50,7 +50,7 @@ def test_cli_validate_sharding_echo_reports_ok(tmp_path, write_config, home):
     cfg = _config(write_config, "  fixed: {runner: echo, reply: fixed, text: Paris}")
     report_path = tmp_path / "report.json"
     env = {**os.environ, "EVALS_CONFIG": str(cfg)}
-    p = subprocess.run([sys.executable, "-m", "evalpipe.cli", "validate-sharding", "--dataset", SPLIT,
+    p = subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "validate-sharding", "--dataset", SPLIT,
                         "--model", "fixed", "--runner", "echo", "--shards", "4", "--report", str(report_path)],
                        env=env, capture_output=True, text=True, cwd=REPO, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -73,7 +73,7 @@ def test_litellm_against_the_mock_server_n4_reports_ok(tmp_path, write_config, h
     monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
     _config(write_config, "  x: {runner: echo}")
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     adapter = adapter_for(load_config().split(SPLIT))
     answers = {adapter.build_messages(s)[-1]["content"]: f"FINAL ANSWER: {s.target}"

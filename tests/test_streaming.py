@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 import eval_assets.launch  # noqa: F401  (the partitions load from the test config: smoke/test is one of them)
-from evalpipe.errors import WarehouseError
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.errors import WarehouseError
+from evalpipe.store.warehouse import Warehouse
 
 P = {"benchmark_split": "b/test", "model": "m"}
 
@@ -41,8 +41,8 @@ def test_writer_masks_the_cells_redact_frame_masks_and_keeps_every_other_value(t
     holds exactly what `redact_frame` (every cell through the redactor) and the Python-object conversion give."""
     import pyarrow as pa
 
-    from evalpipe.redact import redact_frame
-    from evalpipe.schema import TABLES
+    from evalpipe.core.redact import redact_frame
+    from evalpipe.core.schema import TABLES
 
     monkeypatch.setenv("MY_SERVICE_TOKEN", "another-plain-value-7")
     texts = ["plain", "key sk-proj-abcdefghijklmnop1234", '{"api_key": "zzzzzzzz"}', "password=hunter22", None,
@@ -101,7 +101,7 @@ def test_a_damaged_partition_file_is_named_with_how_to_fix_it(tmp_path):
 
 def test_object_storage_writer_uploads_one_object_on_close(tmp_path):
     pytest.importorskip("fsspec")
-    from evalpipe.storage import ObjectStore
+    from evalpipe.store.objects import ObjectStore
 
     store = ObjectStore("memory://evalpipe-streaming-test/wh")
     wh = Warehouse(tmp_path / "warehouse.duckdb", store=store)
@@ -147,9 +147,9 @@ def test_chunked_bootstrap_draws_exactly_the_one_shot_resamples(monkeypatch):
 
 
 def test_dataset_fingerprint_streamed_with_spills_equals_the_sorted_whole():
-    from evalpipe.fingerprints import dataset_sha256
-    from evalpipe.pipeline import DatasetSha
-    from evalpipe.types import Sample
+    from evalpipe.pipeline.fingerprints import dataset_sha256
+    from evalpipe.pipeline.stages import DatasetSha
+    from evalpipe.core.types import Sample
 
     samples = [Sample(id=f"id-{(i * 7919) % 1000}\t\"x\"", input=f"q{i}", target=str(i), metadata={"k": i})
                for i in range(1000)]
@@ -184,9 +184,10 @@ artifacts: {{enabled: true}}
 
 def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, home, monkeypatch):
     from eval_assets.launch import evaluate
-    from evalpipe import artifacts, pipeline
-    from evalpipe.config import load_config
-    from evalpipe.warehouse import PartitionReader
+    from evalpipe.store import artifacts
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
+    from evalpipe.store.warehouse import PartitionReader
 
     seen: dict[str, list[int]] = {}
 
@@ -232,9 +233,9 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
 
 def test_rollout_fingerprints_are_the_canonical_ones(write_config, tmp_path):
     """rollout_requests builds the journal key's canonical JSON around the runner's, made once: the same values."""
-    from evalpipe import pipeline
-    from evalpipe.config import load_config
-    from evalpipe.fingerprint import fingerprint
+    from evalpipe.pipeline import stages as pipeline
+    from evalpipe.core.config import load_config
+    from evalpipe.core.fingerprint import fingerprint
     from evalpipe.runners import build_runner
 
     data = tmp_path / "d.jsonl"

@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import)
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 
 REPO = Path(__file__).parents[1]
 BASE = f"""\
@@ -27,7 +27,7 @@ models:
 
 
 def cli(*args):
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     return CliRunner().invoke(main, list(args))
 
@@ -151,7 +151,7 @@ def test_evaluate_refuses_unknown_options_before_any_model_call(home, write_conf
 
 # ---- shuffle on a file split ----------------------------------------------------------------------------------------
 def _split(options):
-    from evalpipe.config import SplitConfig
+    from evalpipe.core.config import SplitConfig
 
     return SplitConfig(key="smoke/test", benchmark="smoke", split="test", adapter="file",
                        options={"path": str(REPO / "data/smoke/test.jsonl"),
@@ -160,7 +160,7 @@ def _split(options):
 
 
 def test_file_shuffle_is_honoured_deterministic_and_keeps_the_fingerprint():
-    from evalpipe.pipeline import build_dataset
+    from evalpipe.pipeline.stages import build_dataset
 
     plain = build_dataset(_split({}))
     a = build_dataset(_split({"shuffle": True, "seed": 1}))
@@ -178,7 +178,7 @@ def test_file_shuffle_is_honoured_deterministic_and_keeps_the_fingerprint():
 
 
 def test_file_shuffle_order_does_not_depend_on_the_row_order(tmp_path):
-    from evalpipe.pipeline import build_dataset
+    from evalpipe.pipeline.stages import build_dataset
 
     rows = (REPO / "data/smoke/test.jsonl").read_text().splitlines()
     rev = tmp_path / "rev.jsonl"
@@ -217,7 +217,7 @@ def test_min_eligible_for_gates_from_the_command_line_changes_the_verdict(home, 
 
 def test_min_eligible_for_gates_precedence_option_over_header_over_default(tmp_path):
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.config import SplitConfig
+    from evalpipe.core.config import SplitConfig
 
     def split(path, **options):
         return SplitConfig(key="ti/x", benchmark="ti", split="x", adapter="tool_integration",
@@ -278,8 +278,8 @@ def test_a_judge_without_its_api_key_is_refused_before_any_rollout(home, write_c
     with pytest.raises(ConfigError, match="JUDGE_KEY_FOR_TEST"):
         evalpipe.evaluate("smoke", "perfect")
     no_model_call(home)
-    from evalpipe.cli_run import check_judge_keys
-    from evalpipe.config import load_config
+    from evalpipe.cli.run import check_judge_keys
+    from evalpipe.core.config import load_config
 
     check_judge_keys(load_config(), ["smoke/extra"], {"JUDGE_KEY_FOR_TEST": "set"})  # with the key: no complaint
 
@@ -322,7 +322,7 @@ def test_the_option_table_in_docs_matches_the_declarations():
     import re
 
     from evalpipe.benchmarks import get_adapter
-    from evalpipe.config_schema import COMMON_SPLIT_OPTIONS, declared_names
+    from evalpipe.project.schema import COMMON_SPLIT_OPTIONS, declared_names
     from evalpipe.metrics import get_metric
     from evalpipe.runners import get_runner
 

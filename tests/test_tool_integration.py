@@ -185,7 +185,7 @@ def test_gates_pass_fail_and_insufficient():
 
 # ---- the dataset file ------------------------------------------------------------------------------------------------
 def test_bad_items_name_line_and_field(tmp_path):
-    from evalpipe.errors import DataError
+    from evalpipe.core.errors import DataError
     from evalpipe.tooleval.dataset import read_dataset
 
     good = {"id": "a", "kind": "control", "prompt": "hi", "tools": []}
@@ -217,7 +217,7 @@ def test_bad_items_name_line_and_field(tmp_path):
 
 def test_adapter_loads_the_shipped_set():
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.config import SplitConfig
+    from evalpipe.core.config import SplitConfig
 
     split = SplitConfig(key="tool_integration/shipped", benchmark="tool_integration", split="shipped",
                         adapter="tool_integration", metrics=None, prompt_template=None, base_dir=REPO,
@@ -272,7 +272,7 @@ def test_shipped_set_through_evalpipe_run(home, write_config):
     from click.testing import CliRunner
 
     write_config(CONFIG)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     def cli(*args):
         return CliRunner().invoke(main, list(args), catch_exceptions=False)

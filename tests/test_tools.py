@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from evalpipe import pipeline
-from evalpipe.config import load_config
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.pipeline import stages as pipeline
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.runners import RunSettings, build_runner
 from evalpipe.tools import ToolBroker, ToolEnv, normalize_arguments, normalized_key
 from evalpipe.tools.replay import Fixture, read_fixtures
 from evalpipe.tools.schema import function_schema, wire_names
-from evalpipe.types import RolloutRequest
+from evalpipe.core.types import RolloutRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLUSE = ROOT / "data" / "tooluse"
@@ -208,7 +208,7 @@ def test_tooluse_benchmark_through_the_scripted_model(tmp_path, home):
 
 def test_judge_receives_the_traces(tmp_path, home):
     from evalpipe.metrics.base import JudgeInput, Metric
-    from evalpipe.types import Score
+    from evalpipe.core.types import Score
 
     seen: dict[str, JudgeInput] = {}
 
@@ -276,7 +276,7 @@ def test_time_budget_ends_a_conversation_as_a_retryable_error_with_its_traces(tm
 
 def test_one_shot_samples_keep_their_fingerprints(tmp_path, home):
     """Samples without tools: no trace columns filled, and the fingerprint is the one from before tools existed."""
-    from evalpipe.fingerprint import fingerprint
+    from evalpipe.core.fingerprint import fingerprint
 
     cfg_path = tmp_path / "evals.yaml"
     cfg_path.write_text(f"""

@@ -4,7 +4,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from evalpipe.cli import main
+from evalpipe.cli.main import main
 
 TOOLUSE = Path(__file__).resolve().parents[1] / "data" / "tooluse"
 

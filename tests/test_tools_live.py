@@ -7,9 +7,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from evalpipe import pipeline
-from evalpipe.config import load_config
-from evalpipe.errors import ConfigError
+from evalpipe.pipeline import stages as pipeline
+from evalpipe.core.config import load_config
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners import RunSettings, build_runner
 from evalpipe.tools import ToolEnv
 from evalpipe.tools.textcalls import parse_tool_blocks, render_for_text_model
@@ -170,7 +170,7 @@ def test_a_text_model_conversation_runs_through_the_loop(tmp_path, home):
     """The local runner's chat step with canned model text (the real model is exercised in docs/tools.md)."""
     from evalpipe.runners.local import LocalRunner
     from evalpipe.tools.loop import run_conversation
-    from evalpipe.types import Generation, RolloutRequest
+    from evalpipe.core.types import Generation, RolloutRequest
 
     replies = iter(['<tool_call>{"name": "web.search", "arguments": {"q": "Capital of Australia"}}</tool_call>',
                     '<tool_call>{"name": "web.search", "arguments": {"q": </tool_call>',

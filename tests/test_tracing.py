@@ -8,7 +8,7 @@ import pytest
 
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 CONFIG = """
 benchmarks:
@@ -38,8 +38,8 @@ class ToolyRunner(Runner):
 
 
 def test_off_by_default_leaves_runners_alone(write_config, monkeypatch):
-    from evalpipe import tracing
-    from evalpipe.config import ModelConfig
+    from evalpipe.pipeline import tracing
+    from evalpipe.core.config import ModelConfig
     from evalpipe.runners import build_runner
 
     monkeypatch.delenv("EVALS_TRACING", raising=False)
@@ -52,7 +52,7 @@ def test_off_by_default_leaves_runners_alone(write_config, monkeypatch):
 
 def test_jsonl_spans_for_model_and_tool_calls_with_the_run_id(home, write_config, instance, tmp_path, monkeypatch):
     from eval_assets.launch import evaluate
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     monkeypatch.delenv("EVALS_TRACING", raising=False)
     write_config(CONFIG.format(extra="tracing: {exporter: jsonl, path: traces/spans.jsonl}"))
@@ -79,10 +79,10 @@ def test_jsonl_spans_for_model_and_tool_calls_with_the_run_id(home, write_config
 
 def test_judge_calls_are_spans_of_the_judgements_step(home, write_config, instance, tmp_path, monkeypatch):
     """A model-graded metric's judge requests go through a runner too: traced as judge_call."""
-    from evalpipe import tracing
-    from evalpipe.config import ModelConfig
+    from evalpipe.pipeline import tracing
+    from evalpipe.core.config import ModelConfig
     from evalpipe.runners import build_runner
-    from evalpipe.types import RolloutRequest
+    from evalpipe.core.types import RolloutRequest
 
     monkeypatch.setenv("EVALS_TRACING", f"jsonl:{tmp_path / 'j.jsonl'}")
     write_config(CONFIG.format(extra=""))
@@ -102,8 +102,8 @@ def test_judge_calls_are_spans_of_the_judgements_step(home, write_config, instan
 
 
 def test_bad_tracing_settings_are_config_errors(write_config, monkeypatch):
-    from evalpipe import tracing
-    from evalpipe.errors import ConfigError
+    from evalpipe.pipeline import tracing
+    from evalpipe.core.errors import ConfigError
 
     monkeypatch.setenv("EVALS_TRACING", "zipkin:http://x")
     with pytest.raises(ConfigError, match="unknown trace exporter 'zipkin'"):
@@ -115,7 +115,7 @@ def test_bad_tracing_settings_are_config_errors(write_config, monkeypatch):
 
 def test_otlp_exporter_posts_to_the_endpoint(monkeypatch, write_config):
     """The OTLP/HTTP exporter really sends spans to a collector (here a loopback server)."""
-    from evalpipe import tracing
+    from evalpipe.pipeline import tracing
 
     got: list[tuple[str, int]] = []
 
@@ -146,10 +146,10 @@ def test_otlp_exporter_posts_to_the_endpoint(monkeypatch, write_config):
 def test_traced_runner_factories_keep_their_declarations(write_config, monkeypatch):
     """Tracing wraps every runner factory; the wrapper must still show what the runner declares, or its options
     would pass unchecked (and an unknown one be silently ignored) whenever tracing is on."""
-    from evalpipe import tracing
-    from evalpipe.config_schema import check_run_options
-    from evalpipe.config import load_config
-    from evalpipe.errors import ConfigError
+    from evalpipe.pipeline import tracing
+    from evalpipe.project.schema import check_run_options
+    from evalpipe.core.config import load_config
+    from evalpipe.core.errors import ConfigError
     from evalpipe.runners import get_runner
     from evalpipe.runners.echo import EchoRunner
 

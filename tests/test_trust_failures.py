@@ -14,8 +14,8 @@ from click.testing import CliRunner
 
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import, not from ours)
 
-from evalpipe.journal import Journal
-from evalpipe.warehouse import Warehouse
+from evalpipe.store.journal import Journal
+from evalpipe.store.warehouse import Warehouse
 
 REPO = Path(__file__).resolve().parents[1]
 P = {"benchmark_split": "smoke/test", "model": "m"}
@@ -38,7 +38,7 @@ models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
 """)
-    from evalpipe.cli import main
+    from evalpipe.cli.main import main
 
     cli = CliRunner()
     first = cli.invoke(main, ["run", "--model", "perfect", "--model", "parrot", "--no-progress"])
@@ -66,8 +66,8 @@ def test_write_past_the_file_size_limit_names_the_file(tmp_path):
         import resource, signal, sys
         import pandas as pd
         sys.path.insert(0, {str(REPO)!r})
-        from evalpipe.warehouse import Warehouse
-        from evalpipe.errors import WarehouseError, describe_exception
+        from evalpipe.store.warehouse import Warehouse
+        from evalpipe.core.errors import WarehouseError, describe_exception
         wh = Warehouse({str(tmp_path / 'warehouse.duckdb')!r})
         wh.write("metrics", pd.DataFrame([{{"metric": "m", "slice": "all", "value": 1.0, "n": 1}}]),
                  {{"benchmark_split": "smoke/test", "model": "small"}})
@@ -101,7 +101,7 @@ def test_writes_succeed_while_a_reader_holds_stale_views(tmp_path, caplog):
         """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert reader.stdout.readline().strip() == "open"
-        with caplog.at_level(logging.WARNING, logger="evalpipe.warehouse"):
+        with caplog.at_level(logging.WARNING, logger="evalpipe.store.warehouse"):
             wh.write("metrics", _metrics(0.7, model="m2"), {**P, "model": "m2"})  # must not fail
         assert "views were not rebuilt" in caplog.text and not wh.views_current()
         assert sorted(wh.query("select value from metrics")["value"]) == [0.5, 0.7]
@@ -124,7 +124,7 @@ def test_stray_files_are_skipped_with_a_warning_and_tmp_leftovers_cleaned(tmp_pa
     (part_dir / "copy of part.parquet").write_bytes(wh.partition_file("metrics", P).read_bytes())
     dead = part_dir / ".part.parquet.999999.abc.tmp"  # a killed writer's leftover (no such pid)
     dead.write_bytes(b"half")
-    with caplog.at_level(logging.WARNING, logger="evalpipe.warehouse"):
+    with caplog.at_level(logging.WARNING, logger="evalpipe.store.warehouse"):
         assert wh.query("select value from metrics")["value"].tolist() == [0.5]
     assert "skipping stray file" in caplog.text and "notes.parquet" in caplog.text
     wh.write("metrics", _metrics(0.6), P)
@@ -133,7 +133,7 @@ def test_stray_files_are_skipped_with_a_warning_and_tmp_leftovers_cleaned(tmp_pa
 
 
 def test_damaged_partition_read_names_the_file(tmp_path):
-    from evalpipe.errors import WarehouseError
+    from evalpipe.core.errors import WarehouseError
 
     wh = Warehouse(tmp_path / "warehouse.duckdb")
     wh.write("metrics", _metrics(0.5), P)
@@ -156,7 +156,7 @@ def test_malformed_journal_is_set_aside_and_its_samples_rerun(tmp_path, caplog):
     path.write_bytes(bytes(raw))
     for extra in (path.with_name("j.sqlite-wal"), path.with_name("j.sqlite-shm")):
         extra.unlink(missing_ok=True)
-    with caplog.at_level(logging.WARNING, logger="evalpipe.journal"):
+    with caplog.at_level(logging.WARNING, logger="evalpipe.store.journal"):
         with Journal(path) as j:
             found = j.lookup([f"fp{i}" for i in range(200)])
             assert found == {}  # nothing trusted: every sample runs again
@@ -195,7 +195,7 @@ models:
     env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(home),
            "EVALS_WAREHOUSE": str(ro / "warehouse.duckdb")}
     r = subprocess.run(["unshare", "-m", "sh", "-c", f"mount --bind {ro} {ro} && mount -o remount,bind,ro {ro} && "
-                        f"exec {sys.executable} -m evalpipe.cli run --no-progress"],
+                        f"exec {sys.executable} -m evalpipe.cli.main run --no-progress"],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
     out = r.stdout + r.stderr
     assert r.returncode == 1, out

@@ -17,7 +17,7 @@ import eval_assets.definitions  # noqa: F401  (partitions come from the test con
 from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.metrics import register_metric
 from evalpipe.metrics.base import Metric
-from evalpipe.redact import MASK, Redactor, secrets_in_config
+from evalpipe.core.redact import MASK, Redactor, secrets_in_config
 
 S = {
     "env_key": "trust-env-key-PLANTED-0001",        # only known as the model's api_key_env value
@@ -57,7 +57,7 @@ class CrashingMetric(Metric):
     def score(self, item):
         if CRASH in (item.input or ""):
             raise RuntimeError(f"cannot judge: upstream said X-Custom-Auth={S['custom_auth']} key={S['query_key']}")
-        from evalpipe.types import Score
+        from evalpipe.core.types import Score
 
         return Score(value=1.0, correct=True)
 
@@ -162,7 +162,7 @@ models:
 settings: {{service: {{password: {S['nested']}}}, results_db: "postgresql://bob:{S['userinfo']}@db:5432/evals"}}
 checks: {{max_error_rate: 1.0}}
 """)
-        from evalpipe.cli import main
+        from evalpipe.cli.main import main
 
         run = CliRunner().invoke(main, ["run", "--benchmark", "smoke", "--model", "fast", "--model", "slow",
                                         "--no-progress"], catch_exceptions=False)
@@ -175,8 +175,8 @@ checks: {{max_error_rate: 1.0}}
     echoed = [p for p in mock.paths if "/chat/completions" in p]
     assert echoed and all(p.startswith("/v1/chat/completions?") and f"key={S['query_key']}" in p for p in echoed), echoed
 
-    from evalpipe.config import warehouse_path
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
 
     rows = Warehouse(warehouse_path()).query(
         "select model, sample_id, status, error, raw_output from rollouts where benchmark_split = 'smoke/extra' "

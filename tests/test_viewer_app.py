@@ -93,7 +93,7 @@ def test_charts_are_svg_images(client):
 
 
 def test_an_empty_warehouse_says_what_to_do(tmp_path):
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     c = TestClient(create_app(Warehouse(tmp_path / "warehouse.duckdb")), base_url="http://127.0.0.1")
     for path in ("/", "/samples", "/compare", "/charts"):

@@ -37,7 +37,7 @@ def server(tmp_path_factory):
     build(db, 60)
     port = _free_port()
     env = {**os.environ, "EVALS_WAREHOUSE": str(db)}
-    proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli", "view", "--web", "--port", str(port)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "view", "--web", "--port", str(port)], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -14,7 +14,7 @@ COUNT = "tool_integration_controls_with_integration"
 
 @pytest.fixture(scope="module")
 def wh(tmp_path_factory):
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(tmp_path_factory.mktemp("wh") / "warehouse.duckdb")
     m = _metrics()

@@ -2,8 +2,8 @@ import duckdb
 import pandas as pd
 import pytest
 
-from evalpipe.errors import WarehouseError
-from evalpipe.warehouse import Warehouse
+from evalpipe.core.errors import WarehouseError
+from evalpipe.store.warehouse import Warehouse
 
 P1 = {"benchmark_split": "qa/dev", "model": "m1"}
 P2 = {"benchmark_split": "qa/dev", "model": "org/m2"}
@@ -58,7 +58,7 @@ def test_a_failed_write_keeps_the_previous_partition(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", boom)  # partitions are written batch by batch
-    from evalpipe.errors import WarehouseError
+    from evalpipe.core.errors import WarehouseError
 
     with pytest.raises(WarehouseError, match="cannot write the metrics partition file .*part.parquet: OSError: disk full"):
         wh.write("metrics", _metrics(0.9), P1)

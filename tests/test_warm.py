@@ -1,4 +1,4 @@
-"""The warm server (evalpipe/warm.py): `evalpipe run` served by a forked child of a process that imported
+"""The warm server (evalpipe/cli/warm.py): `evalpipe run` served by a forked child of a process that imported
 everything once, with the same output and exit codes as a cold run; anything stale goes cold and stops the server."""
 import os
 import shutil
@@ -25,12 +25,12 @@ def warm_env(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("EVALS_WARM", "EVALS_WARM_CHILD")}
     env.update(DAGSTER_HOME=str(home), EVALS_CONFIG=str(config), PYTHONPATH=str(ROOT))
     yield env, home, config
-    subprocess.run([sys.executable, "-m", "evalpipe.cli", "serve", "--stop"], env=env, cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "serve", "--stop"], env=env, cwd=ROOT,
                    capture_output=True, timeout=120)
 
 
 def _cli(env, *args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "evalpipe.cli", *args], env=env, cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "evalpipe.cli.main", *args], env=env, cwd=ROOT, capture_output=True,
                           text=True, timeout=timeout)
 
 
@@ -48,7 +48,7 @@ def test_warm_run_matches_cold_and_keeps_exit_codes(warm_env):
     warm = _cli(env, "run", "--no-progress", "--split", "smoke/extra")
     assert warm.returncode == 0, warm.stderr[-2000:]
     assert len(_served(home)) == 1 and " exited 0 " in _served(home)[0]
-    # the server's throwaway warm-up run (evalpipe/warm.py _warm_up) ran in its own temp home: nothing of it here
+    # the server's throwaway warm-up run (evalpipe/cli/warm.py _warm_up) ran in its own temp home: nothing of it here
     assert "warm-up run of " in (home / "logs" / "warm.log").read_text()
     assert not [p for p in home.rglob("*") if "warm-up" in p.name or "warm.jsonl" in p.name]
     assert "warm-up" not in _cli({**env, "EVALS_WARM": "0"}, "list", "models").stdout
@@ -83,7 +83,7 @@ def test_a_stale_server_is_never_used(warm_env):
 
 
 def test_which_commands_go_warm(monkeypatch):
-    from evalpipe.warm import wants_warm
+    from evalpipe.cli.warm import wants_warm
 
     monkeypatch.delenv("EVALS_WARM", raising=False)
     monkeypatch.delenv("EVALS_WARM_CHILD", raising=False)

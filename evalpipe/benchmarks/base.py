@@ -4,9 +4,9 @@ from __future__ import annotations
 import os
 from typing import Any, Callable, Iterable
 
-from evalpipe.config import SplitConfig
-from evalpipe.registry import Registry
-from evalpipe.types import Sample
+from evalpipe.core.config import SplitConfig
+from evalpipe.core.registry import Registry
+from evalpipe.core.types import Sample
 
 
 class Adapter:

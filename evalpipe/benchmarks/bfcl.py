@@ -31,9 +31,9 @@ from typing import Any, Iterable
 from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.file import resolve_source
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.tooleval.bfcl_checker import category_of, is_relevance_category
-from evalpipe.types import Sample
+from evalpipe.core.types import Sample
 
 BFCL_REPO = "gorilla-llm/Berkeley-Function-Calling-Leaderboard"
 # BFCL's parameter type names -> JSON Schema types (the mapping BFCL applies for OpenAPI-style providers)

@@ -24,9 +24,9 @@ from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.file import read_table
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics.list_match import BadReference, parse_gold
-from evalpipe.types import Sample
+from evalpipe.core.types import Sample
 
 DABENCH_REPO = "infiagent/DABench"
 QUESTIONS = "da-dev-questions.jsonl"

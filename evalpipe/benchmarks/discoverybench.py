@@ -26,8 +26,8 @@ from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
-from evalpipe.errors import ConfigError, DataError
-from evalpipe.types import Sample
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.types import Sample
 
 DISCOVERYBENCH_REPO = "allenai/discoverybench"
 KINDS = ("real", "synth")

@@ -33,10 +33,10 @@ from pydantic import BaseModel
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
-from evalpipe.errors import ConfigError, DataError
-from evalpipe.fingerprint import canonical_json
-from evalpipe.fingerprints import HEADER_KEY, parse_header, read_sidecar
-from evalpipe.types import Sample
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.fingerprint import canonical_json
+from evalpipe.pipeline.fingerprints import HEADER_KEY, parse_header, read_sidecar
+from evalpipe.core.types import Sample
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
            ".parquet": "parquet", ".pq": "parquet"}
@@ -460,7 +460,7 @@ class FileAdapter(Adapter):
     def source_version(self) -> str | None:
         """Size and mtime of the data file and its header sidecar (local files only: an hf:// source is checked by
         loading it)."""
-        from evalpipe.fingerprints import sidecar_path
+        from evalpipe.pipeline.fingerprints import sidecar_path
 
         spec = self.options.get("path")
         if not isinstance(spec, str) or spec.startswith("hf://"):

@@ -25,8 +25,8 @@ from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.file import Table, as_text, is_missing, plain, read_table
 from evalpipe.benchmarks.gaia_scorer import is_unscored
 from evalpipe.benchmarks.templates import TemplateRenderError, load_template
-from evalpipe.errors import ConfigError, DataError
-from evalpipe.types import Sample
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.types import Sample
 
 GAIA_REPO = "gaia-benchmark/GAIA"
 PROMPT_COLUMNS = ("question", "Question")

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 _WHITESPACE = re.compile(r"\s")  # any Unicode whitespace, like the original's re.sub(r"\s", "", ...)
 _LIST_SEPARATORS = re.compile(r"[,;]")

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from evalpipe.errors import DataError
+from evalpipe.core.errors import DataError
 
 # Seconds to wait for the Hub to answer a metadata request before giving up (huggingface_hub's default is
 # 10; a dead network fails at DNS long before that). Downloads themselves use HF_HUB_DOWNLOAD_TIMEOUT.

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalpipe.benchmarks.base import Adapter, register_adapter
-from evalpipe.errors import DataError
+from evalpipe.core.errors import DataError
 from evalpipe.metrics.code_execution import extract_code
-from evalpipe.types import Sample
+from evalpipe.core.types import Sample
 
 INSTRUCTION = ("Complete the following Python function. Reply with the whole function, including the "
                "signature, in one ```python code block.")
@@ -54,7 +54,7 @@ def read_problems(path: Path) -> list[dict[str, Any]]:
 class HumanEvalAdapter(Adapter):
     name = "humaneval"
     default_metrics = ["code_execution"]
-    option_schema = {"path", "n_samples", "instruction"}  # issue 20: declared options (evalpipe/config_schema.py)
+    option_schema = {"path", "n_samples", "instruction"}  # issue 20: declared options (evalpipe/project/schema.py)
 
     def load(self) -> Iterable[Sample]:
         path = self.split.resolve(self.options["path"]) if self.options.get("path") else packaged_data_file()

@@ -25,8 +25,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from evalpipe.errors import ConfigError
-from evalpipe.types import Sample
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.types import Sample
 
 PROTOCOLS = ("multi_turn", "single_turn")
 DEFAULT_PROTOCOL = "multi_turn"

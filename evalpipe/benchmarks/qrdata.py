@@ -28,10 +28,10 @@ from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
-from evalpipe.config import dagster_home
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.config import dagster_home
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.types import Sample, Score
+from evalpipe.core.types import Sample, Score
 
 QRDATA_FILE = "QRData.json"
 ERROR_SCALE = 0.03

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 
 JINJA_SUFFIXES = (".j2", ".jinja", ".jinja2")
 TMPL_SUFFIXES = (".tmpl",)

@@ -28,9 +28,9 @@ from typing import Any, Iterable, Optional
 from pydantic import BaseModel, Field
 
 from evalpipe.benchmarks.base import Adapter, register_adapter
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.tooleval.dataset import read_dataset
-from evalpipe.types import Sample
+from evalpipe.core.types import Sample
 
 
 def default_evidence(expected_calls: list[dict[str, Any]], fixtures: dict[tuple[str, str], Any],

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
-from evalpipe.errors import ConfigError
-from evalpipe.registry import Registry
-from evalpipe.types import Score
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.registry import Registry
+from evalpipe.core.types import Score
 
 
 @dataclass
@@ -87,7 +87,7 @@ class Metric:
     # cost of judging. A field left out arrives with its default (empty metadata, no tool calls, ...).
     inputs: frozenset[str] | None = None
     # The settings a config entry may give (`{name: x, <setting>: ...}`): a set of names or a pydantic model class,
-    # checked with the config before any model call (evalpipe/config_schema.py). None: undeclared (a plugin's
+    # checked with the config before any model call (evalpipe/project/schema.py). None: undeclared (a plugin's
     # metric), its settings are passed on unchecked.
     option_schema: Any = None
     needs_judge = False  # a model-graded metric: the config must give it a judge (`judges:` or its `judge:`)
@@ -220,7 +220,7 @@ def judging_version(cfg: Any) -> str:
     metric code version, every split's metric list and settings, and the judge models (`judges:`). Changing a
     judge's model, prompt or settings in the config changes it, and Dagster shows `judgements` as stale."""
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.fingerprint import fingerprint
+    from evalpipe.core.fingerprint import fingerprint
 
     per_split = {}
     for key, split in sorted(cfg.splits.items()):
@@ -234,7 +234,7 @@ def judging_version(cfg: Any) -> str:
 def judgements_version(df: Any) -> str:
     """A content hash of a judgements frame (who judged what, and the verdicts): the `judgements` asset's data
     version, so `metrics` goes stale exactly when a verdict changed."""
-    from evalpipe.fingerprint import fingerprint
+    from evalpipe.core.fingerprint import fingerprint
 
     cols = [c for c in ("sample_id", "metric", "score", "status", "judge_fingerprint") if c in getattr(df, "columns", [])]
     if not cols or len(df) == 0:

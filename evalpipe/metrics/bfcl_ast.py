@@ -18,7 +18,7 @@ import pandas as pd
 
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.tooleval import bfcl_checker as bc
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 
 def first_turn_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:

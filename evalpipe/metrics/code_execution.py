@@ -26,10 +26,10 @@ from typing import Any
 
 import numpy as np
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.sandbox import DEFAULT_DISK_MB, default_disk_mb, resolve_backend, run_tests
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 _FENCE = re.compile(r"```[ \t]*(?:python|py|python3)?[ \t]*\n(.*?)```", re.S | re.I)
 _SETTINGS = {"timeout_s", "memory_mb", "disk_mb", "concurrency", "pass_at_k", "prepend_prompt", "mode", "sandbox"}

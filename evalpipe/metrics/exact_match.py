@@ -5,10 +5,10 @@ import math
 import re
 import string
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, ScoreColumns, register_metric
 from evalpipe.metrics.numbers import ascii_minus, read_quantity, same_quantity
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 _SETTINGS = {"case_sensitive", "numeric", "rel_tol", "abs_tol", "numeric_tolerance", "list", "separators", "ordered"}
 
@@ -81,7 +81,7 @@ class ExactMatch(Metric):
     """
 
     name = "exact_match"
-    option_schema = _SETTINGS  # issue 20: checked with the config (evalpipe/config_schema.py)
+    option_schema = _SETTINGS  # issue 20: checked with the config (evalpipe/project/schema.py)
 
     def __init__(self, **settings):
         unknown = set(settings) - _SETTINGS

@@ -32,12 +32,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, register_metric
 from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient
 from evalpipe.metrics.llm_judge import ModelGraded
 from evalpipe.metrics.verdicts import json_objects
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 SYSTEM = "You evaluate data-driven scientific hypotheses. Answer only in the JSON format asked for, without extra text."
 

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpipe.config import ModelConfig, dagster_home
-from evalpipe.errors import ConfigError
-from evalpipe.fingerprint import fingerprint
-from evalpipe.journal import Journal
-from evalpipe.types import RolloutRequest
+from evalpipe.core.config import ModelConfig, dagster_home
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.fingerprint import fingerprint
+from evalpipe.store.journal import Journal
+from evalpipe.core.types import RolloutRequest
 
 # Judges decode greedily with a fixed seed unless a judge entry says otherwise.
 JUDGE_DEFAULT_PARAMS = {"temperature": 0, "seed": 0}
@@ -62,7 +62,7 @@ def judge_cache_path() -> Path:
 
 def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
     """A judge model from a metric setting: a name under the config's `judges:`, or an inline mapping."""
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     if isinstance(spec, str):
         cfg = load_config()
@@ -82,7 +82,7 @@ def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
 
 def judges_from_settings(settings: dict[str, Any], metric: str) -> list[ModelConfig]:
     """`judge: x` or `judges: [x, y]`; neither: the first entry of the config's `judges:`."""
-    from evalpipe.config import load_config
+    from evalpipe.core.config import load_config
 
     specs = settings.get("judges")
     if specs is None and settings.get("judge") is not None:

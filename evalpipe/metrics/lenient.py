@@ -22,11 +22,11 @@ from __future__ import annotations
 import re
 import string
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.metrics.exact_match import normalize_text, strip_outer_punctuation
 from evalpipe.metrics.numbers import ascii_minus, find_quantities, read_quantity, same_quantity
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 _WS = re.compile(r"\s+")
 _FIELDS = ("raw_output", "prediction")

@@ -30,9 +30,9 @@ import json
 import re
 from typing import Any
 
-from evalpipe.errors import DataError
+from evalpipe.core.errors import DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 # The reference's own pattern: `.` stops at a newline, `.*?` at the first `]`.
 _ANSWER = re.compile(r"@(\w+)\[(.*?)\]")
@@ -107,13 +107,13 @@ class ListMatch(Metric):
     """DAEval's @name[value] answers scored as InfiAgent-DABench's official closed-form evaluation."""
 
     name = "list_match"
-    option_schema = {"skip_empty"}  # issue 20: checked with the config (evalpipe/config_schema.py)
+    option_schema = {"skip_empty"}  # issue 20: checked with the config (evalpipe/project/schema.py)
     inputs = frozenset({"sample_id", "target", "prediction", "raw_output"})  # no stored JSON to decode
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - {"skip_empty"}
         if unknown:
-            from evalpipe.errors import ConfigError
+            from evalpipe.core.errors import ConfigError
 
             raise ConfigError(f"list_match: unknown setting(s) {sorted(unknown)}; known: ['skip_empty']")
         super().__init__(**settings)

@@ -13,12 +13,12 @@ import asyncio
 import re
 from typing import Any
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient, judges_from_settings
 from evalpipe.metrics.numbers import numbers_close, parse_number
 from evalpipe.metrics.verdicts import NEGATIVE, POSITIVE, parse_verdict
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 _FIELD = re.compile(r"\{(input|target|prediction|raw_output)\}")
 

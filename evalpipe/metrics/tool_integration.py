@@ -17,7 +17,7 @@ import pandas as pd
 from evalpipe.metrics.base import COUNT, Direction, JudgeInput, Metric, register_metric
 from evalpipe.tooleval import integration, report
 from evalpipe.tooleval.dataset import DEFAULTS, validate_result
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 
 def settings_of(md: dict[str, Any], min_eligible: int | None = None) -> dict[str, Any]:
@@ -52,7 +52,7 @@ class ToolIntegration(Metric):
         super().__init__(**settings)
         v = settings.get("min_eligible_for_gates")
         if v is not None and (type(v) is not int or v < 1):
-            from evalpipe.errors import ConfigError
+            from evalpipe.core.errors import ConfigError
 
             raise ConfigError(f"tool_integration: min_eligible_for_gates must be an integer >= 1, got {v!r}")
         self.min_eligible = v

@@ -39,10 +39,10 @@ from typing import Any, Callable, Literal, Optional
 
 from pydantic import BaseModel
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners.base import ModelError, RetryableError, Runner, register_runner
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 @dataclass
@@ -78,7 +78,7 @@ class AgentTask:
 def load_callable(spec: str | None) -> Callable[..., Any]:
     if not spec or ":" not in spec:
         raise ConfigError(f"agent model {spec!r} must be 'package.module:callable'")
-    from evalpipe.registry import import_callable
+    from evalpipe.core.registry import import_callable
 
     return import_callable(spec, f"agent {spec!r}")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners.base import Runner
 from evalpipe.runners.pricing import token_prices
 

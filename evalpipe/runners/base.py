@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from evalpipe.config import ModelConfig
-from evalpipe.registry import Registry
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.registry import Registry
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 class ModelError(Exception):

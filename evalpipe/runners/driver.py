@@ -15,13 +15,13 @@ import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
-from evalpipe.config import ModelConfig
-from evalpipe.journal import FLUSH_S, Journal
-from evalpipe.redact import GENERATED_FIELDS, get_redactor
+from evalpipe.core.config import ModelConfig
+from evalpipe.store.journal import FLUSH_S, Journal
+from evalpipe.core.redact import GENERATED_FIELDS, get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.tools.loop import run_conversation, trace_fields
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 @dataclass
@@ -205,7 +205,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     `close=False` keeps the runner open (a caller issuing several batches, e.g. a judge, the rollouts stage);
     `start=False` skips `runner.start()` (such a caller already started it for an earlier batch).
     `tools` (a `ToolEnv`): requests with `tools` set run as whole conversations through it.
-    Journal commits are grouped: a finished sample is committed within `journal.FLUSH_S` (evalpipe/journal.py)."""
+    Journal commits are grouped: a finished sample is committed within `journal.FLUSH_S` (evalpipe/store/journal.py)."""
     requests = requests if isinstance(requests, list) else list(requests)
     done = journal.lookup([r.fingerprint for r in requests]) if journal is not None else {}
     results: list[dict[str, Any] | None] = [None] * len(requests)
@@ -224,7 +224,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     if progress:
         progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
-    from evalpipe.ratelimit import Limiters, shared_limiter
+    from evalpipe.store.ratelimit import Limiters, shared_limiter
 
     shared = shared_limiter(runner.model)  # [scale] provider-key limits shared by all runs/workers (rate_limits:)
     if shared is not None:
@@ -290,7 +290,7 @@ def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
     keys = tuple(row)
     secret = _SECRET_FIELDS.get(keys)
     if secret is None:  # rows share their field names: decided once per set of names
-        from evalpipe.redact import is_secret_name
+        from evalpipe.core.redact import is_secret_name
 
         secret = _SECRET_FIELDS[keys] = any(is_secret_name(k) for k in keys)
     if secret:

@@ -11,10 +11,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.runners.base import ModelError, Runner, register_runner
 from evalpipe.tools.base import ChatTurn, ToolCall
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 class EchoOptions(BaseModel):

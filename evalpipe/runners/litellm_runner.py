@@ -7,12 +7,12 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from evalpipe.config import ModelConfig
+from evalpipe.core.config import ModelConfig
 from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, wants_fast_path
 from evalpipe.runners.base import ModelError, RetryableError, Runner, http_error, register_runner
 from evalpipe.runners.pricing import import_litellm
 from evalpipe.tools.base import ChatTurn, ToolCall
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 class LiteLLMRunner(ApiRunner):

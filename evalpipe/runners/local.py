@@ -26,12 +26,12 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, Field
 
-from evalpipe.config import ModelConfig, dagster_home
-from evalpipe.errors import ConfigError
-from evalpipe.fingerprint import fingerprint
+from evalpipe.core.config import ModelConfig, dagster_home
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.fingerprint import fingerprint
 from evalpipe.runners import local_batch, local_vllm
 from evalpipe.runners.base import Runner, register_runner
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 SHIPPED_NAME = "smollm2-135m"
 DEFAULT_MAX_TOKENS = 128
@@ -224,7 +224,7 @@ class LocalRunner(Runner):
 
     @staticmethod
     def config_problems(options: dict[str, Any]) -> list[tuple[str, str]]:
-        """Checked by `evalpipe validate` and every config load (evalpipe/config_schema.py): (option, problem)."""
+        """Checked by `evalpipe validate` and every config load (evalpipe/project/schema.py): (option, problem)."""
         problems = []
         problem = local_vllm.engine_problem(options.get("engine"))
         if problem:

@@ -21,7 +21,7 @@ from typing import Any
 
 from evalpipe.runners.base import RetryableError
 from evalpipe.runners.local_batch import cut_at_stop
-from evalpipe.types import Generation
+from evalpipe.core.types import Generation
 
 ENGINES = ("transformers", "vllm")
 INSTALL_HINT = "`pip install vllm` on a Linux machine with a CUDA GPU"
@@ -58,7 +58,7 @@ def vllm_dtype(requested: str | None) -> str:
     weights of a converted GGUF into float16)."""
     name = str(requested or "auto").lower()
     if name not in _DTYPES:
-        from evalpipe.errors import ConfigError
+        from evalpipe.core.errors import ConfigError
 
         raise ConfigError(f"dtype {requested!r}: use auto, bf16, fp16 or fp32")
     return _DTYPES[name]
@@ -109,7 +109,7 @@ def make_sampling_params(kwargs: dict[str, Any]) -> Any:
     """`vllm.SamplingParams(**kwargs)`; a param vLLM does not know is a config error naming it."""
     import vllm
 
-    from evalpipe.errors import ConfigError
+    from evalpipe.core.errors import ConfigError
 
     try:
         return vllm.SamplingParams(**kwargs)

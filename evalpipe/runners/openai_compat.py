@@ -14,11 +14,11 @@ from typing import Any
 
 import aiohttp
 
-from evalpipe.config import ModelConfig
+from evalpipe.core.config import ModelConfig
 from evalpipe.runners.api import ApiRunner
 from evalpipe.runners.base import ModelError, RetryableError, http_error, parse_retry_after
 from evalpipe.tools.base import ChatTurn, ToolCall
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 def chat_completions_url(api_base: str) -> str:
@@ -39,7 +39,7 @@ class OpenAICompatRunner(ApiRunner):
     def __init__(self, model: ModelConfig):
         super().__init__(model)
         if not self.api_base:
-            from evalpipe.errors import ConfigError
+            from evalpipe.core.errors import ConfigError
 
             raise ConfigError(f"model {model.key!r}: the OpenAI-compatible path needs `api_base:` "
                               "(e.g. http://127.0.0.1:8000/v1)")

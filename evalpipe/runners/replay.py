@@ -22,20 +22,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalpipe.config import ModelConfig
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.config import ModelConfig
+from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.runners.base import ModelError, Runner, register_runner
 from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.tools.execute import arguments_text, parse_arguments
 from evalpipe.tools.replay import normalized_key
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 def resolve_path(spec: str) -> Path:
     p = Path(spec).expanduser()
     if p.is_absolute() or p.exists():
         return p.resolve()
-    from evalpipe.config import config_path
+    from evalpipe.core.config import config_path
 
     beside = config_path().parent / p
     return beside.resolve() if beside.exists() else p.resolve()

@@ -15,7 +15,7 @@ import signal
 import struct
 from typing import Any, Iterable
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.sandbox.base import (DEFAULT_DISK_MB, ExecResult, Limits, Sandbox, SandboxResult, SandboxUnavailable,
                                    get_sandbox, list_sandboxes, new_nonce, register_sandbox, sweep_stale)
 from evalpipe.sandbox import bwrap as _bwrap  # noqa: F401  (registers)
@@ -36,7 +36,7 @@ CHOICES = ("auto", "bwrap", "docker", "process")
 def _configured(key: str = "sandbox") -> Any:
     """A top-level key of the config file (`sandbox:`, `sandbox_disk_mb:`), if a config file is there."""
     try:
-        from evalpipe.config import load_config
+        from evalpipe.core.config import load_config
 
         value = load_config().raw.get(key)
     except Exception:  # no config file (library use, tests): not our error to raise here

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
-from evalpipe.errors import ConfigError
-from evalpipe.procs import pid_alive
-from evalpipe.registry import Registry
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.procs import pid_alive
+from evalpipe.core.registry import Registry
 
 log = logging.getLogger("evalpipe.sandbox")
 INNER = Path(__file__).with_name("_inner.py")

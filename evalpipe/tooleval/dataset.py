@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalpipe.errors import DataError
+from evalpipe.core.errors import DataError
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 HEADER_KEY = "__header__"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-from evalpipe.registry import Registry
+from evalpipe.core.registry import Registry
 
 
 class ToolError(Exception):

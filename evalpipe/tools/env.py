@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.tools.base import Tool
 from evalpipe.tools.execute import DEFAULT_OUTPUT_CAP, ToolSession
 from evalpipe.tools.replay import ToolBroker

@@ -13,7 +13,7 @@ import asyncio
 import inspect
 from typing import Any, Callable
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 from evalpipe.tools.base import Tool, ToolContext, ToolError, get_tool, list_tools, register_tool
 from evalpipe.tools.schema import function_schema
 
@@ -22,7 +22,7 @@ def load_function(spec: str, where: str = "tools") -> Callable[..., Any]:
     if ":" not in spec:
         raise ConfigError(f"{where}: live tool {spec!r} must be 'package.module:function' or a registered tool "
                           f"({', '.join(list_tools())})")
-    from evalpipe.registry import import_callable
+    from evalpipe.core.registry import import_callable
 
     return import_callable(spec, f"{where}: live tool {spec!r}")
 

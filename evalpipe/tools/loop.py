@@ -19,7 +19,7 @@ from typing import Any
 from evalpipe.tools.base import ChatTurn
 from evalpipe.tools.env import ToolEnv
 from evalpipe.tools.schema import schema_name, wire_names
-from evalpipe.types import Generation, RolloutRequest
+from evalpipe.core.types import Generation, RolloutRequest
 
 
 def _renamed(schema: dict[str, Any], name: str) -> dict[str, Any]:

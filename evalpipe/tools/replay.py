@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalpipe.errors import ConfigError, DataError
+from evalpipe.core.errors import ConfigError, DataError
 
 SEARCH_PREFIX = "web.search"
 DEFAULT_TOP_K = 3

@@ -13,7 +13,7 @@ import types
 import typing
 from typing import Any, Callable
 
-from evalpipe.errors import ConfigError
+from evalpipe.core.errors import ConfigError
 
 _SIMPLE = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object", list: "array",
            type(None): "null"}

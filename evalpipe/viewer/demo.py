@@ -27,7 +27,7 @@ QUESTIONS = [
 def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135m", "gpt-4o-mini"),
           split: str = "gaia/validation", seed: int = 0, with_tools: bool = True):
     """Write datasets/prompts/rollouts/tool_calls/judgements/metrics for `n` samples x `models`."""
-    from evalpipe.warehouse import Warehouse
+    from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(path)
     rng = random.Random(seed)
@@ -132,11 +132,11 @@ if __name__ == "__main__":
 def build_large(path: str | Path, n: int = 100_000, models: tuple[str, ...] = ("model-a", "model-b"),
                 split: str = "big/test", seed: int = 0):
     """A large warehouse, fast: vectorized columns written straight into the warehouse's Parquet layout
-    (`Warehouse.partition_file`, the schemas of evalpipe/schema.py); datasets, prompts (narrow), rollouts,
+    (`Warehouse.partition_file`, the schemas of evalpipe/core/schema.py); datasets, prompts (narrow), rollouts,
     judgements, metrics."""
     import pyarrow.parquet as pq
 
-    from evalpipe.warehouse import Warehouse, to_arrow
+    from evalpipe.store.warehouse import Warehouse, to_arrow
 
     wh = Warehouse(path)
     rng = np.random.default_rng(seed)

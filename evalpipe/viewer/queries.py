@@ -73,8 +73,8 @@ def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
 
 
 def is_limited(model_key: str) -> bool:
-    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (evalpipe/run_marks.py)."""
-    from evalpipe.run_marks import is_limited as limited
+    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (evalpipe/core/run_marks.py)."""
+    from evalpipe.core.run_marks import is_limited as limited
 
     return limited(model_key)
 

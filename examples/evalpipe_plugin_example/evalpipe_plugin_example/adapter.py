@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Iterable
 
 from evalpipe.benchmarks import Adapter
-from evalpipe.errors import ConfigError
-from evalpipe.types import Sample
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.types import Sample
 
 
 class InlineQAAdapter(Adapter):

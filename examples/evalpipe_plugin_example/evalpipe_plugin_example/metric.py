@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from evalpipe.metrics import JudgeInput, Metric
-from evalpipe.types import Score
+from evalpipe.core.types import Score
 
 
 class ContainsAnswer(Metric):

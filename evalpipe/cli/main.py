@@ -1,0 +1,626 @@
+"""`evalpipe`: run evaluations and read their results from a terminal or CI (no daemon needed).
+
+Exit codes: 0 ok; 1 a partition (or the leaderboard) failed; 2 a usage or config error (one line on stderr;
+`--debug` shows the traceback); 3 a gate failed (an asset check of severity ERROR did not pass).
+Every command is documented in docs/operations.md.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from typing import Any
+
+import click
+
+# litellm reaches for the internet at import unless told not to; set before anything imports it.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+EXIT_FAILED, EXIT_USAGE, EXIT_GATE = 1, 2, 3
+
+
+class _Group(click.Group):
+    """User mistakes print one line and exit 2; `--debug` shows the traceback. `evalpipe run` goes to the warm
+    server of this DAGSTER_HOME when one listens (`evalpipe serve`, evalpipe/cli/warm.py)."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        if standalone_mode:
+            from evalpipe.cli import warm
+
+            argv = list(sys.argv[1:] if args is None else args)
+            if warm.wants_warm(argv):
+                code = warm.run_warm(argv)
+                if code is not None:
+                    sys.exit(code)
+        return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+
+    def invoke(self, ctx: click.Context):
+        from evalpipe.core.errors import EvalError
+
+        try:
+            return super().invoke(ctx)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException, SystemExit):
+            raise
+        except Exception as exc:
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            from evalpipe.core.redact import redact
+
+            from evalpipe.core.errors import describe_exception
+
+            msg = describe_exception(exc)  # the whole chain on one line: what failed, and its root cause
+            if not isinstance(exc, EvalError):  # not a known user mistake: say what broke, and how to see more
+                msg = f"{msg} (run with --debug for the traceback)"
+            click.echo(f"error: {redact(msg)}", err=True)
+            sys.exit(getattr(exc, "exit_code", EXIT_USAGE) if isinstance(exc, EvalError) else EXIT_FAILED)
+
+
+def _redact_line(text: str) -> str:
+    from evalpipe.core.redact import redact
+
+    return redact(text)
+
+
+def _out(text: str) -> None:
+    from evalpipe.core.redact import redact
+
+    click.echo(redact(text))
+
+
+def _table(df, floatfmt: str = ".4f") -> str:
+    if df is None or not len(df):
+        return "(no rows)"
+    # a missing value prints as "-" here as in every other table and the web viewer (evalpipe/cli/view.py)
+    return df.astype(object).where(df.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="-")
+
+
+def _kv(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
+    """`k=v` pairs; values are parsed as YAML scalars (`5` -> 5, `true` -> True, `[a, b]` -> list)."""
+    import yaml
+
+    from evalpipe.core.errors import ConfigError
+
+    out: dict[str, Any] = {}
+    for p in pairs:
+        if "=" not in p or not p.split("=", 1)[0].strip():
+            raise ConfigError(f"{flag} expects key=value, got {p!r}")
+        k, v = p.split("=", 1)
+        try:
+            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
+        except yaml.YAMLError:
+            out[k.strip()] = v
+    # Overrides become resource config, which Dagster keeps in its run history: a secret must not be one.
+    from evalpipe.core.redact import redact_obj
+
+    for k, v in out.items():
+        if redact_obj({k: v}) != {k: v}:
+            raise ConfigError(f"{flag} {k}=... looks like a secret; put it in an environment variable and name "
+                              "that variable in the model's api_key_env instead")
+    return out
+
+
+def _warehouse():
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.store.warehouse import Warehouse
+
+    return Warehouse(warehouse_path())
+
+
+@click.group(cls=_Group)
+@click.option("--debug", is_flag=True, help="Show full tracebacks and Dagster's debug logs.")
+@click.option("--config", "config_path", envvar="EVALS_CONFIG", default=None, help="Config file (default: evals.yaml).")
+@click.option("--redact-pattern", "redact_patterns", multiple=True, metavar="REGEX",
+              help="Also mask matches of this regex on every write path (repeatable).")
+@click.pass_context
+def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patterns: tuple[str, ...]) -> None:
+    """Evaluate models and agents on benchmarks (Dagster assets, DuckDB warehouse)."""
+    ctx.obj = {"debug": debug}
+    if config_path:
+        os.environ["EVALS_CONFIG"] = os.path.abspath(config_path)
+    # Dagster's console logger would print each step event and a full trace per failure; the CLI shows a
+    # progress bar and one line per failure instead (everything stays in the run's event log for the UI).
+    if debug or not os.environ.get("EVALS_DAGSTER_LOG_LEVEL"):
+        os.environ["EVALS_DAGSTER_LOG_LEVEL"] = "DEBUG" if debug else "CRITICAL"
+    if not debug:  # Dagster's beta/preview notices would interleave with the progress bar
+        import warnings
+
+        warnings.filterwarnings("ignore", message=r".*(is currently in (beta|preview)|is deprecated).*")
+    from evalpipe.core.redact import add_patterns, install_log_redaction
+
+    add_patterns(redact_patterns)
+    install_log_redaction()
+
+
+# ---- run ----------------------------------------------------------------------------------------------------------
+def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
+    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
+    `params.k=v` a decoding param, anything else a runner option."""
+    from resources import ModelRunnerResource
+
+    fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
+    kw: dict[str, Any] = {"params": {}, "options": {}}
+    for k, v in runner_options.items():
+        if k.startswith("params."):
+            kw["params"][k[len("params."):]] = v
+        elif k in fields:
+            kw[k] = v
+        else:
+            kw["options"][k] = v
+    if concurrency is not None:
+        kw["concurrency"] = concurrency
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    try:
+        return ModelRunnerResource(**kw)
+    except Exception as exc:  # pydantic validation: a wrong type for a field
+        from evalpipe.core.errors import ConfigError
+
+        raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
+
+
+def _check_run_options(cfg: Any, chosen: list[str], model_keys: list[str], split_options: dict[str, Any],
+                       model_runner: Any, split_flag: str = "--benchmark-option",
+                       runner_flag: str = "--runner-option") -> None:
+    """Each run override against what the chosen splits' adapters and the chosen models' runners declare
+    (evalpipe/project/schema.py `check_run_options`): an option none of them takes is refused, exit 2."""
+    from evalpipe.project.schema import check_run_options
+
+    check_run_options(cfg, chosen, model_keys, split_options, dict(model_runner.options), split_flag, runner_flag)
+
+
+def _ux_run_options(f):
+    from evalpipe.cli.run import run_options
+
+    return run_options(f)
+
+
+def _repro_run_options(f):
+    from evalpipe.cli.repro import run_options
+
+    return run_options(f)
+
+
+@main.command()
+@click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable; default: default_benchmarks).")
+@click.option("--split", "splits", multiple=True, help="Split name, or a full key like smoke/test (repeatable).")
+@click.option("--model", "models", multiple=True,
+              help="Model key, or a litellm model string not in the config (repeatable; default: default_models).")
+@click.option("--limit", type=click.IntRange(min=1), default=None,
+              help="A try: the first N samples of each split, as the model key <model>@limit<N> (kept apart, "
+                   "not ranked; the dataset and the full results are untouched).")
+@click.option("--concurrency", type=click.IntRange(min=1), default=None, help="Requests in flight per partition.")
+@click.option("--timeout-s", type=click.FloatRange(min=0, min_open=True), default=None, help="Per-attempt timeout.")
+@click.option("--benchmark-option", "benchmark_options", multiple=True, metavar="K=V",
+              help="Run-time split option for every chosen split (repeatable), e.g. max_turns=5 (options that decide "
+                   "what the split holds belong in the config; docs/config.md); limit=N is --limit N.")
+@click.option("--runner-option", "runner_options", multiple=True, metavar="K=V",
+              help="Runner override (repeatable): a model_runner field (max_retries=2), params.K=V, or a runner option.")
+@click.option("--no-progress", is_flag=True, help="No progress bar (CI logs).")
+@click.option("--tools-mode", type=click.Choice(["replay", "live"]), default=None,
+              help="How tool calls are answered in this run: replay (fixtures) or live (docs/tools.md).")
+@click.option("--dry-run", is_flag=True, help="Print per partition the samples, estimated tokens and cost (litellm's "
+              "price map), and the total; run nothing (evalpipe/cli/dryrun.py).")
+@click.option("--reload-datasets", is_flag=True, help="Load every chosen split again, even when its dataset on record "
+              "is current (same files, options and loading code; docs/operations.md#what-a-run-materializes).")
+@_repro_run_options  # --num-shards/--shard-index, --prompt-wrapper, --experiment, --run-id, ... (evalpipe/cli/repro.py)
+@_ux_run_options  # --api-base/--api-key-env for an ad-hoc --model, --include-limited, --tasks (evalpipe/cli/run.py)
+@click.pass_context
+def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...], models: tuple[str, ...],
+        limit: int | None, concurrency: int | None, timeout_s: float | None, benchmark_options: tuple[str, ...],
+        runner_options: tuple[str, ...], no_progress: bool, **repro: Any) -> None:
+    """Materialize dataset -> ... -> metrics for the chosen partitions, then the leaderboard.
+    `--model` also takes a litellm model string (e.g. openai/gpt-4o-mini) that is not in the config; `--limit`
+    runs get their own partitions (`<model>@limit<N>`), left out of the leaderboard."""
+    api_base, api_key_env = repro.pop("api_base", None), repro.pop("api_key_env", None)
+    include_limited, tasks = repro.pop("include_limited", False), repro.pop("tasks", None)
+    dry_run = repro.pop("dry_run", False)  # [scale] --dry-run (evalpipe/cli/dryrun.py)
+    reload_datasets = repro.pop("reload_datasets", False)
+    tools_mode = repro.pop("tools_mode", None)  # [tools] --tools-mode (resources/tools.py)
+    if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
+        from evalpipe.cli.view import list_cmd
+
+        return ctx.invoke(list_cmd, what="benchmarks", fmt="table")
+    if tasks:
+        benchmarks = tuple(benchmarks) + tuple(t.strip() for t in tasks.split(",") if t.strip())
+    from evalpipe.core.config import load_config
+    from evalpipe.core.errors import ConfigError
+    from eval_assets.launch import check_results, evaluate, get_instance
+    from resources import EvalConfigResource
+
+    cfg = load_config()
+    wanted = set(benchmarks or cfg.default_benchmarks)
+    unknown = wanted - {s.benchmark for s in cfg.splits.values()}
+    if unknown:
+        raise ConfigError(f"unknown benchmark(s) {sorted(unknown)}; configured: "
+                          f"{', '.join(sorted({s.benchmark for s in cfg.splits.values()}))}")
+    chosen = [k for k, s in cfg.splits.items()
+              if (s.benchmark in wanted or k in splits) and (not splits or s.split in splits or k in splits)]
+    if not chosen:
+        raise ConfigError(f"no benchmark split matches --benchmark {list(benchmarks)} --split {list(splits)}; "
+                          f"configured: {', '.join(cfg.splits)}")
+    from evalpipe.cli.repro import RunOptions
+
+    rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
+    from evalpipe.cli.run import limit_keys, resolve_models
+
+    split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
+    from evalpipe.core.run_marks import run_limit
+
+    # --limit N (or --benchmark-option limit=N): the model keys <model>@limit<N>, never the dataset partition
+    limit = run_limit(limit, split_options)
+    from evalpipe.project.schema import check_overrides
+
+    check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
+    resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
+                                                   concurrency, timeout_s), **rp.resources()}
+    # before any model call and before an ad-hoc model is registered (a model string not in the config reads as litellm)
+    _check_run_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
+    from evalpipe.cli.run import check_judge_keys
+
+    if not dry_run:
+        check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
+    # after every other setting is checked: an ad-hoc model is registered only for a run that will start
+    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
+    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
+    if split_options:
+        resources["eval_config"] = EvalConfigResource(split_options=split_options)
+    if tools_mode:
+        from resources import ToolsResource
+
+        resources["tools"] = ToolsResource(mode=tools_mode)
+    if dry_run:  # [scale] cost before spending: no Dagster run, no model call
+        from evalpipe.cli.dryrun import as_frame, estimate
+
+        _out(_table(as_frame(estimate(cfg, chosen, model_keys, split_options, resources["model_runner"].params))))
+        return
+    instance = get_instance()
+    # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
+    # (every few thousand samples, ~150-200 ms each) skip them: ~10% of a large run's CPU (docs/scale.md)
+    import gc
+
+    gc.freeze()
+
+    from evalpipe.cli.progress import keep_terminal, reporter
+
+    # Dagster captures each step's stdout/stderr by redirecting the process's file descriptors; with partitions
+    # running in threads the redirections interleave and can leave fd 1/2 pointing at a step's log file.
+    # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
+    with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
+        result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
+                          on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
+    if result.success:
+        for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
+            click.echo(_redact_line(line), err=True)
+
+    wh = _warehouse()
+    rows = []
+    metrics = wh.query("SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high "
+                       "FROM metrics WHERE slice = 'all'")
+    for p in result.partitions:
+        m = metrics[(metrics["benchmark_split"] == p.benchmark_split) & (metrics["model"] == p.model)] if p.success else metrics.iloc[0:0]
+        if not len(m):
+            rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok" if p.success else "FAILED",
+                         "metric": "-", "value": "-", "n": "-", "unscored": "-", "errors": "-", "95% CI": "-"})
+        for r in m.itertuples(index=False):
+            rows.append({"benchmark_split": p.benchmark_split, "model": p.model, "status": "ok", "metric": r.metric,
+                         # no scored sample (e.g. hidden answers): no value, and the unscored count says why
+                         "value": "-" if r.value != r.value else f"{r.value:.4f}", "n": r.n,
+                         "unscored": r.n_unscored, "errors": r.n_errors,
+                         "95% CI": "-" if r.ci_low != r.ci_low else f"{r.ci_low:.3f}-{r.ci_high:.3f}"})
+    import pandas as pd
+
+    _out(_table(pd.DataFrame(rows)))
+    from evalpipe.cli.view import leaderboard_frame, leaderboard_table
+
+    # ranked by each metric's direction (`=1` where tied, counts as counts); --limit runs only when asked
+    board = leaderboard_table(leaderboard_frame(wh, include_limited))
+    if len(board):
+        _out("\nleaderboard (every model evaluated so far" + (", --limit runs included):" if include_limited else "):"))
+        _out(_table(board))
+    from evalpipe.cli.run import next_steps, teaching_lines
+
+    for line in teaching_lines(metrics[metrics["model"].isin(model_keys)]):
+        _out(line)
+    _out(f"\nwarehouse: {wh.duckdb_path}")
+    from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
+
+    if artifacts_enabled(cfg):
+        _out(f"run artifacts: {artifacts_root(cfg)}/<benchmark>/<split>/<model>/")
+    _out("\n".join(next_steps(wh.duckdb_path)))
+    checks = check_results(instance, [p.run_id for p in result.partitions if p.run_id])
+    failed_gates = [c for c in checks if not c.passed and c.severity == "ERROR"]
+    for c in checks:
+        if not c.passed:
+            _out(f"check {c.check} on {c.asset} [{c.partition}]: {'FAILED' if c.severity == 'ERROR' else 'warning'}"
+                 f"{': ' + c.description if c.description else ''}")
+    # a failed *blocking* check (samples_accounted) fails its run in Dagster; for the CLI it is a gate (exit 3)
+    blocked = [p for p in result.partitions if not p.success and "blocking asset check" in (p.error or "")]
+    if any(not p.success and p not in blocked for p in result.partitions) or not result.leaderboard_ok:
+        failed = [f"{p.benchmark_split} x {p.model}: {p.error}" for p in result.partitions if not p.success]
+        from evalpipe.core.redact import redact
+
+        click.echo(redact("failed partitions:\n  " + "\n  ".join(failed)), err=True)
+        sys.exit(EXIT_FAILED)
+    if failed_gates or blocked:
+        click.echo(f"gate failed: {len(failed_gates) or len(blocked)} asset check(s) did not pass", err=True)
+        sys.exit(EXIT_GATE)
+
+
+# ---- reading results ------------------------------------------------------------------------------------------------
+def _filters(column_values: dict[str, tuple[str, ...]]) -> tuple[str, list[Any]]:
+    clauses, params = [], []
+    for col, values in column_values.items():
+        if values:
+            clauses.append(f"{col} IN ({', '.join('?' for _ in values)})")
+            params += list(values)
+    return (" AND ".join(clauses) or "TRUE"), params
+
+
+@main.command()
+@click.option("--split", "splits", multiple=True, help="benchmark_split key, e.g. smoke/test (repeatable).")
+@click.option("--benchmark", "benchmarks", multiple=True, help="Benchmark name (repeatable).")
+@click.option("--model", "models", multiple=True, help="Model key (repeatable).")
+@click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable).")
+@click.option("--slices", "all_slices", is_flag=True, help="Every slice, not only `all`.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table (same as --format json).")
+@click.option("--format", "fmt", type=click.Choice(["table", "csv", "json"]), default="table", show_default=True,
+              help="table (long text wrapped to the terminal), csv or json.")
+@click.option("--include-limited", is_flag=True, help="Also --limit runs (model keys ending @limit<N>).")
+@click.option("--run-dir", "run_dir", type=click.Path(file_okay=False), default=None,
+              help="Read one kept run folder (<artifacts>/<benchmark>/<split>/<model>/<run_id>) instead of the warehouse.")
+def summarize(splits, benchmarks, models, metric_names, all_slices, as_json, run_dir=None, fmt="table",
+              include_limited=False) -> None:
+    """Metrics of one or more partitions (default: all) as a table."""
+    from evalpipe.core.errors import DataError
+
+    if run_dir:  # [reproducibility] a past run's own summary (evalpipe/cli/repro.py)
+        from evalpipe.cli.repro import summarize_run_dir
+
+        return summarize_run_dir(run_dir, as_json, all_slices)
+
+    where, params = _filters({"benchmark_split": splits, "model": models, "metric": metric_names})
+    if benchmarks:
+        where += " AND split_part(benchmark_split, '/', 1) IN (" + ", ".join("?" for _ in benchmarks) + ")"
+        params += list(benchmarks)
+    if not all_slices:
+        where += " AND slice = 'all'"
+    df = _warehouse().query(
+        f"SELECT * FROM metrics WHERE {where} ORDER BY benchmark_split, metric, slice, model", params)
+    if not include_limited and len(df):
+        from evalpipe.core.run_marks import is_limited
+
+        df = df[~df["model"].map(is_limited)]
+    if not len(df):
+        raise DataError("no metrics match; materialize some first (evalpipe run) or check --split/--model")
+    df = _best_first(df)
+    from evalpipe.cli.view import render
+
+    _out(render(df, "json" if as_json else fmt).rstrip("\n"))
+
+
+def _best_first(df):
+    """Rows of each (split, metric, slice) best first by the metric's declared direction (a lower-is-better
+    rate ascending; no better side: by model), with the direction and kind shown."""
+    from evalpipe.metrics.aggregate import with_directions
+
+    df = with_directions(df)
+    value = df["value"].astype(float)
+    hib = df["higher_is_better"]
+    df["_order"] = value.where(hib.fillna(False).to_numpy(bool), -value).where(hib.notna().to_numpy(), 0.0)
+    df = df.sort_values(["benchmark_split", "metric", "slice", "_order", "model"],
+                        ascending=[True, True, True, False, True], na_position="last", kind="stable")
+    df["better"] = hib.map({True: "higher", False: "lower"}).fillna("-")
+    cols = ["benchmark_split", "model", "metric", "slice", "value", "stderr", "ci_low", "ci_high", "n",
+            "n_unscored", "n_errors", "better", "kind"]
+    return df[[c for c in cols if c in df.columns]].reset_index(drop=True)
+
+
+@main.command()
+@click.option("--split", "split", default=None, help="benchmark_split key (default: the only one in the warehouse).")
+@click.option("--model", "model", default=None, help="Model key (default: the only one for the split).")
+@click.option("--metric", default=None, help="Which metric decides correct/incorrect (default: the first).")
+@click.option("--detailed", is_flag=True, help="Full prompt, raw output, error and every verdict per sample.")
+@click.option("--level", default=None, help="Only samples whose level (metadata Level/level, or slice level=) is this.")
+@click.option("--correct-only", is_flag=True, help="Only samples the metric marks correct.")
+@click.option("--incorrect-only", is_flag=True, help="Only samples the metric marks incorrect (or failed).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N samples.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+@click.option("--web", is_flag=True, help="Serve the web viewer (runs, samples, comparisons, charts); docs/viewer.md.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --web: address to bind.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8585, show_default=True, help="With --web: port.")
+def view(split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json, web=False,
+         host="127.0.0.1", port=8585) -> None:
+    """Per-sample results of one partition (`--web`: the web viewer over the whole warehouse)."""
+    from evalpipe.core.errors import ConfigError, DataError
+
+    if web:
+        from evalpipe.viewer.app import serve
+
+        click.echo(f"evalpipe viewer on http://{'[' + host + ']' if ':' in host else host}:{port}/ (Ctrl-C stops it)",
+                   err=True)
+        serve(_warehouse(), host=host, port=port)
+        return
+
+    if correct_only and incorrect_only:
+        raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
+    wh = _warehouse()
+    parts = wh.query("SELECT DISTINCT benchmark_split, model FROM judgements ORDER BY 1, 2")
+    if split:
+        parts = parts[parts["benchmark_split"] == split]
+    if model:
+        parts = parts[parts["model"] == model]
+    if len(parts) != 1:
+        have = ", ".join(f"{r.benchmark_split}|{r.model}" for r in parts.itertuples()) or "none"
+        raise DataError(f"pick one partition with --split and --model (matching: {have})")
+    split, model = parts.iloc[0]["benchmark_split"], parts.iloc[0]["model"]
+    metrics = wh.query("SELECT DISTINCT metric FROM judgements WHERE benchmark_split = ? AND model = ? ORDER BY 1",
+                       [split, model])["metric"].tolist()
+    metric = metric or metrics[0]
+    if metric not in metrics:
+        raise ConfigError(f"no metric {metric!r} for {split}|{model}; available: {', '.join(metrics)}")
+    sql = """
+        SELECT p.sample_index, p.sample_id, j.correct, j.score, j.status AS verdict, r.status, r.prediction, p.target,
+               j.reason, p.prompt_text, r.raw_output, r.error, p.metadata, p.slices, r.input_tokens, r.output_tokens,
+               r.latency_s, r.cost
+        FROM prompts p
+        LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
+        LEFT JOIN judgements j ON j.benchmark_split = p.benchmark_split AND j.model = p.model
+             AND j.sample_id = p.sample_id AND j.metric = ?
+        WHERE p.benchmark_split = ? AND p.model = ?"""
+    params: list[Any] = [metric, split, model]
+    if correct_only:
+        sql += " AND j.correct"
+    if incorrect_only:
+        sql += " AND coalesce(NOT j.correct, TRUE)"
+    if level is not None:
+        sql += (" AND coalesce(p.metadata->>'$.Level', p.metadata->>'$.level', p.slices->>'$.level', "
+                "p.slices->>'$.Level') = ?")
+        params.append(str(level))
+    sql += " ORDER BY p.sample_index LIMIT ?"
+    params.append(limit)
+    df = wh.query(sql, params)
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+        return
+    click.echo(f"{split} | {model} | metric {metric} | {len(df)} sample(s)")
+    if not detailed:
+        short = df[["sample_id", "correct", "score", "status", "prediction", "target"]].copy()
+        for c in ("prediction", "target"):
+            short[c] = short[c].map(lambda v: (v[:60] + "...") if isinstance(v, str) and len(v) > 60 else v)
+        _out(_table(short, ".3f"))
+        return
+    for r in df.itertuples(index=False):
+        lines = [f"--- {r.sample_id}  correct={r.correct} score={r.score} verdict={r.verdict} rollout={r.status}",
+                 f"prompt:\n{r.prompt_text}", f"raw output:\n{r.raw_output}", f"prediction: {r.prediction}",
+                 f"target: {r.target}", f"reason: {r.reason}"]
+        if isinstance(r.error, str) and r.error:
+            lines.append(f"error: {r.error}")
+        lines.append(f"metadata: {r.metadata}  slices: {r.slices}")
+        lines.append(f"tokens in/out: {r.input_tokens}/{r.output_tokens}  latency: {r.latency_s}  cost: {r.cost}")
+        _out("\n".join(lines) + "\n")
+
+
+@main.command()
+@click.argument("query")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+@click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
+def sql(query: str, as_json: bool, as_csv: bool) -> None:
+    """Run a SQL query against the warehouse (tables: datasets, prompts, rollouts, judgements, metrics,
+    leaderboard) and print the result. Reads Parquet directly: never blocks a running evaluation."""
+    import duckdb
+
+    from evalpipe.core.errors import EvalError
+
+    try:
+        df = _warehouse().query(query)
+    except duckdb.Error as exc:
+        raise EvalError(f"SQL error: {str(exc).splitlines()[0]}") from None
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+    elif as_csv:
+        click.echo(df.to_csv(index=False), nl=False)
+    else:
+        _out(_table(df, "g"))
+
+
+@main.command()
+@click.option("--split", required=True, help="benchmark_split key, e.g. smoke/test.")
+@click.option("--model", required=True, help="Model key.")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
+def export(split: str, model: str, out_dir: str) -> None:
+    """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
+    from evalpipe.store.artifacts import write_artifacts
+    from evalpipe.core.config import load_config
+
+    cfg = load_config()
+    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)
+    click.echo(str(folder))
+
+
+# ---- registries -----------------------------------------------------------------------------------------------------
+def _doc(obj: Any) -> str:
+    doc = (getattr(obj, "__doc__", None) or "").strip()
+    return doc.splitlines()[0] if doc else ""
+
+
+def _list(kind: str, names: list[str], get) -> None:
+    import pandas as pd
+
+    rows = []
+    for n in names:
+        try:
+            rows.append({kind: n, "description": _doc(get(n))})
+        except Exception:
+            rows.append({kind: n, "description": ""})
+    click.echo(_table(pd.DataFrame(rows)))
+
+
+@main.command()
+def adapters() -> None:
+    """List the benchmark adapters (the `adapter:` of a benchmark)."""
+    from evalpipe.benchmarks import get_adapter, list_adapters
+
+    _list("adapter", list_adapters(), get_adapter)
+
+
+@main.command()
+def runners() -> None:
+    """List the model runners (the `runner:` of a model)."""
+    from evalpipe.runners import get_runner, list_runners
+
+    _list("runner", list_runners(), get_runner)
+
+
+@main.command(name="metrics")
+def metrics_cmd() -> None:
+    """List the metrics (the `metrics:` of a benchmark)."""
+    from evalpipe.metrics import get_metric, list_metrics
+
+    _list("metric", list_metrics(), get_metric)
+
+
+from evalpipe.cli.validate import validate as _validate_cmd  # noqa: E402
+
+main.add_command(_validate_cmd)
+
+from evalpipe.cli.repro import register as _register_repro  # noqa: E402
+
+_register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli/repro.py)
+from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd  # noqa: E402  (evalpipe/cli/view.py)
+
+main.add_command(list_cmd)  # evalpipe list
+main.add_command(compare_cmd)  # evalpipe compare A B
+main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
+from evalpipe.cli.tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli/tools.py)
+
+main.add_command(tools_cmd)
+from evalpipe.cli.sandbox import sandbox_cmd  # noqa: E402  (evalpipe sandbox check|cleanup: evalpipe/cli/sandbox.py)
+
+main.add_command(sandbox_cmd)
+from evalpipe.cli.dryrun import dry_run_command  # noqa: E402  `evalpipe dry-run`: a backfill's cost (issue 15)
+
+main.add_command(dry_run_command)
+
+
+@main.command()
+@click.option("--idle-s", type=click.FloatRange(min=1), default=1800.0, show_default=True,
+              help="Stop after this many seconds without a request.")
+@click.option("--background", is_flag=True, help="Detach (log: $DAGSTER_HOME/logs/warm.log) once it listens.")
+@click.option("--stop", "stop_server", is_flag=True, help="Stop the server of this DAGSTER_HOME.")
+def serve(idle_s: float, background: bool, stop_server: bool) -> None:
+    """Keep Dagster, pandas and the asset definitions imported, so each `evalpipe run` of this DAGSTER_HOME starts
+    warm (evalpipe/cli/warm.py): a forked child runs it on your terminal. Stale code, config or environment is never
+    served: the run goes cold and the server stops."""
+    from evalpipe.cli import warm
+
+    if stop_server:
+        click.echo("stopped" if warm.stop() else f"no server listens on {warm.socket_path()}")
+        return
+    if background:
+        click.echo(f"listening on {warm.start_background(idle_s)}")
+        return
+    sys.exit(warm.serve(idle_s))
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,87 @@
+"""Partition keys that say what kind of run made them.
+
+- `--limit N` runs evaluate `<model>@limit<N>` (or `<model>@<experiment>-limit<N>`): their own partitions, so a
+  quick look never overwrites (or passes for) the full results; the leaderboard leaves them out unless asked.
+  The config resolves such a key to its base model (`EvalConfig.model`: `name@experiment`). The limit is read
+  back from the key (`limit_of`) by the `prompts` stage, so every materialization of a key (CLI, `evaluate()`,
+  the Dagster UI, a backfill) takes the same first N samples of the split, and a key without the mark takes all
+  of them: the shared `dataset` partition always holds the whole split.
+- `--model <litellm model string>` that is not a configured key becomes a temporary model entry
+  `adhoc:<model string>` (runner litellm), recorded in the models registry beside the instance
+  (`$DAGSTER_HOME/models/`) so every process of the run resolves it.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from evalpipe.core.keys import sanitize_key
+
+_LIMITED = re.compile(r"@(?:.*-)?limit(\d+)$")
+ADHOC_PREFIX = "adhoc:"
+
+
+def limited_key(model_key: str, limit: int) -> str:
+    base, sep, experiment = model_key.partition("@")
+    return f"{base}@{experiment}-limit{int(limit)}" if sep and experiment else f"{base}@limit{int(limit)}"
+
+
+def is_limited(model_key: str) -> bool:
+    return bool(_LIMITED.search(str(model_key)))
+
+
+def limit_of(model_key: str) -> int | None:
+    """N for a `<model>@limit<N>` / `<model>@<experiment>-limit<N>` key; None for a key that evaluates the whole
+    split."""
+    m = _LIMITED.search(str(model_key))
+    return int(m.group(1)) if m else None
+
+
+def run_limit(limit: Any, options: dict[str, Any], flag: str = "--limit {}",
+              option: str = "--benchmark-option limit={}") -> int | None:
+    """The run's limit from `limit` and a `limit` among the run's benchmark options (popped from `options`: it
+    must never reach the `dataset` stage, whose partition every model key shares). Both name the same try; given
+    twice with different values, or not a whole number >= 1, it is a ConfigError. `flag`/`option` spell the two
+    in messages (the CLI's or evaluate()'s names)."""
+    from evalpipe.core.errors import ConfigError
+
+    def whole(value: Any, label: str) -> int:
+        try:
+            n = -1 if isinstance(value, bool) else int(str(value).strip())
+        except (TypeError, ValueError):
+            n = -1
+        if n < 1 or (isinstance(value, float) and value != n):
+            raise ConfigError(f"{label}: limit must be a whole number >= 1 (the first N samples, evaluated under "
+                              f"the model key <model>@limit<N>)")
+        return n
+
+    given = options.pop("limit", None)
+    from_option = whole(given, option.format(given)) if given is not None else None
+    from_flag = whole(limit, flag.format(limit)) if limit is not None else None
+    if from_flag is not None and from_option is not None and from_flag != from_option:
+        raise ConfigError(f"{flag.format(from_flag)} and {option.format(from_option)} disagree: give one (both "
+                          f"evaluate the first N samples under the model key <model>@limit<N>)")
+    return from_flag if from_flag is not None else from_option
+
+
+def is_adhoc(model_key: str) -> bool:
+    return str(model_key).startswith(ADHOC_PREFIX)
+
+
+def looks_like_model_string(name: str) -> bool:
+    """`provider/model` (litellm's form) rather than a config key."""
+    return "/" in name
+
+
+def adhoc_model(model: str, api_base: str | None = None, api_key_env: str | None = None,
+                params: dict | None = None):
+    """A temporary litellm model entry for `evalpipe run --model <string>`, registered for this instance."""
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.store.models_registry import register_model
+
+    key = ADHOC_PREFIX + sanitize_key(model)
+    entry = ModelConfig(key=key, runner="litellm", model=model, api_base=api_base, api_key_env=api_key_env,
+                        params=dict(params or {}),
+                        description=f"ad-hoc model from `evalpipe run --model {model}` (not in the config file)")
+    register_model(entry)
+    return entry

@@ -1,0 +1,1 @@
+"""The project floor: reading and checking the config file, loading plugins (docs/architecture.md)."""

@@ -1,0 +1,136 @@
+"""Plugins: adapters, metrics and runners from the user's own code, with no edit of this project.
+
+Two ways in (docs/reproducibility.md#plugins):
+
+1. `plugins:` in the config: a list of importable module names. Each is imported by the config check, the code
+   location and the CLI; a module registers what it defines at import (`@register_adapter("name")`, ...).
+2. Entry points of installed packages, in the groups `evalpipe.adapters`, `evalpipe.metrics`,
+   `evalpipe.runners` (PEP 621 `[project.entry-points."evalpipe.adapters"]`): the entry's name is the registry
+   name and its value the factory (`pkg.module:MyAdapter`); an entry that points at a module (no `:attr`) is
+   imported for its own registrations.
+
+`load_plugins()` does both, once per process (and again for a config file not seen before). The registries
+call it before listing their names or failing a lookup, so `evalpipe adapters`, the config check, Dagster and
+worker processes all see the same plugins.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import threading
+from importlib import metadata as importlib_metadata
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from evalpipe.core.errors import ConfigError
+
+GROUPS = ("evalpipe.adapters", "evalpipe.metrics", "evalpipe.runners")
+_LOCK = threading.RLock()
+_loaded_entry_points = False
+_loaded_configs: set[str] = set()
+_busy = False
+LOADED: dict[str, str] = {}  # what was loaded: "<group>:<name>" or "module:<name>" -> where from
+
+
+def _registrar(group: str):
+    if group == "evalpipe.adapters":
+        from evalpipe.benchmarks.base import register_adapter
+
+        return register_adapter
+    if group == "evalpipe.metrics":
+        from evalpipe.metrics.base import register_metric
+
+        return register_metric
+    from evalpipe.runners.base import register_runner
+
+    return register_runner
+
+
+def _registered(group: str) -> set[str]:
+    if group == "evalpipe.adapters":
+        from evalpipe.benchmarks import list_adapters as names
+    elif group == "evalpipe.metrics":
+        from evalpipe.metrics import list_metrics as names
+    else:
+        from evalpipe.runners import list_runners as names
+    return set(names())  # no recursion: the hook is a no-op while plugins load
+
+
+def load_entry_points() -> list[str]:
+    """Register every installed package's `evalpipe.*` entry points (once per process)."""
+    global _loaded_entry_points
+    out: list[str] = []
+    if _loaded_entry_points:
+        return out
+    _loaded_entry_points = True
+    for group in GROUPS:
+        for ep in importlib_metadata.entry_points(group=group):
+            try:
+                obj = ep.load()
+            except Exception as exc:
+                raise ConfigError(f"plugin entry point {ep.name!r} ({ep.value}) in group {group} cannot be loaded: "
+                                  f"{type(exc).__name__}: {exc}; fix or uninstall that package") from None
+            LOADED[f"{group}:{ep.name}"] = ep.value
+            out.append(f"{group}:{ep.name}")
+            if isinstance(obj, ModuleType):
+                continue  # imported for its own @register_* calls
+            if ep.name not in _registered(group):
+                _registrar(group)(ep.name, obj)
+    return out
+
+
+def config_plugin_modules(path: str | os.PathLike | None = None) -> list[str]:
+    """The `plugins:` list of the config file, read without building the config (no recursion into the check)."""
+    import yaml
+
+    from evalpipe.core.config import config_path
+
+    p = Path(path) if path else config_path()
+    try:
+        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    mods = data.get("plugins") if isinstance(data, dict) else None
+    return [str(m) for m in mods] if isinstance(mods, list) else []
+
+
+def import_modules(names: list[str]) -> list[str]:
+    out = []
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:
+            raise ConfigError(f"cannot import plugin module {name!r}: {type(exc).__name__}: {exc}; check `plugins:` "
+                              "in the config (the module must be importable: installed, or on PYTHONPATH)") from None
+        LOADED[f"module:{name}"] = name
+        out.append(name)
+    return out
+
+
+def load_plugins(config_file: str | os.PathLike | None = None) -> list[str]:
+    """Entry points, then the config's `plugins:` modules. Safe to call often; re-entrant calls are no-ops."""
+    global _busy
+    with _LOCK:
+        if _busy:
+            return []
+        _busy = True
+        try:
+            out = load_entry_points()
+            from evalpipe.core.config import config_path
+
+            key = str(Path(config_file).resolve() if config_file else config_path())
+            if key not in _loaded_configs:
+                _loaded_configs.add(key)
+                out += import_modules(config_plugin_modules(key))
+            return out
+        finally:
+            _busy = False
+
+
+def ensure_loaded(*_: Any) -> None:
+    """The registries' hook: load plugins, ignoring failures here (the config check reports them in its own words)."""
+    try:
+        load_plugins()
+    except ConfigError:
+        pass

@@ -1,0 +1,1 @@
+"""Orchestration helpers above the Dagster layer: sharded runs and their validation (docs/architecture.md)."""

@@ -1,0 +1,326 @@
+"""Rate limits shared by every run and worker that calls the same provider key: requests and tokens per minute,
+enforced across processes (and machines) through a store they all reach.
+
+Config (top-level `rate_limits:`, docs/deployment.md#rate-limits):
+
+    rate_limits:
+      store: redis://redis:6379/0     # or postgresql://user@host/db, or a SQLite file path;
+                                      # default: $DAGSTER_HOME/ratelimits.sqlite (one machine); env EVALS_RATE_LIMIT_STORE
+      limits:
+        openai: {rpm: 500, tpm: 200000}
+        team-b: {rpm: 60}
+
+A model's limit key is its `options.rate_limit_key`, else its provider (`openai` for `openai/gpt-4o-mini`),
+else its config key. Models sharing a key share the limit: separate `evalpipe run`s, backfill runs, celery
+workers.
+
+Semantics: a sliding window. No window of `window_s` seconds (60 for per-minute limits) ever holds more than
+`rpm` requests, nor more than `tpm` tokens, counted at the moment each request is granted (with a guard, `guard_s`, default 5% of
+the window and at most 1 s, between a booking leaving the window and the next one taking its place: requests
+reach the provider a little after their grant). A request asks
+the store for the earliest such moment (one short transaction under the store's lock), books it, and sleeps
+until then; grants are first come, first served. Tokens aren't known before a reply: the booking carries the
+driver's estimate (prompt characters / 4 + max_tokens) and is corrected to the real usage afterwards.
+The per-run limits (`rpm`/`tpm` under a model's options) still apply on top, in process.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalpipe.core.errors import ConfigError
+
+STORE_ENV = "EVALS_RATE_LIMIT_STORE"
+
+
+@dataclass(frozen=True)
+class Limit:
+    rpm: float | None = None
+    tpm: float | None = None
+    window_s: float = 60.0  # the metering window; per-minute limits scale to it (rpm * window_s / 60 per window)
+    guard_s: float | None = None  # extra spacing after a booking leaves the window; default 5% of it, at most 1 s
+
+    @property
+    def guard(self) -> float:
+        return self.guard_s if self.guard_s is not None else min(0.05 * self.window_s, 1.0)
+
+    @property
+    def max_requests(self) -> float | None:
+        return None if self.rpm is None else self.rpm * self.window_s / 60.0
+
+    @property
+    def max_tokens(self) -> float | None:
+        return None if self.tpm is None else self.tpm * self.window_s / 60.0
+
+
+def next_slot(booked: list[tuple[float, float]], now: float, amount: float, limit: Limit) -> float:
+    """The earliest time >= now, and not before the last booking, at which one more request of `amount` tokens
+    keeps every window within the limit. `booked`: (time, tokens) of the grants still in the window, sorted."""
+    s = max([now] + [t for t, _ in booked[-1:]])
+    max_req, max_tok = limit.max_requests, limit.max_tokens
+    if max_tok is not None:
+        amount = min(amount, max_tok)  # a request larger than the whole window still gets through, alone
+    lo = 0
+    while True:
+        while lo < len(booked) and booked[lo][0] <= s - limit.window_s:
+            lo += 1
+        inside = booked[lo:]
+        over_req = max_req is not None and len(inside) + 1 > max_req
+        over_tok = max_tok is not None and sum(a for _, a in inside) + amount > max_tok
+        if not (over_req or over_tok):
+            return s
+        # wait until the oldest booking has left the window, plus a guard (5% of the window, at most 1 s): a
+        # request lands a little after its grant (scheduling, network), and the provider's clock counts that
+        s = booked[lo][0] + limit.window_s + limit.guard
+
+
+class _Store:
+    """Bookings per key, under a lock that every process shares."""
+
+    def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
+        """(booking id, granted time, the store's now), both times on the store's clock."""
+        raise NotImplementedError
+
+    def settle(self, key: str, booking: str, amount: float) -> None:
+        raise NotImplementedError
+
+
+class SqliteStore(_Store):
+    """One machine: a SQLite file (WAL), `BEGIN IMMEDIATE` as the cross-process lock."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+
+    def _con(self) -> sqlite3.Connection:
+        con = getattr(self._local, "con", None)
+        if con is None:
+            con = sqlite3.connect(self.path, timeout=60, isolation_level=None)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.execute("CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, key TEXT, t REAL, amount REAL)")
+            con.execute("CREATE INDEX IF NOT EXISTS grants_key_t ON grants (key, t)")
+            self._local.con = con
+        return con
+
+    def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
+        con = self._con()
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            now = time.time()
+            con.execute("DELETE FROM grants WHERE key = ? AND t <= ?", (key, now - limit.window_s))
+            booked = con.execute("SELECT t, amount FROM grants WHERE key = ? ORDER BY t", (key,)).fetchall()
+            slot = next_slot(booked, now, amount, limit)
+            bid = uuid.uuid4().hex
+            con.execute("INSERT INTO grants VALUES (?, ?, ?, ?)", (bid, key, slot, amount))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return bid, slot, now
+
+    def settle(self, key: str, booking: str, amount: float) -> None:
+        self._con().execute("UPDATE grants SET amount = ? WHERE id = ?", (amount, booking))
+
+
+class PostgresStore(_Store):
+    """Several machines: a table in Postgres (the Dagster instance's database will do), a transaction-scoped
+    advisory lock per key, the server's clock."""
+
+    def __init__(self, url: str):
+        import psycopg2
+
+        self._connect = lambda: psycopg2.connect(url.replace("postgresql+psycopg2://", "postgresql://"))
+        self._local = threading.local()
+        with self._con() as con, con.cursor() as cur:
+            cur.execute("CREATE TABLE IF NOT EXISTS evalpipe_rate_grants (id TEXT PRIMARY KEY, key TEXT, "
+                        "t DOUBLE PRECISION, amount DOUBLE PRECISION)")
+            cur.execute("CREATE INDEX IF NOT EXISTS evalpipe_rate_grants_key_t ON evalpipe_rate_grants (key, t)")
+
+    def _con(self):
+        con = getattr(self._local, "con", None)
+        if con is None or con.closed:
+            con = self._local.con = self._connect()
+        return con
+
+    def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
+        con = self._con()
+        with con, con.cursor() as cur:  # one transaction; the advisory lock ends with it
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("evalpipe-rate:" + key,))
+            cur.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            now = float(cur.fetchone()[0])
+            cur.execute("DELETE FROM evalpipe_rate_grants WHERE key = %s AND t <= %s", (key, now - limit.window_s))
+            cur.execute("SELECT t, amount FROM evalpipe_rate_grants WHERE key = %s ORDER BY t", (key,))
+            slot = next_slot([(float(t), float(a)) for t, a in cur.fetchall()], now, amount, limit)
+            bid = uuid.uuid4().hex
+            cur.execute("INSERT INTO evalpipe_rate_grants VALUES (%s, %s, %s, %s)", (bid, key, slot, amount))
+        return bid, slot, now
+
+    def settle(self, key: str, booking: str, amount: float) -> None:
+        con = self._con()
+        with con, con.cursor() as cur:
+            cur.execute("UPDATE evalpipe_rate_grants SET amount = %s WHERE id = %s", (amount, booking))
+
+
+class RedisStore(_Store):
+    """Several machines: a sorted set (time) and a hash (tokens) per key, under a Redis lock; Redis's clock."""
+
+    def __init__(self, url: str):
+        import redis
+
+        self.r = redis.Redis.from_url(url)
+
+    def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
+        times, amounts = f"evalpipe:rate:{key}:t", f"evalpipe:rate:{key}:a"
+        with self.r.lock(f"evalpipe:rate:{key}:lock", timeout=10, blocking_timeout=120, sleep=0.002):
+            sec, usec = self.r.time()
+            now = sec + usec / 1e6
+            old = self.r.zrangebyscore(times, "-inf", now - limit.window_s)
+            pipe = self.r.pipeline()
+            if old:
+                pipe.zrem(times, *old).hdel(amounts, *old)
+            pipe.zrange(times, 0, -1, withscores=True).hgetall(amounts)
+            res = pipe.execute()
+            rows, amt = res[-2], res[-1]
+            booked = [(float(score), float(amt.get(member, 0))) for member, score in rows]
+            slot = next_slot(booked, now, amount, limit)
+            bid = uuid.uuid4().hex
+            ttl = int(limit.window_s * 2 + 60)
+            self.r.pipeline().zadd(times, {bid: slot}).hset(amounts, bid, amount).expire(times, ttl) \
+                .expire(amounts, ttl).execute()
+        return bid, slot, now
+
+    def settle(self, key: str, booking: str, amount: float) -> None:
+        amounts = f"evalpipe:rate:{key}:a"
+        if self.r.hexists(amounts, booking):
+            self.r.hset(amounts, booking, amount)
+
+
+_stores: dict[str, _Store] = {}
+_stores_lock = threading.Lock()
+
+
+def store_for(spec: str | None) -> _Store:
+    """A store from `rate_limits.store` (or EVALS_RATE_LIMIT_STORE); default: SQLite under $DAGSTER_HOME."""
+    spec = os.environ.get(STORE_ENV) or spec
+    if not spec:
+        from evalpipe.core.config import dagster_home
+
+        spec = str(dagster_home() / "ratelimits.sqlite")
+    with _stores_lock:
+        if spec not in _stores:
+            if spec.startswith(("redis://", "rediss://", "unix://")):
+                _stores[spec] = RedisStore(spec)
+            elif spec.startswith(("postgresql://", "postgres://", "postgresql+psycopg2://")):
+                _stores[spec] = PostgresStore(spec)
+            elif "://" in spec:
+                raise ConfigError(f"rate_limits.store {spec!r}: use redis://..., postgresql://... or a SQLite file path")
+            else:
+                _stores[spec] = SqliteStore(spec)
+        return _stores[spec]
+
+
+def limit_key(model: Any) -> str:
+    """The provider key a model's requests count against (see the module docstring)."""
+    key = (model.options or {}).get("rate_limit_key")
+    if key:
+        return str(key)
+    if model.model and "/" in model.model:
+        from evalpipe.runners.api import split_provider
+
+        provider, _ = split_provider(model.model)
+        if provider:
+            return provider
+    return model.key
+
+
+def _parse_limit(name: str, raw: Any) -> Limit:
+    if not isinstance(raw, dict) or not ({"rpm", "tpm"} & set(raw)):
+        raise ConfigError(f"rate_limits.limits.{name}: expected a mapping with rpm and/or tpm, e.g. {{rpm: 500}}")
+    unknown = set(raw) - {"rpm", "tpm", "window_s", "guard_s"}
+    if unknown:
+        raise ConfigError(f"rate_limits.limits.{name}: unknown key(s) {sorted(unknown)}; allowed: rpm, tpm, "
+                          "window_s, guard_s")
+    try:
+        lim = Limit(rpm=float(raw["rpm"]) if raw.get("rpm") is not None else None,
+                    tpm=float(raw["tpm"]) if raw.get("tpm") is not None else None,
+                    window_s=float(raw.get("window_s", 60.0)),
+                    guard_s=float(raw["guard_s"]) if raw.get("guard_s") is not None else None)
+    except (TypeError, ValueError):
+        raise ConfigError(f"rate_limits.limits.{name}: rpm, tpm and window_s must be numbers") from None
+    if any(v is not None and v <= 0 for v in (lim.rpm, lim.tpm, lim.window_s)):
+        raise ConfigError(f"rate_limits.limits.{name}: rpm, tpm and window_s must be positive")
+    if lim.max_requests is not None and lim.max_requests < 1:
+        raise ConfigError(f"rate_limits.limits.{name}: rpm x window_s / 60 must allow at least one request")
+    return lim
+
+
+class SharedLimiter:
+    """The driver's limiter interface (`acquire`/`settle`) over a shared store, for one provider key."""
+
+    def __init__(self, store: _Store, key: str, limit: Limit):
+        self.store, self.key, self.limit = store, key, limit
+        self._pending: dict[int, list[str]] = {}
+
+    async def acquire(self, estimated_tokens: int) -> None:
+        amount = float(estimated_tokens) if self.limit.tpm is not None else 0.0
+        bid, slot, now = await asyncio.to_thread(self.store.book, self.key, amount, self.limit)
+        task = asyncio.current_task()
+        self._pending.setdefault(id(task), []).append(bid)
+        if slot > now:
+            await asyncio.sleep(slot - now)
+
+    def settle(self, estimated_tokens: int, used_tokens: int | None) -> None:
+        ids = self._pending.get(id(asyncio.current_task()))
+        if not ids:
+            return
+        bid = ids.pop()
+        if not ids:
+            self._pending.pop(id(asyncio.current_task()), None)
+        if self.limit.tpm is not None and used_tokens is not None and used_tokens != estimated_tokens:
+            try:
+                self.store.settle(self.key, bid, float(used_tokens))
+            except Exception:  # a correction that can't be written leaves the estimate booked: safe side
+                pass
+
+
+class Limiters:
+    """Several limiters in a row (the run's own, then the shared one): acquire all, settle all."""
+
+    def __init__(self, *limiters: Any):
+        self.limiters = [x for x in limiters if x is not None]
+
+    async def acquire(self, estimated_tokens: int) -> None:
+        for x in self.limiters:
+            await x.acquire(estimated_tokens)
+
+    def settle(self, estimated_tokens: int, used_tokens: int | None) -> None:
+        for x in self.limiters:
+            x.settle(estimated_tokens, used_tokens)
+
+
+def shared_limiter(model: Any, config: Any = None) -> SharedLimiter | None:
+    """The shared limiter for this model's provider key, or None when `rate_limits` sets none for it."""
+    if model is None:
+        return None
+    if config is None:
+        from evalpipe.core.config import load_config
+
+        try:
+            config = load_config()
+        except Exception:
+            return None
+    section = (getattr(config, "raw", None) or {}).get("rate_limits") or {}
+    limits = section.get("limits") or {}
+    key = limit_key(model)
+    if key not in limits:
+        return None
+    return SharedLimiter(store_for(section.get("store")), key, _parse_limit(key, limits[key]))
