@@ -417,91 +417,6 @@ def _best_first(df):
 
 
 @main.command()
-@click.option("--split", "split", default=None, help="benchmark_split key (default: the only one in the warehouse).")
-@click.option("--model", "model", default=None, help="Model key (default: the only one for the split).")
-@click.option("--metric", default=None, help="Which metric decides correct/incorrect (default: the first).")
-@click.option("--detailed", is_flag=True, help="Full prompt, raw output, error and every verdict per sample.")
-@click.option("--level", default=None, help="Only samples whose level (metadata Level/level, or slice level=) is this.")
-@click.option("--correct-only", is_flag=True, help="Only samples the metric marks correct.")
-@click.option("--incorrect-only", is_flag=True, help="Only samples the metric marks incorrect (or failed).")
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N samples.")
-@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
-@click.option("--web", is_flag=True, help="Serve the web viewer (runs, samples, comparisons, charts); docs/viewer.md.")
-@click.option("--host", default="127.0.0.1", show_default=True, help="With --web: address to bind.")
-@click.option("--port", type=click.IntRange(1, 65535), default=8585, show_default=True, help="With --web: port.")
-def view(split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json, web=False,
-         host="127.0.0.1", port=8585) -> None:
-    """Per-sample results of one partition (`--web`: the web viewer over the whole warehouse)."""
-    from evalpipe.core.errors import ConfigError, DataError
-
-    if web:
-        from evalpipe.viewer.app import serve
-
-        click.echo(f"evalpipe viewer on http://{'[' + host + ']' if ':' in host else host}:{port}/ (Ctrl-C stops it)",
-                   err=True)
-        serve(_warehouse(), host=host, port=port)
-        return
-
-    if correct_only and incorrect_only:
-        raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
-    wh = _warehouse()
-    parts = wh.query("SELECT DISTINCT benchmark_split, model FROM judgements ORDER BY 1, 2")
-    if split:
-        parts = parts[parts["benchmark_split"] == split]
-    if model:
-        parts = parts[parts["model"] == model]
-    if len(parts) != 1:
-        have = ", ".join(f"{r.benchmark_split}|{r.model}" for r in parts.itertuples()) or "none"
-        raise DataError(f"pick one partition with --split and --model (matching: {have})")
-    split, model = parts.iloc[0]["benchmark_split"], parts.iloc[0]["model"]
-    metrics = wh.query("SELECT DISTINCT metric FROM judgements WHERE benchmark_split = ? AND model = ? ORDER BY 1",
-                       [split, model])["metric"].tolist()
-    metric = metric or metrics[0]
-    if metric not in metrics:
-        raise ConfigError(f"no metric {metric!r} for {split}|{model}; available: {', '.join(metrics)}")
-    sql = """
-        SELECT p.sample_index, p.sample_id, j.correct, j.score, j.status AS verdict, r.status, r.prediction, p.target,
-               j.reason, p.prompt_text, r.raw_output, r.error, p.metadata, p.slices, r.input_tokens, r.output_tokens,
-               r.latency_s, r.cost
-        FROM prompts p
-        LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
-        LEFT JOIN judgements j ON j.benchmark_split = p.benchmark_split AND j.model = p.model
-             AND j.sample_id = p.sample_id AND j.metric = ?
-        WHERE p.benchmark_split = ? AND p.model = ?"""
-    params: list[Any] = [metric, split, model]
-    if correct_only:
-        sql += " AND j.correct"
-    if incorrect_only:
-        sql += " AND coalesce(NOT j.correct, TRUE)"
-    if level is not None:
-        sql += (" AND coalesce(p.metadata->>'$.Level', p.metadata->>'$.level', p.slices->>'$.level', "
-                "p.slices->>'$.Level') = ?")
-        params.append(str(level))
-    sql += " ORDER BY p.sample_index LIMIT ?"
-    params.append(limit)
-    df = wh.query(sql, params)
-    if as_json:
-        click.echo(df.to_json(orient="records", indent=2))
-        return
-    click.echo(f"{split} | {model} | metric {metric} | {len(df)} sample(s)")
-    if not detailed:
-        short = df[["sample_id", "correct", "score", "status", "prediction", "target"]].copy()
-        for c in ("prediction", "target"):
-            short[c] = short[c].map(lambda v: (v[:60] + "...") if isinstance(v, str) and len(v) > 60 else v)
-        _out(_table(short, ".3f"))
-        return
-    for r in df.itertuples(index=False):
-        lines = [f"--- {r.sample_id}  correct={r.correct} score={r.score} verdict={r.verdict} rollout={r.status}",
-                 f"prompt:\n{r.prompt_text}", f"raw output:\n{r.raw_output}", f"prediction: {r.prediction}",
-                 f"target: {r.target}", f"reason: {r.reason}"]
-        if isinstance(r.error, str) and r.error:
-            lines.append(f"error: {r.error}")
-        lines.append(f"metadata: {r.metadata}  slices: {r.slices}")
-        lines.append(f"tokens in/out: {r.input_tokens}/{r.output_tokens}  latency: {r.latency_s}  cost: {r.cost}")
-        _out("\n".join(lines) + "\n")
-
-
-@main.command()
 @click.argument("query")
 @click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
 @click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
@@ -587,9 +502,10 @@ main.add_command(_validate_cmd)
 from evalpipe.cli.repro import register as _register_repro  # noqa: E402
 
 _register_repro(main)  # validate-sharding, dataset-header, runs (evalpipe/cli/repro.py)
-from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd  # noqa: E402  (evalpipe/cli/view.py)
+from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd, view_cmd  # noqa: E402  (evalpipe/cli/view.py)
 
 main.add_command(list_cmd)  # evalpipe list
+main.add_command(view_cmd)  # evalpipe view [RESULTS.jsonl | run folder] [--web]
 main.add_command(compare_cmd)  # evalpipe compare A B
 main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
 from evalpipe.cli.tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli/tools.py)

@@ -139,9 +139,19 @@ def _resolve_key(cfg: Any, key: str) -> str:
 def summarize_run_dir(run_dir: str, as_json: bool, all_slices: bool) -> None:
     import pandas as pd
 
-    from evalpipe.store.artifacts import read_run_dir
+    from evalpipe.store.artifacts import LATEST, read_run_dir
 
-    summary = read_run_dir(run_dir)
+    p = Path(run_dir).expanduser()
+    if not any((d / "summary.json").exists() for d in (p, p / LATEST)) and \
+            any((d / "samples.jsonl").exists() for d in (p, p / LATEST)):
+        # a copied folder without summary.json: rebuilt from its samples with the pipeline's aggregation
+        from evalpipe.cli.view import read_results, rebuilt_summary
+
+        rf = read_results(str(p))
+        summary = rebuilt_summary(rf)
+        click.echo(f"(no summary.json in {rf.path.parent}: rebuilt from {rf.path.name})", err=True)
+    else:
+        summary = read_run_dir(run_dir)
     rows = [r for r in summary.get("metrics", []) if all_slices or r.get("slice") == "all"]
     if as_json:
         click.echo(json.dumps(rows, indent=2, default=str))

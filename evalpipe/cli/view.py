@@ -282,3 +282,187 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
         df = pd.DataFrame(rows, columns=["sample_id", "target", "a_prediction", "b_prediction"]).rename(
             columns={"a_prediction": model_a, "b_prediction": model_b})
         click.echo(redact(render(df, "table")))
+
+
+# ---- evalpipe view ------------------------------------------------------------------------------------------------
+def file_metrics(rf, frames) -> "Any":
+    """The metrics rows of a results file: its folder's summary.json when there is one, else rebuilt from the
+    samples with the pipeline's own aggregation (`compute_metrics`, the code the `metrics` asset runs), so a copied
+    folder without summary.json gives the numbers it had."""
+    import pandas as pd
+
+    if rf.summary is not None and isinstance(rf.summary.get("metrics"), list):
+        return pd.DataFrame(rf.summary["metrics"])
+    from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS
+    from evalpipe.pipeline.stages import compute_metrics
+
+    j, r = frames["judgements"], frames["rollouts"]
+    rollouts = r[USAGE_COLUMNS].copy() if len(r) else None
+    if rollouts is not None:  # the numeric columns as the warehouse reads them back (nulls as NaN)
+        for c in ("latency_s", "input_tokens", "output_tokens", "cost"):
+            rollouts[c] = pd.to_numeric(rollouts[c], errors="coerce")
+    verdicts = j[AGGREGATE_COLUMNS].copy()
+    verdicts["score"] = pd.to_numeric(verdicts["score"], errors="coerce")
+    return compute_metrics(rf.benchmark_split, rf.model, verdicts, rollouts=rollouts)
+
+
+def rebuilt_summary(rf) -> dict[str, Any]:
+    """summary.json's content for a run folder that has lost it (counts as `artifacts.stream_samples` counts them)."""
+    from evalpipe.store.artifacts import _records
+    from evalpipe.store.results_file import tables
+
+    metrics = file_metrics(rf, tables(rf))
+    usage = [r.get("usage") or {} for r in rf.records]
+    counts = {"samples": len(rf.records), "ok": sum(1 for r in rf.records if r.get("status") == "ok"),
+              "errors": sum(1 for r in rf.records if r.get("status") not in (None, "ok")),
+              "from_journal": sum(1 for u in usage if u.get("cached")),
+              "input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
+              "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
+              "cost_usd": round(sum(float(u.get("cost") or 0.0) for u in usage), 6)}
+    manifest = {}
+    if rf.folder is not None and (rf.folder / "manifest.json").exists():
+        manifest = json.loads((rf.folder / "manifest.json").read_text(encoding="utf-8"))
+    return {"benchmark_split": rf.benchmark_split, "model": rf.model, "run_id": manifest.get("run_id"),
+            "started_at": manifest.get("started_at"), "finished_at": manifest.get("finished_at"),
+            "duration_s": manifest.get("duration_s"), "counts": counts, "metrics": _records(metrics),
+            "rebuilt_from": str(rf.path)}
+
+
+def read_results(path: str):
+    """A results file read (store/results_file.py), its unreadable lines reported one line each on stderr
+    (`error: file:line: why`); the lines that could be read are still shown."""
+    from evalpipe.core.redact import redact
+    from evalpipe.store.results_file import load_results
+
+    rf = load_results(path)
+    for line in rf.problems[:20]:
+        click.echo(redact(f"error: {line}"), err=True)
+    if len(rf.problems) > 20:
+        click.echo(f"error: {len(rf.problems) - 20} more unreadable line(s) in {rf.path}", err=True)
+    return rf
+
+
+def open_results(path: str):
+    """A results file as a warehouse stand-in with its metrics (summary.json's, or rebuilt)."""
+    from evalpipe.store.results_file import FileWarehouse, tables
+
+    rf = read_results(path)
+    frames = tables(rf)
+    frames["metrics"] = file_metrics(rf, frames)
+    return rf, FileWarehouse(frames)
+
+
+def accuracy_frame(source, split: str, model: str, metric: str):
+    """The metric's value over all samples, then per slice (GAIA's level=1/2/3, the adapter's slices), with n,
+    unscored, errors and the 95% interval, from the `metrics` table."""
+    import pandas as pd
+
+    from evalpipe.metrics.aggregate import format_value
+
+    m = source.query("SELECT slice, value, n, n_unscored, n_errors, ci_low, ci_high, kind FROM metrics "
+                     "WHERE benchmark_split = ? AND model = ? AND metric = ? AND slice <> 'usage'",
+                     [split, model, metric])
+    m = m.sort_values("slice", key=lambda s: s.map(lambda v: (v != "all", v)), kind="stable")
+    ci = [MISSING if _missing(lo) or kind == "count" else f"{lo:.3f}-{hi:.3f}"
+          for lo, hi, kind in zip(m["ci_low"], m["ci_high"], m["kind"])]
+    return pd.DataFrame({"slice": m["slice"], "value": [format_value(v, k) for v, k in zip(m["value"], m["kind"])],
+                         "n": m["n"], "unscored": m["n_unscored"], "errors": m["n_errors"], "95% CI": ci})
+
+
+@click.command(name="view")
+@click.argument("results", required=False, type=click.Path(exists=True))
+@click.option("--split", "split", default=None, help="benchmark_split key (default: the only one in the warehouse).")
+@click.option("--model", "model", default=None, help="Model key (default: the only one for the split).")
+@click.option("--metric", default=None, help="Which metric decides correct/incorrect (default: the first).")
+@click.option("--detailed", is_flag=True, help="Full prompt, raw output, error and every verdict per sample.")
+@click.option("--level", default=None, help="Only samples whose level (metadata Level/level, or slice level=) is this.")
+@click.option("--correct-only", is_flag=True, help="Only samples the metric marks correct.")
+@click.option("--incorrect-only", is_flag=True, help="Only samples the metric marks incorrect (or failed).")
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True, help="At most N samples.")
+@click.option("--json", "as_json", is_flag=True, help="JSON records instead of a table.")
+@click.option("--web", is_flag=True, help="Serve the web viewer (runs, samples, comparisons, charts); docs/viewer.md.")
+@click.option("--host", default="127.0.0.1", show_default=True, help="With --web: address to bind.")
+@click.option("--port", type=click.IntRange(1, 65535), default=8585, show_default=True, help="With --web: port.")
+def view_cmd(results, split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json, web=False,
+             host="127.0.0.1", port=8585) -> None:
+    """Accuracy (overall and per slice) and per-sample results of one partition; RESULTS (an exported samples.jsonl
+    or a run folder) reads that file instead of the warehouse. `--web`: the web viewer over the warehouse, or over
+    RESULTS."""
+    from evalpipe.cli.main import _out, _table, _warehouse
+    from evalpipe.core.errors import ConfigError, DataError
+
+    if correct_only and incorrect_only:
+        raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
+    source = _warehouse() if results is None else open_results(results)[1]
+    if web:
+        from evalpipe.viewer.app import serve
+
+        what = f" over {results}" if results else ""
+        click.echo(f"evalpipe viewer{what} on http://{'[' + host + ']' if ':' in host else host}:{port}/ "
+                   "(Ctrl-C stops it)", err=True)
+        serve(source, host=host, port=port)
+        return
+
+    # a results file's partition has its prompts even when no sample was scored
+    parts = source.query("SELECT DISTINCT benchmark_split, model FROM "
+                         f"{'judgements' if results is None else 'prompts'} ORDER BY 1, 2")
+    if split:
+        parts = parts[parts["benchmark_split"] == split]
+    if model:
+        parts = parts[parts["model"] == model]
+    if len(parts) != 1:
+        have = ", ".join(f"{r.benchmark_split}|{r.model}" for r in parts.itertuples()) or "none"
+        raise DataError(f"pick one partition with --split and --model (matching: {have})")
+    split, model = parts.iloc[0]["benchmark_split"], parts.iloc[0]["model"]
+    metrics = source.query("SELECT DISTINCT metric FROM judgements WHERE benchmark_split = ? AND model = ? "
+                           "ORDER BY 1", [split, model])["metric"].tolist()
+    metric = metric or (metrics[0] if metrics else None)
+    if metric is not None and metric not in metrics:
+        raise ConfigError(f"no metric {metric!r} for {split}|{model}; available: {', '.join(metrics) or 'none'}")
+    sql = """
+        SELECT p.sample_index, p.sample_id, j.correct, j.score, j.status AS verdict, r.status, r.prediction, p.target,
+               j.reason, p.prompt_text, r.raw_output, r.error, p.metadata, p.slices, r.input_tokens, r.output_tokens,
+               r.latency_s, r.cost
+        FROM prompts p
+        LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
+        LEFT JOIN judgements j ON j.benchmark_split = p.benchmark_split AND j.model = p.model
+             AND j.sample_id = p.sample_id AND j.metric = ?
+        WHERE p.benchmark_split = ? AND p.model = ?"""
+    params: list[Any] = [metric, split, model]
+    if correct_only:
+        sql += " AND j.correct"
+    if incorrect_only:
+        sql += " AND coalesce(NOT j.correct, TRUE)"
+    if level is not None:
+        sql += (" AND coalesce(p.metadata->>'$.Level', p.metadata->>'$.level', p.slices->>'$.level', "
+                "p.slices->>'$.Level') = ?")
+        params.append(str(level))
+    sql += " ORDER BY p.sample_index LIMIT ?"
+    params.append(limit)
+    df = source.query(sql, params)
+    if as_json:
+        click.echo(df.to_json(orient="records", indent=2))
+        return
+    click.echo(f"{split} | {model} | metric {metric or '-'} | {len(df)} sample(s)")
+    if metric is not None:
+        acc = accuracy_frame(source, split, model, metric)
+        click.echo(f"{metric} over all samples and per slice (95% CI):" if len(acc) else
+                   f"{metric}: no metrics rows for this partition (evalpipe run computes them)")
+        if len(acc):
+            _out(render(acc, "table"))
+        click.echo("")
+    if not detailed:
+        short = df[["sample_id", "correct", "score", "status", "prediction", "target"]].copy()
+        for c in ("prediction", "target"):
+            short[c] = short[c].map(lambda v: (v[:60] + "...") if isinstance(v, str) and len(v) > 60 else v)
+        _out(_table(short, ".3f"))
+        return
+    for r in df.itertuples(index=False):
+        lines = [f"--- {r.sample_id}  correct={r.correct} score={r.score} verdict={r.verdict} rollout={r.status}",
+                 f"prompt:\n{r.prompt_text}", f"raw output:\n{r.raw_output}", f"prediction: {r.prediction}",
+                 f"target: {r.target}", f"reason: {r.reason}"]
+        if isinstance(r.error, str) and r.error:
+            lines.append(f"error: {r.error}")
+        lines.append(f"metadata: {r.metadata}  slices: {r.slices}")
+        lines.append(f"tokens in/out: {r.input_tokens}/{r.output_tokens}  latency: {r.latency_s}  cost: {r.cost}")
+        _out("\n".join(lines) + "\n")
