@@ -118,11 +118,13 @@ def test_view_of_the_warehouse_prints_accuracy_overall_and_per_slice(run):
     assert r.exit_code == 0, r.output
     out = r.stdout
     assert "smoke/extra | half | metric exact_match | 3 sample(s)" in out
-    lines = {ln.split()[0]: ln.split() for ln in out.splitlines() if ln.strip()}
+    cells = [[c.strip() for c in ln.strip("|").split("|")] for ln in out.splitlines() if ln.startswith("|")]
+    rows = {c[0]: c[1:] for c in cells}
     # 4 right of 8 (s2 failed: counted wrong), Wilson's interval; per category with its own n
-    assert lines["all"][1:5] == ["0.5000", "8", "0", "1"] and lines["all"][5] == "0.215-0.785"
-    assert lines["category=geography"][1:3] == ["0.6667", "3"]
-    assert lines["category=arithmetic"][1:5] == ["0.0000", "2", "0", "1"]
+    assert rows["all"] == ["0.5000", "8", "0", "1", "0.215-0.785"]
+    assert rows["category=geography"] == ["0.6667", "3", "0", "0", "0.208-0.939"]
+    assert rows["category=arithmetic"] == ["0.0000", "2", "0", "1", "0.000-0.658"]
+    assert [c[0] for c in cells if c[0].startswith(("all", "category="))][0] == "all"  # overall first
 
 
 def test_view_of_a_results_file_and_of_a_run_folder(run, tmp_path):

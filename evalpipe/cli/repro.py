@@ -149,7 +149,8 @@ def summarize_run_dir(run_dir: str, as_json: bool, all_slices: bool) -> None:
 
         rf = read_results(str(p))
         summary = rebuilt_summary(rf)
-        click.echo(f"(no summary.json in {rf.path.parent}: rebuilt from {rf.path.name})", err=True)
+        click.echo(f"(no summary.json in {rf.path.parent}: rebuilt from {rf.path.name}; rows derived from per-sample "
+                   "details, such as a judge's components or pass@k, cannot be: docs/reproducibility.md)", err=True)
     else:
         summary = read_run_dir(run_dir)
     rows = [r for r in summary.get("metrics", []) if all_slices or r.get("slice") == "all"]

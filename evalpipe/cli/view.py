@@ -393,7 +393,13 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
 
     if correct_only and incorrect_only:
         raise ConfigError("--correct-only and --incorrect-only exclude each other; pick one")
-    source = _warehouse() if results is None else open_results(results)[1]
+    if results is None:
+        source = _warehouse()
+    else:
+        rf, source = open_results(results)
+        if not rf.records:
+            raise DataError(f"{rf.path}: no sample could be read; each line is one sample's JSON object with a "
+                            "sample_id (evalpipe export writes them)")
     if web:
         from evalpipe.viewer.app import serve
 
@@ -449,7 +455,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
         click.echo(f"{metric} over all samples and per slice (95% CI):" if len(acc) else
                    f"{metric}: no metrics rows for this partition (evalpipe run computes them)")
         if len(acc):
-            _out(render(acc, "table"))
+            _out(_table(acc))  # (as the samples' table below)
         click.echo("")
     if not detailed:
         short = df[["sample_id", "correct", "score", "status", "prediction", "target"]].copy()

@@ -128,7 +128,7 @@ def _json(v: Any, empty: Any = None) -> str | None:
 
 
 def _prompt_text(prompt: Any) -> str | None:
-    """The prompt as the warehouse's `prompt_text` reads (pipeline.stages.render_messages): `[role]` then the content."""
+    """The prompt as the warehouse's `prompt_text` reads (as pipeline.stages.render_messages writes it)."""
     if isinstance(prompt, list) and all(isinstance(m, dict) for m in prompt):
         return "\n\n".join(f"[{m.get('role', 'user')}]\n{m.get('content', '')}" for m in prompt)
     return _text(prompt)
