@@ -17,6 +17,7 @@ from evalpipe.pipeline import sample_progress
 
 from evalpipe.pipeline import tracing
 from evalpipe.pipeline.prompt_wrappers import wrapper_for
+from evalpipe.project.plugins import load_plugins  # rollout_shards workers load them too
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.core.config import load_config
 from evalpipe.core.errors import RunFailed
@@ -241,7 +242,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         try:
             with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
                     split, model_runner.model_config_for(model), runner, model_runner.settings(model), progress,
-                    tools_mode=tools.mode_override(), total=len(prompts)) as session:
+                    tools_mode=tools.mode_override(), total=len(prompts), worker_init=load_plugins) as session:
                 first_error = None
                 for batch in prompts.batches(_batch_rows(cfg)):
                     df = session.run(batch)
