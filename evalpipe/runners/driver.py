@@ -224,9 +224,11 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     if progress:
         progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
+    from evalpipe.runners.api import limit_key
     from evalpipe.store.ratelimit import Limiters, shared_limiter
 
-    shared = shared_limiter(runner.model)  # [scale] provider-key limits shared by all runs/workers (rate_limits:)
+    # [scale] provider-key limits shared by all runs/workers (rate_limits:)
+    shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None)
     if shared is not None:
         limiter = Limiters(limiter, shared)
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
