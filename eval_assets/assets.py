@@ -7,6 +7,7 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
+from evalpipe.benchmarks import dataset_header
 from evalpipe.pipeline import fingerprints
 
 from evalpipe.store import partition_lock
@@ -344,7 +345,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
         run_id = context.run.tags.get(RUN_ID_TAG) or context.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
                                  {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started},
-                                 batch_rows=rows)
+                                 batch_rows=rows, dataset_header=dataset_header(cfg.splits.get(dims["benchmark_split"])))
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
         from evalpipe.tooleval.report import METRIC, write_partition_report  # [tool integration] report (issue 10)

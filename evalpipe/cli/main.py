@@ -492,11 +492,13 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
 def export(split: str, model: str, out_dir: str) -> None:
     """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
+    from evalpipe.benchmarks import dataset_header
     from evalpipe.store.artifacts import write_artifacts
     from evalpipe.core.config import load_config
 
     cfg = load_config()
-    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)
+    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir,
+                             dataset_header=dataset_header(cfg.splits.get(split)))
     click.echo(str(folder))
 
 
