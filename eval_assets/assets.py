@@ -9,6 +9,7 @@ from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVer
 
 from evalpipe.benchmarks import dataset_header
 from evalpipe.pipeline import fingerprints
+from evalpipe.pipeline.fingerprints import judging_version
 
 from evalpipe.store import partition_lock
 
@@ -23,7 +24,7 @@ from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.core.config import load_config
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.fingerprint import fingerprint
-from evalpipe.metrics import judgements_version, judging_version
+from evalpipe.metrics import judgements_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
 from evalpipe.core.redact import redact
@@ -348,7 +349,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
                                  batch_rows=rows, dataset_header=dataset_header(cfg.splits.get(dims["benchmark_split"])))
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
-        from evalpipe.tooleval.report import METRIC, write_partition_report  # [tool integration] report (issue 10)
+        from evalpipe.pipeline.tool_report import METRIC, write_partition_report  # [tool integration] report (issue 10)
 
         tool_rows = judgements.select(lambda b: b["metric"] == METRIC, rows) if (df["metric"] == METRIC).any() else None
         report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), tool_rows,

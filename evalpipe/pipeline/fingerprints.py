@@ -294,6 +294,24 @@ def compute_for_partition(split: Any, model: Any, runner: Any, dataset_sha: str 
     return fps, mism
 
 
+def judging_version(cfg: Any) -> str:
+    """The `judgements` asset's code version: what decides verdicts besides the rollouts themselves, i.e. the
+    metric code version (evalpipe/metrics/base.py), every split's metric list (as its adapter gives it) and
+    settings, and the judge models (`judges:`). Changing a judge's model, prompt or settings in the config changes
+    it, and Dagster shows `judgements` as stale."""
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.core.fingerprint import fingerprint
+    from evalpipe.metrics.base import METRICS_CODE_VERSION
+
+    per_split = {}
+    for key, split in sorted(cfg.splits.items()):
+        try:
+            per_split[key] = adapter_for(split).metrics()
+        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
+            per_split[key] = split.metrics
+    return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)
+
+
 def previous(wh: Any, split_key: str, model_key: str) -> dict[str, Any] | None:
     from evalpipe.core.errors import WarehouseError
 
