@@ -1,5 +1,5 @@
 # Two commands do everything: `make run` (evaluate) and `make test`. Both create .venv/ and install the
-# pinned dependencies on first use.
+# pinned dependencies on first use. `make lint` checks the import contracts of the floors (.importlinter).
 SHELL := /bin/bash
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -11,7 +11,7 @@ export LITELLM_OFFLINE_MODE := true
 export HF_HUB_OFFLINE ?= 1
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install run test test-fast dev validate validate-sharding bench bench-readme bench-peers lock clean
+.PHONY: install run test lint test-fast dev validate validate-sharding bench bench-readme bench-peers lock clean
 
 install: $(STAMP)
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed, so model-written code runs under the 'process' sandbox, which is NOT a boundary. Get it: sudo apt-get install bubblewrap (Debian/Ubuntu) | sudo dnf install bubblewrap (Fedora); then check: $(BIN)/evalpipe sandbox check (docs/sandbox.md)"
@@ -29,6 +29,9 @@ run: install  ## evaluate the default benchmark(s) with the default model, print
 
 test: install  ## the whole test suite (offline)
 	$(BIN)/python -m pytest -n 2 --dist loadfile
+
+lint: install  ## the import contracts of .importlinter: each floor imports only from those below it (docs/architecture.md)
+	$(BIN)/lint-imports
 
 dev: install  ## the Dagster UI on http://127.0.0.1:3000 and the daemon; the first Ctrl-C stops both
 	$(BIN)/python -m evalpipe.cli.dev --host 127.0.0.1 --port 3000 --workspace workspace.yaml

@@ -7,7 +7,9 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
+from evalpipe.benchmarks import dataset_header
 from evalpipe.pipeline import fingerprints
+from evalpipe.pipeline.fingerprints import judging_version
 
 from evalpipe.store import partition_lock
 
@@ -17,11 +19,12 @@ from evalpipe.pipeline import sample_progress
 
 from evalpipe.pipeline import tracing
 from evalpipe.pipeline.prompt_wrappers import wrapper_for
+from evalpipe.project.plugins import load_plugins  # rollout_shards workers load them too
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.core.config import load_config
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.fingerprint import fingerprint
-from evalpipe.metrics import judgements_version, judging_version
+from evalpipe.metrics import judgements_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
 from evalpipe.core.redact import redact
@@ -241,7 +244,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         try:
             with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
                     split, model_runner.model_config_for(model), runner, model_runner.settings(model), progress,
-                    tools_mode=tools.mode_override(), total=len(prompts)) as session:
+                    tools_mode=tools.mode_override(), total=len(prompts), worker_init=load_plugins) as session:
                 first_error = None
                 for batch in prompts.batches(_batch_rows(cfg)):
                     df = session.run(batch)
@@ -343,10 +346,10 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
         run_id = context.run.tags.get(RUN_ID_TAG) or context.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
                                  {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started},
-                                 batch_rows=rows)
+                                 batch_rows=rows, dataset_header=dataset_header(cfg.splits.get(dims["benchmark_split"])))
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
-        from evalpipe.tooleval.report import METRIC, write_partition_report  # [tool integration] report (issue 10)
+        from evalpipe.pipeline.tool_report import METRIC, write_partition_report  # [tool integration] report (issue 10)
 
         tool_rows = judgements.select(lambda b: b["metric"] == METRIC, rows) if (df["metric"] == METRIC).any() else None
         report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), tool_rows,

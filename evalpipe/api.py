@@ -137,8 +137,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
                           + (f" (and {unknown[1:]})" if len(unknown) > 1 else ""))
     if options.get("config"):
         os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
-    from evalpipe.cli.main import _runner_overrides
-    from evalpipe.cli.repro import RunOptions
+    from evalpipe.repro.run_request import RunOptions, check_declared_options, check_judge_keys, runner_overrides
     from evalpipe.core.config import load_config, warehouse_path
     from evalpipe.store.warehouse import Warehouse
     from eval_assets.launch import evaluate as launch_evaluate, get_instance
@@ -160,17 +159,14 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     model_keys = rp.model_keys(list(models or cfg.default_models), cfg)
     model_keys = [limited_key(k, limit) for k in model_keys] if limit else model_keys
     resources: dict[str, Any] = {
-        "model_runner": _runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
-                                          options.get("concurrency"), options.get("timeout_s")),
+        "model_runner": runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
+                                         options.get("concurrency"), options.get("timeout_s")),
         **rp.resources()}
-    from evalpipe.cli.main import _check_run_options
     from evalpipe.project.schema import check_overrides
 
     check_overrides(split_options, "benchmark_options")  # types and ranges, then what each adapter/runner declares
-    _check_run_options(cfg, chosen, model_keys, split_options, resources["model_runner"], "benchmark_options",
-                       "runner_options")
-    from evalpipe.cli.run import check_judge_keys
-
+    check_declared_options(cfg, chosen, model_keys, split_options, resources["model_runner"], "benchmark_options",
+                           "runner_options")
     check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalpipe.benchmarks import adapter_for
-from evalpipe.benchmarks.discoverybench import extract_hypothesis, extract_workflow
+from evalpipe.metrics.hms import extract_hypothesis, extract_workflow
 from evalpipe.core.config import ModelConfig, SplitConfig
 from evalpipe.core.errors import DataError
 from evalpipe.runners import Runner, register_runner

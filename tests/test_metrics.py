@@ -10,7 +10,7 @@ import pytest
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics import JudgeInput, aggregate, build_metric
 from evalpipe.metrics.aggregate import USAGE_SLICE, bootstrap_ci
-from evalpipe.metrics.code_execution import pass_at_k
+from evalpipe.metrics.pass_at_k import pass_at_k
 from evalpipe.metrics.list_match import parse_answers
 from evalpipe.metrics.numbers import parse_number
 from evalpipe.metrics.verdicts import parse_verdict

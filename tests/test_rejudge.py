@@ -7,7 +7,7 @@ import pytest
 from dagster import AssetKey, materialize
 
 from evalpipe.core.config import load_config
-from evalpipe.metrics import judging_version
+from evalpipe.pipeline.fingerprints import judging_version
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
 from evalpipe.store.warehouse import Warehouse

@@ -201,6 +201,12 @@ def test_cli_fails_on_drift_and_the_flag_runs_anyway(tmp_path, write_config, hom
     r = CliRunner().invoke(main, ["run", "--split", "smoke/extra", "--model", "perfect", "--no-progress",
                                   "--no-fail-on-fingerprint-mismatch"])
     assert r.exit_code == 0, r.output
+    # the run folder's manifest records the header the data carried, and so does `evalpipe export`
+    manifest = json.loads((home / "artifacts" / "smoke" / "extra" / "perfect" / "latest" / "manifest.json").read_text())
+    assert manifest["dataset_header"] == {"dataset_sha256": "ef" * 32}
+    e = CliRunner().invoke(main, ["export", "--split", "smoke/extra", "--model", "perfect", "--out", str(tmp_path / "x")])
+    assert e.exit_code == 0, e.output
+    assert json.loads((tmp_path / "x" / "manifest.json").read_text())["dataset_header"] == {"dataset_sha256": "ef" * 32}
     h = CliRunner().invoke(main, ["dataset-header", "--split", "smoke/extra"])
     assert h.exit_code == 0
     _jsonl(data, ROWS, json.loads(h.output))  # the header the CLI prints makes the data pass again

@@ -1,4 +1,4 @@
-"""Stable-hash sharding (evalpipe/repro/sharding.py): membership, `evalpipe run --num-shards/--shard-index` merging into
+"""Stable-hash sharding (evalpipe/pipeline/shards.py, evalpipe/repro/sharding.py): membership, `evalpipe run --num-shards/--shard-index` merging into
 one partition, and a partition's rollouts as N processes inside Dagster."""
 import hashlib
 import json
@@ -8,7 +8,8 @@ import pytest
 from click.testing import CliRunner
 
 from evalpipe.core.config import load_config
-from evalpipe.repro.sharding import merge_frames, shard_of
+from evalpipe.pipeline.shards import shard_of
+from evalpipe.repro.sharding import merge_frames
 from evalpipe.store.warehouse import Warehouse
 
 ROWS = [{"question": f"Capital number {i}?", "answer": f"city{i}", "category": "geo" if i % 2 else "math"}

@@ -278,7 +278,7 @@ def test_a_judge_without_its_api_key_is_refused_before_any_rollout(home, write_c
     with pytest.raises(ConfigError, match="JUDGE_KEY_FOR_TEST"):
         evalpipe.evaluate("smoke", "perfect")
     no_model_call(home)
-    from evalpipe.cli.run import check_judge_keys
+    from evalpipe.repro.run_request import check_judge_keys
     from evalpipe.core.config import load_config
 
     check_judge_keys(load_config(), ["smoke/extra"], {"JUDGE_KEY_FOR_TEST": "set"})  # with the key: no complaint

@@ -169,7 +169,7 @@ def test_json_tool_blocks_are_parsed_and_broken_ones_recorded_never_raised():
 def test_a_text_model_conversation_runs_through_the_loop(tmp_path, home):
     """The local runner's chat step with canned model text (the real model is exercised in docs/tools.md)."""
     from evalpipe.runners.local import LocalRunner
-    from evalpipe.tools.loop import run_conversation
+    from evalpipe.runners.tool_loop import run_conversation
     from evalpipe.core.types import Generation, RolloutRequest
 
     replies = iter(['<tool_call>{"name": "web.search", "arguments": {"q": "Capital of Australia"}}</tool_call>',

@@ -1,8 +1,8 @@
 """Benchmark adapters behind a registry: `register_adapter`, `get_adapter`, `list_adapters`."""
-from evalpipe.benchmarks.base import Adapter, adapter_for, get_adapter, list_adapters, register_adapter
+from evalpipe.benchmarks.base import Adapter, adapter_for, dataset_header, get_adapter, list_adapters, register_adapter
 from evalpipe.benchmarks import file, gaia, humaneval  # noqa: F401  (register the built-in adapters and the `gaia` metric)
 from evalpipe.benchmarks import daeval, discoverybench, qrdata  # noqa: F401  (data-science benchmarks, issue 11)
 from evalpipe.benchmarks import bfcl  # noqa: F401  (Berkeley Function Calling Leaderboard, issue 10)
 from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
 
-__all__ = ["Adapter", "adapter_for", "get_adapter", "list_adapters", "register_adapter"]
+__all__ = ["Adapter", "adapter_for", "dataset_header", "get_adapter", "list_adapters", "register_adapter"]

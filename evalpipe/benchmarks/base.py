@@ -85,3 +85,15 @@ def list_adapters() -> list[str]:
 
 def adapter_for(split: SplitConfig) -> Adapter:
     return get_adapter(split.adapter)(split)
+
+
+def dataset_header(split: SplitConfig | None) -> dict[str, Any] | None:
+    """The split's dataset header (docs/reproducibility.md) for the run manifest; None when the split has none, its
+    adapter reads none, or it cannot be read now (the manifest is written anyway)."""
+    if split is None:
+        return None
+    try:
+        adapter = adapter_for(split)
+        return adapter.header() if hasattr(adapter, "header") else None
+    except Exception:
+        return None

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import csv
 import json
-import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -28,6 +27,7 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
                                           protocol_of)
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.types import Sample
+from evalpipe.metrics.hms import extract_hypothesis  # the HMS metric reads the same reply format
 
 DISCOVERYBENCH_REPO = "allenai/discoverybench"
 KINDS = ("real", "synth")
@@ -38,27 +38,6 @@ ANSWER_RULES = (
     "context in which it holds. End your reply with\nHYPOTHESIS: <one or two sentences>\nWORKFLOW: <the analysis "
     "steps you took, briefly>"
 )
-
-_HYPO = re.compile(r"hypothesis\s*[:：]", re.IGNORECASE)
-_WORKFLOW = re.compile(r"\n\s*\**workflow\s*\**\s*[:：]", re.IGNORECASE)
-
-
-def extract_hypothesis(output: str | None) -> str | None:
-    """The text after the last `HYPOTHESIS:` up to a `WORKFLOW:` line; without the marker, the whole reply."""
-    if not isinstance(output, str):
-        return None
-    marks = list(_HYPO.finditer(output))
-    text = output[marks[-1].end():] if marks else output
-    text = _WORKFLOW.split("\n" + text, maxsplit=1)[0]
-    return text.strip().strip("*").strip()
-
-
-def extract_workflow(output: str | None) -> str:
-    if not isinstance(output, str):
-        return ""
-    parts = _WORKFLOW.split("\n" + output)
-    return parts[-1].strip() if len(parts) > 1 else ""
-
 
 def datasets_for_judge(meta: dict[str, Any], kind: str) -> list[dict[str, Any]]:
     """The dataset descriptions the judge sees, built as DiscoveryBench's evaluation builds them

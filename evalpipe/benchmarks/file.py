@@ -35,7 +35,7 @@ from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.fingerprint import canonical_json
-from evalpipe.pipeline.fingerprints import HEADER_KEY, parse_header, read_sidecar
+from evalpipe.core.dataset_header import HEADER_KEY, parse_header, read_sidecar, sidecar_path
 from evalpipe.core.types import Sample
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".csv": "csv", ".tsv": "tsv",
@@ -460,8 +460,6 @@ class FileAdapter(Adapter):
     def source_version(self) -> str | None:
         """Size and mtime of the data file and its header sidecar (local files only: an hf:// source is checked by
         loading it)."""
-        from evalpipe.pipeline.fingerprints import sidecar_path
-
         spec = self.options.get("path")
         if not isinstance(spec, str) or spec.startswith("hf://"):
             return None

@@ -132,43 +132,7 @@ def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patter
     install_log_redaction()
 
 
-# ---- run ----------------------------------------------------------------------------------------------------------
-def _runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
-    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
-    `params.k=v` a decoding param, anything else a runner option."""
-    from resources import ModelRunnerResource
-
-    fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
-    kw: dict[str, Any] = {"params": {}, "options": {}}
-    for k, v in runner_options.items():
-        if k.startswith("params."):
-            kw["params"][k[len("params."):]] = v
-        elif k in fields:
-            kw[k] = v
-        else:
-            kw["options"][k] = v
-    if concurrency is not None:
-        kw["concurrency"] = concurrency
-    if timeout_s is not None:
-        kw["timeout_s"] = timeout_s
-    try:
-        return ModelRunnerResource(**kw)
-    except Exception as exc:  # pydantic validation: a wrong type for a field
-        from evalpipe.core.errors import ConfigError
-
-        raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
-
-
-def _check_run_options(cfg: Any, chosen: list[str], model_keys: list[str], split_options: dict[str, Any],
-                       model_runner: Any, split_flag: str = "--benchmark-option",
-                       runner_flag: str = "--runner-option") -> None:
-    """Each run override against what the chosen splits' adapters and the chosen models' runners declare
-    (evalpipe/project/schema.py `check_run_options`): an option none of them takes is refused, exit 2."""
-    from evalpipe.project.schema import check_run_options
-
-    check_run_options(cfg, chosen, model_keys, split_options, dict(model_runner.options), split_flag, runner_flag)
-
-
+# ---- run (the request itself is prepared in evalpipe/repro/run_request.py, shared with evalpipe.evaluate) ---------
 def _ux_run_options(f):
     from evalpipe.cli.run import run_options
 
@@ -239,7 +203,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     if not chosen:
         raise ConfigError(f"no benchmark split matches --benchmark {list(benchmarks)} --split {list(splits)}; "
                           f"configured: {', '.join(cfg.splits)}")
-    from evalpipe.cli.repro import RunOptions
+    from evalpipe.repro.run_request import RunOptions, check_declared_options, check_judge_keys, runner_overrides
 
     rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
     from evalpipe.cli.run import limit_keys, resolve_models
@@ -252,12 +216,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     from evalpipe.project.schema import check_overrides
 
     check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)
-    resources = {"model_runner": _runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
-                                                   concurrency, timeout_s), **rp.resources()}
+    resources = {"model_runner": runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
+                                                  concurrency, timeout_s), **rp.resources()}
     # before any model call and before an ad-hoc model is registered (a model string not in the config reads as litellm)
-    _check_run_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
-    from evalpipe.cli.run import check_judge_keys
-
+    check_declared_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
     if not dry_run:
         check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     # after every other setting is checked: an ad-hoc model is registered only for a run that will start
@@ -445,11 +407,13 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
 def export(split: str, model: str, out_dir: str) -> None:
     """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
+    from evalpipe.benchmarks import dataset_header
     from evalpipe.store.artifacts import write_artifacts
     from evalpipe.core.config import load_config
 
     cfg = load_config()
-    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)
+    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir,
+                             dataset_header=dataset_header(cfg.splits.get(split)))
     click.echo(str(folder))
 
 

@@ -1,7 +1,8 @@
 """Reproducibility on the command line (docs/reproducibility.md).
 
 - options of `evalpipe run`: `--num-shards/--shard-index`, `--prompt-wrapper`, `--experiment`, `--run-id`,
-  `--no-fail-on-fingerprint-mismatch` (turned into split options, runner options, tags and resources here);
+  `--no-fail-on-fingerprint-mismatch` (turned into split options, runner options, tags and resources by
+  `RunOptions`, evalpipe/repro/run_request.py);
 - `evalpipe validate-sharding`: a baseline run and an N-shard run in isolated state, compared;
 - `evalpipe dataset-header`: print the `{"__header__": ...}` line that pins a split's fingerprints;
 - `evalpipe runs`: the kept run folders of a partition;
@@ -12,14 +13,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
 
 import click
-
-RUN_ID_TAG = "evalpipe/run_id"
-SHARD_TAG = "evalpipe/shard"
 
 
 def run_options(f):
@@ -40,99 +35,6 @@ def run_options(f):
     for o in reversed(opts):
         f = o(f)
     return f
-
-
-@dataclass
-class RunOptions:
-    num_shards: int | None = None
-    shard_index: int | None = None
-    prompt_wrapper: str | None = None
-    experiment: str | None = None
-    run_id: str | None = None
-    no_fail_on_fingerprint_mismatch: bool = False
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_kwargs(cls, kw: dict[str, Any]) -> "RunOptions":
-        from evalpipe.core.errors import ConfigError
-
-        ro = cls(**{k: kw.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper", "experiment", "run_id")},
-                 no_fail_on_fingerprint_mismatch=bool(kw.get("no_fail_on_fingerprint_mismatch")))
-        if (ro.num_shards is None) != (ro.shard_index is None):
-            raise ConfigError("--num-shards and --shard-index go together (e.g. --num-shards 4 --shard-index 0)")
-        if ro.num_shards is not None and ro.shard_index >= ro.num_shards:
-            raise ConfigError(f"--shard-index must be in 0..{ro.num_shards - 1} for --num-shards {ro.num_shards}")
-        if ro.run_id is not None:
-            from evalpipe.store.artifacts import safe_run_id
-
-            try:
-                safe_run_id(ro.run_id)
-            except ValueError as exc:
-                raise ConfigError(f"--run-id: {exc}") from None
-        if ro.prompt_wrapper is not None:
-            from evalpipe.pipeline.prompt_wrappers import load_wrapper
-
-            ro.prompt_wrapper = str(Path(ro.prompt_wrapper).expanduser().resolve())
-            load_wrapper(ro.prompt_wrapper, Path.cwd())  # a bad wrapper is a usage error before any run
-        return ro
-
-    @property
-    def sharded(self) -> bool:
-        return self.num_shards is not None and self.num_shards > 1
-
-    def model_keys(self, keys: list[str], cfg: Any = None) -> list[str]:
-        if cfg is not None:  # `name` of an entry with `experiment:` is its partition key `name@experiment`
-            keys = [_resolve_key(cfg, k) for k in keys]
-        if not self.experiment:
-            return keys
-        from evalpipe.core.keys import sanitize_key
-
-        exp = sanitize_key(self.experiment)
-        return [f"{k.split('@', 1)[0]}@{exp}" for k in keys]
-
-    def split_options(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.no_fail_on_fingerprint_mismatch:
-            out["fail_on_fingerprint_mismatch"] = False
-        if self.num_shards is not None:
-            out["num_shards"], out["shard_index"] = self.num_shards, self.shard_index
-        return out
-
-    def runner_options(self) -> dict[str, Any]:
-        return {"prompt_wrapper": self.prompt_wrapper} if self.prompt_wrapper else {}
-
-    def tags(self) -> dict[str, str]:
-        t = {}
-        if self.run_id:
-            t[RUN_ID_TAG] = self.run_id
-        if self.sharded:
-            t[SHARD_TAG] = f"{self.shard_index}/{self.num_shards}"
-        return t
-
-    def resources(self) -> dict[str, Any]:
-        """A shard run writes its own warehouse (merged into the main one when every shard is there)."""
-        if not self.sharded:
-            return {}
-        from evalpipe.repro.sharding import shard_warehouse_path
-        from resources import WarehouseIOManager, WarehouseResource
-
-        wh = WarehouseResource(path=str(shard_warehouse_path(self.num_shards, self.shard_index)))
-        return {"warehouse": wh, "warehouse_io_manager": WarehouseIOManager(warehouse=wh)}
-
-    def after_run(self, cfg: Any, splits: list[str], models: list[str], instance: Any, say=None) -> list[str]:
-        """After a shard run: merge every partition whose N shards are all done. Returns lines to print."""
-        if not self.sharded:
-            return []
-        from evalpipe.repro.sharding import merge_shard_partitions
-
-        return merge_shard_partitions(cfg, splits, models, self.num_shards, instance, tags=self.tags())
-
-
-def _resolve_key(cfg: Any, key: str) -> str:
-    try:
-        return cfg.model(key).key
-    except Exception:  # unknown: the run reports it with its own message
-        return key
 
 
 # ---- summarize --run-dir ---------------------------------------------------------------------------------------------

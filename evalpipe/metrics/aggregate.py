@@ -169,7 +169,7 @@ def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series,
 
     ks = sorted({int(k) for d in det for k in (d.get("pass_at_k") or [])})
     if ks:
-        from evalpipe.metrics.code_execution import pass_at_k, task_of
+        from evalpipe.metrics.pass_at_k import pass_at_k, task_of
 
         per_task = pd.DataFrame({"task": counted["sample_id"].map(task_of), "ok": vals >= 1.0})
         counts = per_task.groupby("task")["ok"].agg(["size", "sum"])

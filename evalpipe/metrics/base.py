@@ -215,22 +215,6 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) 
 METRICS_CODE_VERSION = "4"  # 4: rule metrics keep signs, % and exponents (issue 20); 3: DABench, DiscoveryBench (11)
 
 
-def judging_version(cfg: Any) -> str:
-    """The `judgements` asset's code version: what decides verdicts besides the rollouts themselves, i.e. the
-    metric code version, every split's metric list and settings, and the judge models (`judges:`). Changing a
-    judge's model, prompt or settings in the config changes it, and Dagster shows `judgements` as stale."""
-    from evalpipe.benchmarks import adapter_for
-    from evalpipe.core.fingerprint import fingerprint
-
-    per_split = {}
-    for key, split in sorted(cfg.splits.items()):
-        try:
-            per_split[key] = adapter_for(split).metrics()
-        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
-            per_split[key] = split.metrics
-    return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)
-
-
 def judgements_version(df: Any) -> str:
     """A content hash of a judgements frame (who judged what, and the verdicts): the `judgements` asset's data
     version, so `metrics` goes stale exactly when a verdict changed."""

@@ -14,7 +14,8 @@ read-only into the work folder. `sandbox`: the backend (default: the config's to
 
 pass@k: draw several samples per task (the HumanEval adapter's `n_samples` option gives them ids
 `<task>#<i>`); the metrics stage then adds rows `code_execution_pass@k` with the unbiased estimator of
-Chen et al. (2021) for each k in `pass_at_k` (default 1, 10, 100) that is at most the samples per task.
+Chen et al. (2021, evalpipe/metrics/pass_at_k.py) for each k in `pass_at_k` (default 1, 10, 100) that is at most
+the samples per task.
 """
 from __future__ import annotations
 
@@ -23,8 +24,6 @@ import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-
-import numpy as np
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
@@ -42,20 +41,6 @@ def extract_code(text: str | None) -> str:
         return ""
     m = _FENCE.search(text)
     return m.group(1) if m else text
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k), as a stable product."""
-    if k > n:
-        raise ValueError(f"pass@{k} needs at least {k} samples per task, got {n}")
-    if n - c < k:
-        return 1.0
-    return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
-
-
-def task_of(sample_id: str) -> str:
-    """Samples of one task are named `<task>#<i>`."""
-    return sample_id.split("#", 1)[0]
 
 
 @register_metric("code_execution")

@@ -30,6 +30,7 @@ the discoverybench adapter builds them). The predicted workflow is the answer's 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from evalpipe.core.errors import ConfigError
@@ -38,6 +39,28 @@ from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient
 from evalpipe.metrics.llm_judge import ModelGraded
 from evalpipe.metrics.verdicts import json_objects
 from evalpipe.core.types import Score
+
+# DiscoveryBench's reply format (its adapter's answer rules): HYPOTHESIS: ... then WORKFLOW: ...
+_HYPO = re.compile(r"hypothesis\s*[:：]", re.IGNORECASE)
+_WORKFLOW = re.compile(r"\n\s*\**workflow\s*\**\s*[:：]", re.IGNORECASE)
+
+
+def extract_hypothesis(output: str | None) -> str | None:
+    """The text after the last `HYPOTHESIS:` up to a `WORKFLOW:` line; without the marker, the whole reply."""
+    if not isinstance(output, str):
+        return None
+    marks = list(_HYPO.finditer(output))
+    text = output[marks[-1].end():] if marks else output
+    text = _WORKFLOW.split("\n" + text, maxsplit=1)[0]
+    return text.strip().strip("*").strip()
+
+
+def extract_workflow(output: str | None) -> str:
+    if not isinstance(output, str):
+        return ""
+    parts = _WORKFLOW.split("\n" + output)
+    return parts[-1].strip() if len(parts) > 1 else ""
+
 
 SYSTEM = "You evaluate data-driven scientific hypotheses. Answer only in the JSON format asked for, without extra text."
 
@@ -210,8 +233,6 @@ def relation_score(reply: str | None, lenient: bool = False) -> tuple[float, dic
 
 
 def _workflow_of(raw: str | None) -> str:
-    from evalpipe.benchmarks.discoverybench import extract_workflow
-
     return extract_workflow(raw)
 
 

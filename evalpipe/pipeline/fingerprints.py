@@ -20,16 +20,14 @@ difference, unless the split option `fail_on_fingerprint_mismatch` is false.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from evalpipe.core.dataset_header import HEADER_KEY
 from evalpipe.core.errors import DataError
 from evalpipe.core.fingerprint import canonical_json
 
-HEADER_KEY = "__header__"
-SIDECAR_SUFFIX = ".header.json"
 HEADER_VERSION = 1
 NAMES = ("dataset_sha256", "tool_registry_sha256", "tokenizer_fingerprint", "prompt_wrapper_sha256",
          "runner_fingerprint", "model_fingerprint")
@@ -90,36 +88,6 @@ def dataset_sha256(samples: Iterable[Any]) -> str:
 
 
 # ---- headers ---------------------------------------------------------------------------------------------------------
-def sidecar_path(data_path: str | os.PathLike) -> Path:
-    return Path(str(data_path) + SIDECAR_SUFFIX)
-
-
-def parse_header(obj: Any, where: str) -> dict[str, Any]:
-    """A header object (`{"__header__": {...}}` or its inside) as a flat dict: the pinned fingerprints at top
-    level (also accepted nested under `fingerprints`), plus `gates`, `version` and anything else as given."""
-    if isinstance(obj, dict) and HEADER_KEY in obj:
-        obj = obj[HEADER_KEY]
-    if not isinstance(obj, dict):
-        raise DataError(f"{where}: the dataset header must be a JSON object, got {type(obj).__name__}")
-    out = {k: v for k, v in obj.items() if k != "fingerprints"}
-    nested = obj.get("fingerprints") or {}
-    if not isinstance(nested, dict):
-        raise DataError(f"{where}: the header's 'fingerprints' must be an object of name -> value")
-    for k, v in nested.items():
-        out.setdefault(k, v)
-    return out
-
-
-def read_sidecar(data_path: str | os.PathLike) -> dict[str, Any] | None:
-    p = sidecar_path(data_path)
-    if not p.is_file():
-        return None
-    try:
-        return parse_header(json.loads(p.read_text(encoding="utf-8")), str(p))
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{p}: the header sidecar is not valid JSON ({exc.msg} at line {exc.lineno})") from None
-
-
 def make_header(samples: list[Any], *, tool_registry: str | None = None, tokenizer: str | None = None,
                 gates: dict[str, Any] | None = None, **extra: Any) -> dict[str, Any]:
     """A header for these samples (what `evalpipe dataset-header` prints)."""
@@ -324,6 +292,24 @@ def compute_for_partition(split: Any, model: Any, runner: Any, dataset_sha: str 
     mism = check_header(f"{split.key} x {model.key}", header, fps, ["tool_registry_sha256", "tokenizer_fingerprint"],
                         split.options, warn)
     return fps, mism
+
+
+def judging_version(cfg: Any) -> str:
+    """The `judgements` asset's code version: what decides verdicts besides the rollouts themselves, i.e. the
+    metric code version (evalpipe/metrics/base.py), every split's metric list (as its adapter gives it) and
+    settings, and the judge models (`judges:`). Changing a judge's model, prompt or settings in the config changes
+    it, and Dagster shows `judgements` as stale."""
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.core.fingerprint import fingerprint
+    from evalpipe.metrics.base import METRICS_CODE_VERSION
+
+    per_split = {}
+    for key, split in sorted(cfg.splits.items()):
+        try:
+            per_split[key] = adapter_for(split).metrics()
+        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
+            per_split[key] = split.metrics
+    return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)
 
 
 def previous(wh: Any, split_key: str, model_key: str) -> dict[str, Any] | None:

@@ -104,7 +104,7 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     `fingerprint_mismatches`: the fingerprint covers every loaded sample (before limit and sharding), so a header
     mismatch that must fail the run raises only after the last batch (the partition writer then discards them)."""
     from evalpipe.pipeline import fingerprints
-    from evalpipe.repro import sharding
+    from evalpipe.pipeline import shards
     from evalpipe.core.errors import ConfigError
 
     adapter = adapter_for(split)
@@ -112,7 +112,7 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     if limit is not None and int(limit) < 0:  # checked with the config too; a negative slice would drop samples
         raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
     limit = int(limit) if limit is not None else None
-    shard = sharding.shard_spec(split.options)
+    shard = shards.shard_spec(split.options)
     n = max(1, int(batch_rows)) if batch_rows else None
     sha = DatasetSha()
     seen: set[int] = set()  # hashes of the ids so far: 1M ids in ~70 MB instead of the strings' ~130 MB
@@ -124,7 +124,7 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
         sha.add(s)
         if limit is not None and i >= limit:
             continue  # [reproducibility] still fingerprinted: the header pins the file's content, not the slice
-        if shard is not None and sharding.shard_of(s.id, shard[0]) != shard[1]:
+        if shard is not None and shards.shard_of(s.id, shard[0]) != shard[1]:
             continue
         h = hash(s.id)
         if h in seen:  # (a 64-bit hash: a false alarm needs ~4e9 samples)
@@ -428,8 +428,11 @@ class RolloutSession:
 
     def __init__(self, split: SplitConfig, model: ModelConfig, runner: Runner, settings: RunSettings,
                  progress: Callable[..., None] | None = None, journal_file: Path | None = None,
-                 tools_mode: str | None = None, total: int | None = None):
+                 tools_mode: str | None = None, total: int | None = None,
+                 worker_init: Callable[[], Any] | None = None):
+        # worker_init: run first in each rollout_shards worker process (the caller's plugin loading)
         self.split, self.model, self.runner, self.settings = split, model, runner, settings
+        self.worker_init = worker_init
         self.adapter = adapter_for(split)
         self.tools_mode, self.total = tools_mode, total
         self.journal_file = journal_file or journal_path("rollouts", split.key, model.key)
@@ -479,9 +482,10 @@ class RolloutSession:
         progress = self._report if self._progress is not None else None
         # [tools] conversations need the split's tool layer, which lives in this process: they are not sharded
         if self.n_shards > 1 and len(requests) > 1 and tools_env is None:  # [reproducibility] N worker processes by stable-hash shard, merged
-            from evalpipe.repro.sharding import run_sharded
+            from evalpipe.pipeline.shards import run_sharded
 
-            rows = run_sharded(self.model, requests, self.settings, self.n_shards, self.journal_file, progress)
+            rows = run_sharded(self.model, requests, self.settings, self.n_shards, self.journal_file, progress,
+                               self.worker_init)
         else:
             if self._journal is None:
                 self._journal = Journal(self.journal_file)

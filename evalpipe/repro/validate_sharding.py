@@ -194,7 +194,7 @@ def _summarize(split_key: str, model_key: str, judgements: pd.DataFrame, rollout
 def compare(baseline: Phase, shards: list[Phase], num_shards: int, atol: float = 1e-6, rtol: float = 1e-6,
             split_key: str | None = None, model_key: str | None = None) -> dict[str, Any]:
     from evalpipe.pipeline.fingerprints import NAMES
-    from evalpipe.repro.sharding import shard_of
+    from evalpipe.pipeline.shards import shard_of
 
     split_key = split_key or (baseline.dataset["benchmark_split"].iloc[0] if len(baseline.dataset) else "")
     model_key = model_key or (baseline.rollouts["model"].iloc[0] if len(baseline.rollouts) else "")

@@ -43,6 +43,19 @@ def split_provider(model: str) -> tuple[str | None, str]:
     return None, model
 
 
+def limit_key(model: ModelConfig) -> str:
+    """The provider key a model's requests count against in the shared rate limits (evalpipe/store/ratelimit.py):
+    its `options.rate_limit_key`, else its provider (`openai` for `openai/gpt-4o-mini`), else its config key."""
+    key = (model.options or {}).get("rate_limit_key")
+    if key:
+        return str(key)
+    if model.model and "/" in model.model:
+        provider, _ = split_provider(model.model)
+        if provider:
+            return provider
+    return model.key
+
+
 def wants_fast_path(model: ModelConfig) -> bool:
     forced = model.options.get("fast_path")
     if forced is not None:

@@ -20,7 +20,7 @@ from evalpipe.store.journal import FLUSH_S, Journal
 from evalpipe.core.redact import GENERATED_FIELDS, get_redactor
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
-from evalpipe.tools.loop import run_conversation, trace_fields
+from evalpipe.runners.tool_loop import run_conversation, trace_fields
 from evalpipe.core.types import Generation, RolloutRequest
 
 
@@ -87,7 +87,7 @@ def _ok(req: RolloutRequest, gen: Generation, start: float, attempts: int) -> di
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
                   max_tokens: int | None = None, tools: Any = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
-    A request with `tools` is one whole conversation (evalpipe/tools/loop.py) within `timeout_s`."""
+    A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`."""
     start = time.perf_counter()
     attempts = 0
     loop = asyncio.get_running_loop()
@@ -224,9 +224,11 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     if progress:
         progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
+    from evalpipe.runners.api import limit_key
     from evalpipe.store.ratelimit import Limiters, shared_limiter
 
-    shared = shared_limiter(runner.model)  # [scale] provider-key limits shared by all runs/workers (rate_limits:)
+    # [scale] provider-key limits shared by all runs/workers (rate_limits:)
+    shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None)
     if shared is not None:
         limiter = Limiters(limiter, shared)
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None

@@ -94,7 +94,7 @@ class LiteLLMRunner(ApiRunner):
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                    request: RolloutRequest | None = None) -> ChatTurn:
-        """One turn of a tool-using conversation (evalpipe/tools/loop.py) through `litellm.acompletion`."""
+        """One turn of a tool-using conversation (evalpipe/runners/tool_loop.py) through `litellm.acompletion`."""
         try:
             resp = await self._litellm.acompletion(model=self.model.model, messages=messages,
                                                    **({"tools": tools} if tools else {}), **self._call_kwargs())

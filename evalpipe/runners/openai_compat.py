@@ -89,7 +89,7 @@ class OpenAICompatRunner(ApiRunner):
 
     async def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                    request: RolloutRequest | None = None) -> ChatTurn:
-        """One turn of a tool-using conversation (evalpipe/tools/loop.py): messages plus tool schemas in, the
+        """One turn of a tool-using conversation (evalpipe/runners/tool_loop.py): messages plus tool schemas in, the
         assistant's content and tool calls out. The schemas' JSON is encoded once per distinct list."""
         session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
             else self._open()

@@ -526,9 +526,12 @@ def _redacted(r: Any, lines: list[str], walk: list[bool]) -> str:
 
 def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
-                    sink: Any = None, batch_rows: int | None = None) -> dict[str, Any]:
+                    sink: Any = None, batch_rows: int | None = None,
+                    dataset_header: dict[str, Any] | None = None) -> dict[str, Any]:
     """The artifact contents as Python objects (file name -> object, or list of (redacted) records for .jsonl).
-    With `sink`, the per-sample .jsonl text goes to `sink(name, text)` batch by batch instead (`write_artifacts`)."""
+    With `sink`, the per-sample .jsonl text goes to `sink(name, text)` batch by batch instead (`write_artifacts`).
+    `dataset_header`: the split's header for the manifest (`evalpipe.benchmarks.dataset_header`; the adapters
+    read it, a floor above storage)."""
     part = {"benchmark_split": split_key, "model": model_key}
     if metrics is None:
         metrics = _read_or_empty(wh, "metrics", part)
@@ -577,25 +580,13 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                    "benchmark_split": split_dict, "model": model_dict},
         "fingerprints": fps, "git": _git(), "packages": package_versions(),
         "python": sys.version.split()[0], "platform": platform.platform(), "env": filtered_env(),
-        "counts": counts, "files": list(FILES), "dataset_header": _dataset_header(split_cfg),
+        "counts": counts, "files": list(FILES), "dataset_header": dataset_header,
         "experiment": (model_cfg.options.get("experiment") if model_cfg is not None else None),
     }
     out = {"manifest.json": manifest, "summary.json": summary, "summary.md": summary_markdown(summary)}
     if sink is None:
         out.update(kept)
     return out
-
-
-def _dataset_header(split_cfg: Any) -> dict[str, Any] | None:
-    if split_cfg is None:
-        return None
-    try:
-        from evalpipe.benchmarks import adapter_for
-
-        adapter = adapter_for(split_cfg)
-        return adapter.header() if hasattr(adapter, "header") else None
-    except Exception:
-        return None
 
 
 def _with_tool_calls(trajectory: list[Any], records: list[dict[str, Any]] | None) -> list[Any]:
@@ -657,7 +648,8 @@ def summary_markdown(summary: dict[str, Any]) -> str:
 
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
-                    out_dir: str | os.PathLike | None = None, batch_rows: int | None = None) -> Path:
+                    out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
+                    dataset_header: dict[str, Any] | None = None) -> Path:
     """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/<run_id>/`, with
     `<artifacts root>/<split>/<model>/latest` pointing at it); returns its path. Folders of earlier runs are kept;
     the same run id written again replaces its own folder whole. The per-sample files are written batch by batch
@@ -677,7 +669,8 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
             def sink(name: str, text: str) -> None:  # one batch of per-sample lines, redacted
                 lines[name].write(text)
 
-            contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows)
+            contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows,
+                                       dataset_header=dataset_header)
         finally:
             for fh in lines.values():
                 fh.close()

@@ -11,8 +11,8 @@ Config (top-level `rate_limits:`, docs/deployment.md#rate-limits):
         team-b: {rpm: 60}
 
 A model's limit key is its `options.rate_limit_key`, else its provider (`openai` for `openai/gpt-4o-mini`),
-else its config key. Models sharing a key share the limit: separate `evalpipe run`s, backfill runs, celery
-workers.
+else its config key (`evalpipe.runners.api.limit_key`). Models sharing a key share the limit: separate
+`evalpipe run`s, backfill runs, celery workers.
 
 Semantics: a sliding window. No window of `window_s` seconds (60 for per-minute limits) ever holds more than
 `rpm` requests, nor more than `tpm` tokens, counted at the moment each request is granted (with a guard, `guard_s`, default 5% of
@@ -228,20 +228,6 @@ def store_for(spec: str | None) -> _Store:
         return _stores[spec]
 
 
-def limit_key(model: Any) -> str:
-    """The provider key a model's requests count against (see the module docstring)."""
-    key = (model.options or {}).get("rate_limit_key")
-    if key:
-        return str(key)
-    if model.model and "/" in model.model:
-        from evalpipe.runners.api import split_provider
-
-        provider, _ = split_provider(model.model)
-        if provider:
-            return provider
-    return model.key
-
-
 def _parse_limit(name: str, raw: Any) -> Limit:
     if not isinstance(raw, dict) or not ({"rpm", "tpm"} & set(raw)):
         raise ConfigError(f"rate_limits.limits.{name}: expected a mapping with rpm and/or tpm, e.g. {{rpm: 500}}")
@@ -307,9 +293,10 @@ class Limiters:
             x.settle(estimated_tokens, used_tokens)
 
 
-def shared_limiter(model: Any, config: Any = None) -> SharedLimiter | None:
-    """The shared limiter for this model's provider key, or None when `rate_limits` sets none for it."""
-    if model is None:
+def shared_limiter(key: str | None, config: Any = None) -> SharedLimiter | None:
+    """The shared limiter for a provider key (a model's key is `evalpipe.runners.api.limit_key`: the runners know
+    the providers), or None when `rate_limits` sets none for it."""
+    if key is None:
         return None
     if config is None:
         from evalpipe.core.config import load_config
@@ -320,7 +307,6 @@ def shared_limiter(model: Any, config: Any = None) -> SharedLimiter | None:
             return None
     section = (getattr(config, "raw", None) or {}).get("rate_limits") or {}
     limits = section.get("limits") or {}
-    key = limit_key(model)
     if key not in limits:
         return None
     return SharedLimiter(store_for(section.get("store")), key, _parse_limit(key, limits[key]))

@@ -9,10 +9,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.dataset_header import HEADER_KEY
 from evalpipe.core.errors import DataError
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
-HEADER_KEY = "__header__"
 
 # Defaults of the header's settings (docs/metrics.md, tool_integration)
 DEFAULTS: dict[str, Any] = {

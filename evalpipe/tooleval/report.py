@@ -4,7 +4,7 @@
 `tool_integration` judgement) into macro/micro metrics, counts, per-tool strict-minus-lax deltas and the span-count
 histogram; `evaluate_gates(summary, header)` judges the header's gates (a gate with fewer eligible items than
 `min_eligible_for_gates` is "insufficient", never a pass); `build_report(...)` assembles the JSON written with the
-run artifacts; `metric_rows(...)` the rows of the `metrics` table. Definitions: docs/metrics.md.
+run artifacts (evalpipe/pipeline/tool_report.py writes it for a partition); `metric_rows(...)` the rows of the `metrics` table. Definitions: docs/metrics.md.
 """
 from __future__ import annotations
 
@@ -160,22 +160,11 @@ def metric_rows(metric: str, summary: dict[str, Any], gates: list[dict[str, Any]
     return rows
 
 
-def _fingerprints(wh: Any, split_key: str, model_key: str) -> dict[str, Any]:
-    try:
-        df = wh.query(f"select * from fingerprints where benchmark_split = '{split_key}' and model = '{model_key}'")
-    except Exception:  # no fingerprints table yet
-        return {}
-    if df is None or not len(df):
-        return {}
-    row = df.sort_values("recorded_at").iloc[-1].to_dict() if "recorded_at" in df else df.iloc[-1].to_dict()
-    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
-
-
 def build_report(split: Any, model: Any, judgements: pd.DataFrame, wall_time_s: float | None = None,
-                 fingerprints: dict[str, Any] | None = None) -> dict[str, Any] | None:
-    """The report of one partition, or None when it has no tool_integration judgements."""
-    from evalpipe.benchmarks import adapter_for
-
+                 fingerprints: dict[str, Any] | None = None,
+                 header_settings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The report of one partition, or None when it has no tool_integration judgements. `header_settings`: the
+    dataset header over the defaults (the tool_integration adapter's `header_settings()`; {}: none)."""
     j = judgements[judgements["metric"] == METRIC] if len(judgements) else judgements
     if not len(j):
         return None
@@ -185,8 +174,7 @@ def build_report(split: Any, model: Any, judgements: pd.DataFrame, wall_time_s: 
             results.append(json.loads(d) if isinstance(d, str) and d else {})
         except ValueError:
             results.append({})
-    adapter = adapter_for(split)
-    header = adapter.header_settings() if hasattr(adapter, "header_settings") else {}
+    header = dict(header_settings or {})
     cap = int(header.get("integration_span_cap") or 8)
     summary = summarize([r for r in results if r.get("result_version")], cap)
     gates = evaluate_gates(summary, header)
@@ -250,15 +238,3 @@ def _clean(obj: Any) -> Any:
     if isinstance(obj, list):
         return [_clean(v) for v in obj]
     return obj
-
-
-def write_partition_report(cfg: Any, split_key: str, model_key: str, wh: Any, judgements: pd.DataFrame,
-                           started_at: float | None, folder: Path) -> Path | None:
-    """Build and write `tool_integration_report.json` into the partition's artifact folder; None when the partition
-    has no tool_integration judgements. Wall time: from the run's start to now."""
-    if not len(judgements) or not (judgements["metric"] == METRIC).any():
-        return None
-    split, model = cfg.split(split_key), cfg.model(model_key)
-    wall = (time.time() - started_at) if started_at else None
-    rep = build_report(split, model, judgements, wall, _fingerprints(wh, split_key, model_key))
-    return write_report(rep, folder) if rep is not None else None

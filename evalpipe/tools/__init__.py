@@ -6,8 +6,10 @@
 - `execute`: `ToolSession`, where arguments are parsed, tools run, errors and output caps applied
 - `live`: `module:function` tools and the sandbox tools `python` and `bash`
 - `env`: `ToolEnv`, a split's tool layer from its `tools:` config
-- `loop`: `run_conversation`, the loop every runner uses when a sample offers tools
 - `textcalls`: tool calls written as JSON blocks in plain text (local models)
+
+The conversation loop that drives a runner through these tools is `evalpipe/runners/tool_loop.py` (it calls the
+runners, so it lives with them; this package stays below them).
 """
 from evalpipe.tools.base import (ChatTurn, Tool, ToolCall, ToolContext, ToolError, build_tools, get_tool, list_tools,
                                  register_tool)

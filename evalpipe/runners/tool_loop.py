@@ -20,6 +20,8 @@ from evalpipe.tools.base import ChatTurn
 from evalpipe.tools.env import ToolEnv
 from evalpipe.tools.schema import schema_name, wire_names
 from evalpipe.core.types import Generation, RolloutRequest
+from evalpipe.runners.base import ModelError
+from evalpipe.runners.limits import estimate_tokens
 
 
 def _renamed(schema: dict[str, Any], name: str) -> dict[str, Any]:
@@ -86,8 +88,6 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
         return await _agent_conversation(agentic, request, env, budget_s)
     chat = getattr(runner, "chat", None)
     if chat is None:
-        from evalpipe.runners.base import ModelError
-
         raise ModelError(f"runner {runner.name!r} has no chat step, so it cannot run samples that offer tools; "
                          "use litellm, local, echo (reply: script), replay or agent")
     deadline = time.monotonic() + budget_s
@@ -110,8 +110,6 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                 break
             estimate = first_estimate
             if limiter is not None and turns:
-                from evalpipe.runners.limits import estimate_tokens
-
                 estimate = estimate_tokens(messages, max_tokens)
                 await limiter.acquire(estimate)
             try:

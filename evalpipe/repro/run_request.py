@@ -1,0 +1,174 @@
+"""A run request, prepared the same way for `evalpipe run` (evalpipe/cli/main.py) and `evalpipe.evaluate`
+(evalpipe/api.py): the reproducibility options turned into split options, runner options, tags and resources
+(`RunOptions`), the runner overrides as a `model_runner` resource (`runner_overrides`), and the checks that
+refuse a run before it costs anything (`check_declared_options`, `check_judge_keys`). Errors are one-line
+`ConfigError`s naming the CLI flags (`check_declared_options` takes the names the API uses instead).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RUN_ID_TAG = "evalpipe/run_id"
+SHARD_TAG = "evalpipe/shard"
+
+
+@dataclass
+class RunOptions:
+    num_shards: int | None = None
+    shard_index: int | None = None
+    prompt_wrapper: str | None = None
+    experiment: str | None = None
+    run_id: str | None = None
+    no_fail_on_fingerprint_mismatch: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_kwargs(cls, kw: dict[str, Any]) -> "RunOptions":
+        from evalpipe.core.errors import ConfigError
+
+        ro = cls(**{k: kw.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper", "experiment", "run_id")},
+                 no_fail_on_fingerprint_mismatch=bool(kw.get("no_fail_on_fingerprint_mismatch")))
+        if (ro.num_shards is None) != (ro.shard_index is None):
+            raise ConfigError("--num-shards and --shard-index go together (e.g. --num-shards 4 --shard-index 0)")
+        if ro.num_shards is not None and ro.shard_index >= ro.num_shards:
+            raise ConfigError(f"--shard-index must be in 0..{ro.num_shards - 1} for --num-shards {ro.num_shards}")
+        if ro.run_id is not None:
+            from evalpipe.store.artifacts import safe_run_id
+
+            try:
+                safe_run_id(ro.run_id)
+            except ValueError as exc:
+                raise ConfigError(f"--run-id: {exc}") from None
+        if ro.prompt_wrapper is not None:
+            from evalpipe.pipeline.prompt_wrappers import load_wrapper
+
+            ro.prompt_wrapper = str(Path(ro.prompt_wrapper).expanduser().resolve())
+            load_wrapper(ro.prompt_wrapper, Path.cwd())  # a bad wrapper is a usage error before any run
+        return ro
+
+    @property
+    def sharded(self) -> bool:
+        return self.num_shards is not None and self.num_shards > 1
+
+    def model_keys(self, keys: list[str], cfg: Any = None) -> list[str]:
+        if cfg is not None:  # `name` of an entry with `experiment:` is its partition key `name@experiment`
+            keys = [_resolve_key(cfg, k) for k in keys]
+        if not self.experiment:
+            return keys
+        from evalpipe.core.keys import sanitize_key
+
+        exp = sanitize_key(self.experiment)
+        return [f"{k.split('@', 1)[0]}@{exp}" for k in keys]
+
+    def split_options(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.no_fail_on_fingerprint_mismatch:
+            out["fail_on_fingerprint_mismatch"] = False
+        if self.num_shards is not None:
+            out["num_shards"], out["shard_index"] = self.num_shards, self.shard_index
+        return out
+
+    def runner_options(self) -> dict[str, Any]:
+        return {"prompt_wrapper": self.prompt_wrapper} if self.prompt_wrapper else {}
+
+    def tags(self) -> dict[str, str]:
+        t = {}
+        if self.run_id:
+            t[RUN_ID_TAG] = self.run_id
+        if self.sharded:
+            t[SHARD_TAG] = f"{self.shard_index}/{self.num_shards}"
+        return t
+
+    def resources(self) -> dict[str, Any]:
+        """A shard run writes its own warehouse (merged into the main one when every shard is there)."""
+        if not self.sharded:
+            return {}
+        from evalpipe.repro.sharding import shard_warehouse_path
+        from resources import WarehouseIOManager, WarehouseResource
+
+        wh = WarehouseResource(path=str(shard_warehouse_path(self.num_shards, self.shard_index)))
+        return {"warehouse": wh, "warehouse_io_manager": WarehouseIOManager(warehouse=wh)}
+
+    def after_run(self, cfg: Any, splits: list[str], models: list[str], instance: Any, say=None) -> list[str]:
+        """After a shard run: merge every partition whose N shards are all done. Returns lines to print."""
+        if not self.sharded:
+            return []
+        from evalpipe.repro.sharding import merge_shard_partitions
+
+        return merge_shard_partitions(cfg, splits, models, self.num_shards, instance, tags=self.tags())
+
+
+def _resolve_key(cfg: Any, key: str) -> str:
+    try:
+        return cfg.model(key).key
+    except Exception:  # unknown: the run reports it with its own message
+        return key
+
+
+def runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
+    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
+    `params.k=v` a decoding param, anything else a runner option."""
+    from resources import ModelRunnerResource
+
+    fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
+    kw: dict[str, Any] = {"params": {}, "options": {}}
+    for k, v in runner_options.items():
+        if k.startswith("params."):
+            kw["params"][k[len("params."):]] = v
+        elif k in fields:
+            kw[k] = v
+        else:
+            kw["options"][k] = v
+    if concurrency is not None:
+        kw["concurrency"] = concurrency
+    if timeout_s is not None:
+        kw["timeout_s"] = timeout_s
+    try:
+        return ModelRunnerResource(**kw)
+    except Exception as exc:  # pydantic validation: a wrong type for a field
+        from evalpipe.core.errors import ConfigError
+
+        raise ConfigError(f"--runner-option: {str(exc).splitlines()[0]} ({exc})".splitlines()[0]) from None
+
+
+def check_declared_options(cfg: Any, chosen: list[str], model_keys: list[str], split_options: dict[str, Any],
+                           model_runner: Any, split_flag: str = "--benchmark-option",
+                           runner_flag: str = "--runner-option") -> None:
+    """Each run override against what the chosen splits' adapters and the chosen models' runners declare
+    (evalpipe/project/schema.py `check_run_options`): an option none of them takes is refused, exit 2."""
+    from evalpipe.project.schema import check_run_options
+
+    check_run_options(cfg, chosen, model_keys, split_options, dict(model_runner.options), split_flag, runner_flag)
+
+
+def check_judge_keys(cfg: Any, split_keys: list[str], environ: Any = None) -> None:
+    """Before any rollout: each judge that a chosen split's model-graded metrics will call has its API key in the
+    environment (its `api_key_env`); otherwise every rollout would be paid for and judging would then fail."""
+    import os
+
+    from evalpipe.benchmarks import get_adapter
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.metrics import get_metric, list_metrics
+
+    env = os.environ if environ is None else environ
+    known, judges = set(list_metrics()), dict(cfg.judges or {})
+    for key in split_keys:
+        split = cfg.split(key)
+        specs = split.metrics if split.metrics is not None else getattr(get_adapter(split.adapter), "default_metrics",
+                                                                          None) or []
+        for spec in specs:
+            name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
+            if name not in known or not getattr(get_metric(name), "needs_judge", False):
+                continue
+            named = (spec.get("judge") or spec.get("judges")) if isinstance(spec, dict) else None
+            named = [named] if isinstance(named, (str, dict)) else list(named or [])
+            for judge in named or list(judges)[:1]:
+                entry = judges.get(judge) if isinstance(judge, str) else judge
+                var = entry.get("api_key_env") if isinstance(entry, dict) else None
+                if var and not env.get(var):
+                    label = f"judge {judge!r}" if isinstance(judge, str) else "the metric's judge"
+                    raise ConfigError(f"{label} (metric {name} of {key}): environment variable {var} (its api_key_env) "
+                                      f"is not set; export it before the run (the rollouts would be paid for, then "
+                                      f"every verdict would fail)")
