@@ -18,7 +18,7 @@ from evalpipe.pipeline import sample_progress
 from evalpipe.pipeline import tracing
 from evalpipe.pipeline.prompt_wrappers import wrapper_for
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version

@@ -7,7 +7,7 @@ import json
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from eval_assets.jobs import dataset_job, evaluate_job
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from partitions import MODEL, model_partitions
 
 

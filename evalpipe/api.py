@@ -139,7 +139,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
         os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
     from evalpipe.cli.main import _runner_overrides
     from evalpipe.cli.repro import RunOptions
-    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.project import load_config
     from evalpipe.store.warehouse import Warehouse
     from eval_assets.launch import evaluate as launch_evaluate, get_instance
     from resources import EvalConfigResource

@@ -5,7 +5,7 @@
 """
 from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 
 BENCHMARK_SPLIT = "benchmark_split"
 MODEL = "model"

@@ -4,7 +4,8 @@ from typing import Any, Dict
 from dagster import ConfigurableResource
 from pydantic import Field
 
-from evalpipe.core.config import EvalConfig, load_config
+from evalpipe.core.config import EvalConfig
+from evalpipe.project import load_config
 
 
 class EvalConfigResource(ConfigurableResource):

@@ -6,7 +6,7 @@ import json
 import pytest
 from dagster import AssetKey, materialize
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.metrics import judging_version
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation

@@ -60,7 +60,7 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     from dagster import AssetKey
 
     from eval_assets.launch import CHAIN, run_assets
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.models_registry import discovered_models
     from partitions import MODEL
 
@@ -157,7 +157,7 @@ def test_no_checkpoints_section_skips(write_config, instance):
 
 def test_bad_checkpoints_section_is_a_config_error(write_config):
     from evalpipe.pipeline.checkpoints import checkpoint_settings
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
 
     write_config("benchmarks: {}\nmodels: {}\ncheckpoints: {dir: /x, benchmarks: [nope]}\n")

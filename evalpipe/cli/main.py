@@ -223,7 +223,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         return ctx.invoke(list_cmd, what="benchmarks", fmt="table")
     if tasks:
         benchmarks = tuple(benchmarks) + tuple(t.strip() for t in tasks.split(",") if t.strip())
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
     from eval_assets.launch import check_results, evaluate, get_instance
     from resources import EvalConfigResource
@@ -531,7 +531,7 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 def export(split: str, model: str, out_dir: str) -> None:
     """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
     from evalpipe.store.artifacts import write_artifacts
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     cfg = load_config()
     folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)
