@@ -10,6 +10,7 @@ the part it needs) as an argument. eval_assets/factory.py turns a project into D
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from typing import Any
 
 from evalpipe.core.config import EvalConfig, config_path, dagster_home, warehouse_path
 from evalpipe.core.redact import secrets_in_config
-from evalpipe.project.loader import config_from_dict, load_config
+from evalpipe.project.loader import IN_MEMORY_NAME, config_from_dict, load_config
 
 ARTIFACTS_ENV = "EVALS_ARTIFACTS"  # (same name as evalpipe/store/artifacts.py reads today)
 
@@ -51,6 +52,13 @@ class Project:
         return cls._build(config_from_dict(raw, base_dir), None, home, warehouse)
 
     @classmethod
+    def for_config(cls, cfg: EvalConfig, home: str | os.PathLike | None = None,
+                   warehouse: str | os.PathLike | None = None) -> "Project":
+        """The project of an already parsed config (from a file, or in memory)."""
+        path = None if cfg.path.name == IN_MEMORY_NAME else cfg.path
+        return cls._build(cfg, path, home, warehouse)
+
+    @classmethod
     def _build(cls, cfg: EvalConfig, path: Path | None, home: Any, warehouse: Any) -> "Project":
         home_dir = Path(home).expanduser().resolve() if home else dagster_home()
         if warehouse:
@@ -62,6 +70,16 @@ class Project:
         return cls(config=cfg, config_path=path, home=home_dir, warehouse=wh,
                    artifacts_root=_artifacts_root(cfg, home_dir), secrets=_config_secrets(cfg),
                    redact_patterns=tuple(cfg.redact_patterns))
+
+    def reload(self) -> "Project":
+        """The project as its file reads now (the loader caches by mtime: cheap when unchanged); an in-memory
+        project is returned as it is."""
+        if self.config_path is None:
+            return self
+        cfg = load_config(self.config_path)
+        return self if cfg is self.config else dataclasses.replace(
+            self, config=cfg, artifacts_root=_artifacts_root(cfg, self.home), secrets=_config_secrets(cfg),
+            redact_patterns=tuple(cfg.redact_patterns))
 
     @property
     def base_dir(self) -> Path:
