@@ -43,7 +43,7 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.runners import RunSettings, build_runner
 
     data = work / f"data-{path}.jsonl"

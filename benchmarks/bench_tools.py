@@ -66,7 +66,7 @@ def setup(work: Path, n: int, base_url: str, path: str) -> Path:
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, turns: int, work: Path) -> dict:
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.runners import RunSettings, build_runner
 
     cfg = load_config(setup(work, n, base_url, path))

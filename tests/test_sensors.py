@@ -43,9 +43,10 @@ def setup(tmp_path, write_config, instance):
 
 def _tick(instance, cursor=None):
     from eval_assets.sensors import checkpoint_sensor
+    from evalpipe.project import Project
 
     with build_sensor_context(instance=instance, cursor=cursor) as ctx:
-        result = checkpoint_sensor(ctx)
+        result = checkpoint_sensor(Project.from_file())(ctx)
     return result
 
 
@@ -60,7 +61,7 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     from dagster import AssetKey
 
     from eval_assets.launch import CHAIN, run_assets
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.models_registry import discovered_models
     from partitions import MODEL
 
@@ -84,7 +85,9 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     assert "skipping checkpoint half: config.json is not valid JSON" in logs
     assert "skipping checkpoint copying: still being written (model.safetensors.tmp)" in logs
     key = "run1-step-100"  # sanitised: '[', ']' are not allowed in partition keys
-    assert [list(r.partition_keys) for r in r2.dynamic_partitions_requests] == [[key]]
+    # the split becomes a partition too (benchmark_split is dynamic: the runs need it before the sync sensor ticks)
+    assert [(r.partitions_def_name, list(r.partition_keys)) for r in r2.dynamic_partitions_requests] == [
+        ("benchmark_split", ["smoke/extra"]), ("model", [key])]
     assert [(r.job_name, r.partition_key, r.run_key) for r in r2.run_requests] == [
         ("load_dataset", "smoke/extra", "checkpoint-dataset:smoke/extra")]
     model = discovered_models()[key]
@@ -134,7 +137,7 @@ def test_marker_gguf_and_registry_file(setup, capfd):
     (ckpts / "notes.txt").write_text("not a checkpoint")
     registry.write_text("- name: served-ckpt\n  runner: echo\n  model: my-org/served\n  api_base: http://127.0.0.1:9/v1\n")
     r1 = _tick(instance)
-    keys = sorted(k for r in r1.dynamic_partitions_requests for k in r.partition_keys)
+    keys = sorted(k for r in r1.dynamic_partitions_requests if r.partitions_def_name == "model" for k in r.partition_keys)
     assert keys == ["marked", "served-ckpt"]  # tiny.gguf waits one tick for a stable size
     assert discovered_models()["served-ckpt"].api_base == "http://127.0.0.1:9/v1"
     cursor = _apply(instance, r1)
@@ -143,7 +146,8 @@ def test_marker_gguf_and_registry_file(setup, capfd):
     capfd.readouterr()
     r2 = _tick(instance, cursor)
     assert "skipping the models registry this tick" in capfd.readouterr().err
-    assert [k for r in r2.dynamic_partitions_requests for k in r.partition_keys] == ["tiny.gguf"]
+    assert [k for r in r2.dynamic_partitions_requests if r.partitions_def_name == "model"
+            for k in r.partition_keys] == ["tiny.gguf"]
     state = json.loads(r2.cursor)
     assert set(state["models"]) == {"marked", "served-ckpt", "tiny.gguf"}
 
@@ -157,7 +161,7 @@ def test_no_checkpoints_section_skips(write_config, instance):
 
 def test_bad_checkpoints_section_is_a_config_error(write_config):
     from evalpipe.pipeline.checkpoints import checkpoint_settings
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
 
     write_config("benchmarks: {}\nmodels: {}\ncheckpoints: {dir: /x, benchmarks: [nope]}\n")

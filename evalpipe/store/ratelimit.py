@@ -299,7 +299,7 @@ def shared_limiter(key: str | None, config: Any = None) -> SharedLimiter | None:
     if key is None:
         return None
     if config is None:
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
 
         try:
             config = load_config()
