@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+
+from tests.helpers.cli import cli_in_process
 
 REPO = Path(__file__).parents[1]
 
@@ -43,15 +44,8 @@ default_models: [perfect]
 @pytest.fixture
 def cli(home, write_config, monkeypatch):
     """Invoke the CLI in this process; env vars it sets are restored after the test."""
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")  # (not delenv: only setenv restores a variable that was unset before)
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    return cli_in_process(monkeypatch)
 
 
 @pytest.mark.slow

@@ -5,9 +5,9 @@ Against the loopback mock server (benchmarks/mock_server.py): no network."""
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
+from tests.helpers.cli import cli_in_process
 
 QUESTIONS = [json.loads(line)["question"] for line in open(__import__("pathlib").Path(__file__).parents[1]
                                                             / "data/smoke/test.jsonl")]
@@ -39,16 +39,9 @@ def mock():
 
 @pytest.fixture
 def cli(home, write_config, monkeypatch, mock):
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
     monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
     write_config(CONFIG.format(url=mock[1]))
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    return cli_in_process(monkeypatch)
 
 
 def _fail_every_question(m: MockLLM, times: int = 1) -> None:

@@ -1,6 +1,7 @@
 """Issue 14 in the Dagster UI: the leaderboard follows `metrics` by declarative automation (no hourly
 schedule), each metrics materialization carries a chart and a viewer link, and `make dev`'s launcher."""
 import pytest
+from tests.helpers.cli import restore_cli_env
 
 
 def test_definitions_have_the_automation_sensor_and_no_hourly_schedule():
@@ -111,8 +112,7 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
             return Score(value=None, status="lost")  # not scored, unscored or an error: unaccounted
 
     register_metric("bogus_status", Bogus, replace=True)
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
+    restore_cli_env(monkeypatch)
     write_config("""
 benchmarks:
   smoke:

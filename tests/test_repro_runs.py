@@ -2,9 +2,9 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from evalpipe.core.config import load_config
+from tests.helpers.cli import invoke
 
 CONFIG = """
 benchmarks:
@@ -25,11 +25,6 @@ default_models: [parrot]
 @pytest.fixture
 def cli(home, write_config):
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
     return invoke
 
 

@@ -5,11 +5,11 @@ import json
 import random
 
 import pytest
-from click.testing import CliRunner
 
 from evalpipe.core.config import load_config
 from evalpipe.repro.sharding import merge_frames, shard_of
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.cli import invoke
 
 ROWS = [{"question": f"Capital number {i}?", "answer": f"city{i}", "category": "geo" if i % 2 else "math"}
         for i in range(40)]  # no id column: ids come from each row's content
@@ -87,11 +87,6 @@ def test_merge_frames_refuses_duplicates():
 
 @pytest.fixture
 def cli(home):
-    from evalpipe.cli.main import main
-
-    def invoke(*args):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
     return invoke
 
 
