@@ -16,20 +16,11 @@ def _broken_runner(model):
 
 
 from evalpipe.runners import register_runner  # noqa: E402
+from tests.helpers.configs import smoke_benchmark
 
 register_runner("test-cli-broken", _broken_runner, replace=True)
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 3}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark(limit=3, options="slice_by: [category]") + """models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
   broken: {runner: test-cli-broken}   # a runner that can't start: the partition fails (exit 1)

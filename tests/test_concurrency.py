@@ -10,6 +10,7 @@ import duckdb
 import pytest
 
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.configs import smoke_benchmark
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -83,16 +84,7 @@ def test_one_partition_one_writer_no_second_set_of_model_calls(tmp_path, monkeyp
     # the first run's rollouts stay slow (1 s a sample, one at a time) until the other two have met its lock
     with serve_in_thread(MockLLM(latency=1.0)) as (mock, url):
         config = tmp_path / "evals.yaml"
-        config.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {{path: {data}}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+        config.write_text(smoke_benchmark("test", path=data) + f"""models:
   m: {{runner: litellm, model: openai/m, api_base: "{url}", options: {{concurrency: 1}}}}
 """)
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}

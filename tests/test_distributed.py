@@ -44,16 +44,7 @@ run_coordinator:              # runs launch when submitted (the compose file use
   class: DefaultRunCoordinator
 """)
     cfg = tmp_path / "evals.yaml"
-    cfg.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {ROOT}/data/smoke/test.jsonl, limit: 4}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+    cfg.write_text(smoke_benchmark(limit=4) + f"""models:
   m1: {{runner: echo, reply: target}}
   m2: {{runner: echo}}
   m3: {{runner: echo, reply: fixed, text: Paris}}
@@ -71,6 +62,7 @@ models:
     subprocess.run([sys.executable, "-c", f"""
 from evalpipe.core.config import load_config
 from eval_assets.launch import get_instance, run_assets, sync_model_partitions
+from tests.helpers.configs import smoke_benchmark
 inst = get_instance()
 assert type(inst.run_storage).__name__ == "PostgresRunStorage", type(inst.run_storage)
 sync_model_partitions(inst, {MODELS!r})

@@ -5,17 +5,9 @@ import pytest
 
 from evalpipe.core.config import load_config
 from tests.helpers.cli import invoke
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 4}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark(limit=4) + """models:
   parrot: {runner: echo}
   parrot-fixed: {runner: echo, experiment: fixed-paris, reply: fixed, text: Paris}
 default_models: [parrot]

@@ -10,6 +10,7 @@ from evalpipe.core.config import load_config
 from evalpipe.repro.sharding import merge_frames, shard_of
 from evalpipe.store.warehouse import Warehouse
 from tests.helpers.cli import invoke
+from tests.helpers.configs import smoke_benchmark
 
 ROWS = [{"question": f"Capital number {i}?", "answer": f"city{i}", "category": "geo" if i % 2 else "math"}
         for i in range(40)]  # no id column: ids come from each row's content
@@ -23,17 +24,8 @@ def test_shard_is_sha256_first_8_bytes_little_endian_mod_n():
 
 
 def _config(write_config, path, extra=""):
-    return write_config(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {path}}}
-    options:
-      columns: {{prompt: question, target: answer}}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+    return write_config(smoke_benchmark(path=path, columns="{prompt: question, target: answer}",
+                                        options="slice_by: [category]") + f"""models:
   perfect: {{runner: echo, reply: target{extra}}}
   parrot: {{runner: echo}}
 default_models: [perfect]

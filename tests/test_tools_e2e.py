@@ -8,6 +8,7 @@ import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.tools.schema import wire_names
+from tests.helpers.configs import tooluse_benchmark
 from tests.helpers.kill9 import journaled, kill9_when, start_child
 from tests.test_tools import TOOLUSE, check_tooluse_traces, run_tooluse, tooluse_config
 
@@ -56,15 +57,7 @@ def test_the_tool_calls_table_and_ui_counts_through_the_assets(tmp_path, home, i
     from evalpipe.core.config import load_config
     from evalpipe.store.warehouse import Warehouse
 
-    write_config(f"""
-benchmarks:
-  tooluse:
-    adapter: file
-    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
-    options: {{columns: {{prompt: question, target: answer, id: id}}}}
-    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json}}
-    metrics: [exact_match]
-models:
+    write_config(tooluse_benchmark() + f"""models:
   scripted: {{runner: echo, reply: script, script: {TOOLUSE}/script.jsonl}}
 """)
     result = evaluate(load_config(), ["tooluse/test"], ["scripted"], instance=instance)

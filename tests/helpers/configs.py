@@ -24,3 +24,15 @@ def smoke_benchmark(splits: str | dict[str, int | None] = "extra", *, limit: int
     if metrics is not None:
         lines.append(f"    metrics: {metrics}")
     return "\n".join(lines) + "\n"
+
+
+TOOLUSE = REPO / "data" / "tooluse"
+
+
+def tooluse_benchmark(*, python: bool = False, metrics: str | None = "[exact_match]") -> str:
+    """YAML text `benchmarks:` with the shipped tooluse split (data/tooluse) and its replayed tools; python=True
+    also offers the python tool."""
+    tools = f"fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json"
+    text = (f"benchmarks:\n  tooluse:\n    adapter: file\n    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}\n"
+            f"    options: {{columns: {SMOKE_COLUMNS}}}\n    tools: {{{tools}{', python: true' if python else ''}}}\n")
+    return text + (f"    metrics: {metrics}\n" if metrics is not None else "")
