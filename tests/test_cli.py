@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import smoke_benchmark
 
 REPO = Path(__file__).parents[1]
 
@@ -16,7 +17,6 @@ def _broken_runner(model):
 
 
 from evalpipe.runners import register_runner  # noqa: E402
-from tests.helpers.configs import smoke_benchmark
 
 register_runner("test-cli-broken", _broken_runner, replace=True)
 

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
-from tests.helpers.configs import smoke_benchmark
 from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import smoke_benchmark
 
 QUESTIONS = [json.loads(line)["question"] for line in open(__import__("pathlib").Path(__file__).parents[1]
                                                             / "data/smoke/test.jsonl")]

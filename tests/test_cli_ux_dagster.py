@@ -1,6 +1,7 @@
 """Issue 14 in the Dagster UI: the leaderboard follows `metrics` by declarative automation (no hourly
 schedule), each metrics materialization carries a chart and a viewer link, and `make dev`'s launcher."""
 import pytest
+
 from tests.helpers.cli import restore_cli_env
 from tests.helpers.configs import smoke_benchmark
 

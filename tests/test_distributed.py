@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.configs import smoke_benchmark
+
 pytestmark = pytest.mark.distributed
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +64,6 @@ run_coordinator:              # runs launch when submitted (the compose file use
     subprocess.run([sys.executable, "-c", f"""
 from evalpipe.core.config import load_config
 from eval_assets.launch import get_instance, run_assets, sync_model_partitions
-from tests.helpers.configs import smoke_benchmark
 inst = get_instance()
 assert type(inst.run_storage).__name__ == "PostgresRunStorage", type(inst.run_storage)
 sync_model_partitions(inst, {MODELS!r})

@@ -4,6 +4,7 @@ whole split; the limit lives in the model key `<model>@limit<N>`, so any materia
 import json
 
 import pytest
+
 from tests.helpers.cli import cli_in_process
 
 CONFIG = """

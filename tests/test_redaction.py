@@ -12,8 +12,8 @@ from evalpipe.core.redact import MASK, Redactor, is_secret_name
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
 from evalpipe.core.types import Generation
-from tests.helpers.secrets import all_text, found
 from tests.helpers.cli import restore_cli_env
+from tests.helpers.secrets import all_text, found
 
 
 # ---- the rules ---------------------------------------------------------------------------------------------------

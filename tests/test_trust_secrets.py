@@ -14,8 +14,8 @@ from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.metrics import register_metric
 from evalpipe.metrics.base import Metric
 from evalpipe.core.redact import MASK, Redactor, secrets_in_config
-from tests.helpers.secrets import all_text, found
 from tests.helpers.cli import restore_cli_env
+from tests.helpers.secrets import all_text, found
 
 S = {
     "env_key": "trust-env-key-PLANTED-0001",        # only known as the model's api_key_env value
