@@ -57,3 +57,22 @@ def write_config(tmp_path, monkeypatch):
         return p
 
     return write
+
+
+# ---- real local services (tests/helpers/services.py); a test that asks for one is skipped where it isn't installed --
+@pytest.fixture
+def redis_url():
+    """A fresh redis-server for one test: its URL."""
+    from tests.helpers.services import redis_server
+
+    with redis_server() as url:
+        yield url
+
+
+@pytest.fixture
+def postgres_url():
+    """A fresh PostgreSQL server with an empty database `dagster` for one test: its psycopg2 SQLAlchemy URL."""
+    from tests.helpers.services import postgres_server
+
+    with postgres_server() as url:
+        yield url

@@ -4,19 +4,9 @@ import asyncio
 import pytest
 
 import evalpipe
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {path: {repo}/data/smoke/test.jsonl}
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 4}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark({"test": None, "extra": 4}, options="slice_by: [category]") + """models:
   perfect: {runner: echo, reply: target}
   fixed: {runner: echo, reply: fixed, text: Paris}
 default_models: [perfect]

@@ -8,18 +8,9 @@ import pytest
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
 from evalpipe.core.types import Generation
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 4}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark(limit=4, options="slice_by: [category]") + """models:
   agent: {runner: test-agent, params: {temperature: 0}}
 """
 

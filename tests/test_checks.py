@@ -7,6 +7,7 @@ from eval_assets.checks import accounted_result, error_rate_result, parse_failur
 from evalpipe.project import load_config
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
+from tests.helpers.configs import smoke_benchmark
 
 
 class Flaky(Runner):
@@ -31,14 +32,7 @@ class HalfReadableJudge(Runner):
 register_runner("flaky", Flaky, replace=True)
 register_runner("half_readable", HalfReadableJudge, replace=True)
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: "{repo}/data/smoke/test.jsonl", limit: 4}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-    metrics: [exact_match, {name: llm_judge, judge: j}]
-models:
+CONFIG = smoke_benchmark(limit=4, metrics="[exact_match, {name: llm_judge, judge: j}]") + """models:
   good: {runner: echo, reply: target}
   flaky: {runner: flaky}
 judges:

@@ -5,7 +5,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+
+from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import smoke_benchmark
 
 REPO = Path(__file__).parents[1]
 
@@ -18,17 +20,7 @@ from evalpipe.runners import register_runner  # noqa: E402
 
 register_runner("test-cli-broken", _broken_runner, replace=True)
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 3}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark(limit=3, options="slice_by: [category]") + """models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
   broken: {runner: test-cli-broken}   # a runner that can't start: the partition fails (exit 1)
@@ -43,15 +35,8 @@ default_models: [perfect]
 @pytest.fixture
 def cli(home, write_config, monkeypatch):
     """Invoke the CLI in this process; env vars it sets are restored after the test."""
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")  # (not delenv: only setenv restores a variable that was unset before)
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    return cli_in_process(monkeypatch)
 
 
 @pytest.mark.slow

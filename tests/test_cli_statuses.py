@@ -5,22 +5,14 @@ Against the loopback mock server (benchmarks/mock_server.py): no network."""
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
+from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import smoke_benchmark
 
 QUESTIONS = [json.loads(line)["question"] for line in open(__import__("pathlib").Path(__file__).parents[1]
                                                             / "data/smoke/test.jsonl")]
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {{repo}}/data/smoke/test.jsonl, limit: 3}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+MODELS = """models:
   perfect: {{runner: echo, reply: target}}
   served: {{runner: litellm, model: openai/served-model, api_base: "{url}"}}
 default_models: [perfect]
@@ -39,16 +31,9 @@ def mock():
 
 @pytest.fixture
 def cli(home, write_config, monkeypatch, mock):
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
     monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
-    write_config(CONFIG.format(url=mock[1]))
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    write_config(smoke_benchmark(limit=3) + MODELS.format(url=mock[1]))
+    return cli_in_process(monkeypatch)
 
 
 def _fail_every_question(m: MockLLM, times: int = 1) -> None:
@@ -168,7 +153,7 @@ def _register_erroring_metric():
 
 def test_a_metric_whose_verdicts_all_errored_fails_the_partition_instead_of_reading_0(cli, home, write_config, mock):
     _register_erroring_metric()
-    write_config(CONFIG.format(url=mock[1]).replace("metrics: [exact_match]", "metrics: [exact_match, test_always_errors]"))
+    write_config(smoke_benchmark(limit=3, metrics="[exact_match, test_always_errors]") + MODELS.format(url=mock[1]))
     r = cli("run", "--model", "perfect", "--no-progress")
     assert r.exit_code == 1, r.output
     cause = [ln for ln in r.output.splitlines() if ln.strip().startswith("smoke/extra x perfect:")]

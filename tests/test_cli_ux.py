@@ -5,9 +5,9 @@ import json
 
 import pandas as pd
 import pytest
-from click.testing import CliRunner
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
+from tests.helpers.cli import cli_in_process
 
 CONFIG = """
 benchmarks:
@@ -29,15 +29,8 @@ default_models: [perfect]
 
 @pytest.fixture
 def cli(home, write_config, monkeypatch):
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    return cli_in_process(monkeypatch)
 
 
 def test_list_shows_benchmarks_with_counts_and_models(cli):

@@ -2,6 +2,9 @@
 schedule), each metrics materialization carries a chart and a viewer link, and `make dev`'s launcher."""
 import pytest
 
+from tests.helpers.cli import restore_cli_env
+from tests.helpers.configs import smoke_benchmark
+
 
 def test_definitions_have_the_automation_sensor_and_no_hourly_schedule():
     from dagster import AutomationCondition
@@ -25,14 +28,7 @@ def test_leaderboard_is_requested_when_a_metrics_partition_changes(instance, wri
     from eval_assets.launch import CHAIN, run_assets, sync_model_partitions
     from resources import project_resources
 
-    write_config("""
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: {repo}/data/smoke/test.jsonl, limit: 2}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+    write_config(smoke_benchmark(limit=2) + """models:
   good: {runner: echo}
 """)
     sync_model_partitions(instance, ["good"])
@@ -113,16 +109,8 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
             return Score(value=None, status="lost")  # not scored, unscored or an error: unaccounted
 
     register_metric("bogus_status", Bogus, replace=True)
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
-    write_config("""
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: {repo}/data/smoke/test.jsonl, limit: 2}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-    metrics: [bogus_status]
-models:
+    restore_cli_env(monkeypatch)
+    write_config(smoke_benchmark(limit=2, metrics="[bogus_status]") + """models:
   good: {runner: echo}
 """)
     from evalpipe.cli.main import main

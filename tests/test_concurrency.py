@@ -10,6 +10,8 @@ import duckdb
 import pytest
 
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.configs import smoke_benchmark
+from tests.helpers.procs import forked_at_once
 
 SCRIPT = textwrap.dedent("""
     import sys
@@ -83,16 +85,7 @@ def test_one_partition_one_writer_no_second_set_of_model_calls(tmp_path, monkeyp
     # the first run's rollouts stay slow (1 s a sample, one at a time) until the other two have met its lock
     with serve_in_thread(MockLLM(latency=1.0)) as (mock, url):
         config = tmp_path / "evals.yaml"
-        config.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {{path: {data}}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+        config.write_text(smoke_benchmark("test", path=data) + f"""models:
   m: {{runner: litellm, model: openai/m, api_base: "{url}", options: {{concurrency: 1}}}}
 """)
         env = {k: v for k, v in os.environ.items() if not k.startswith("EVALS_")}
@@ -142,21 +135,12 @@ def test_a_journal_created_or_set_aside_by_many_processes_at_once_keeps_every_re
     """Shard workers open one partition's journal at once: created (or a malformed one set aside) exactly once,
     every process's record in the journal that stays. (Held on eaf6be7 too in 10 trials; the set-aside now also
     runs under a lock with a re-check, so a late process can't move the fresh journal aside.)"""
-    import multiprocessing
-
     from evalpipe.store.journal import Journal
 
     path = tmp_path / "j.sqlite"
     if start == "malformed":
         path.write_bytes(b"not a database" * 100)
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(8)
-    procs = [ctx.Process(target=_journal_writer, args=(str(path), i, barrier)) for i in range(8)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0] * 8
+    assert forked_at_once(_journal_writer, str(path)) == [0] * 8
     with Journal(path) as j:
         assert j.count() == 8
     aside = [f for f in tmp_path.glob("j.sqlite.malformed-*") if not f.name.endswith(("-wal", "-shm"))]
@@ -165,18 +149,9 @@ def test_a_journal_created_or_set_aside_by_many_processes_at_once_keeps_every_re
 
 def test_a_fresh_warehouse_written_by_many_processes_at_once(tmp_path, monkeypatch):
     """The first writes to a new warehouse (schema files, the DuckDB views) from 8 processes at once."""
-    import multiprocessing
-
     monkeypatch.delenv("EVALS_WAREHOUSE_URI", raising=False)
     path = tmp_path / "warehouse.duckdb"
-    ctx = multiprocessing.get_context("fork")
-    barrier = ctx.Barrier(8)
-    procs = [ctx.Process(target=_warehouse_writer, args=(str(path), i, barrier)) for i in range(8)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(60)
-    assert [p.exitcode for p in procs] == [0] * 8
+    assert forked_at_once(_warehouse_writer, str(path)) == [0] * 8
     assert Warehouse(path).query("select count(*) as n from metrics")["n"][0] == 8
     con = duckdb.connect(str(path), read_only=True)  # the views were made in the file
     try:

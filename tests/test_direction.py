@@ -12,6 +12,7 @@ from evalpipe.metrics.base import Direction, Metric, direction_of, register_metr
 from evalpipe.metrics.tool_integration import ToolIntegration, settings_of
 from evalpipe.pipeline.stages import build_leaderboard, compute_metrics
 from evalpipe.tooleval import integration as ti
+from tests.helpers.cli import invoke
 
 SPLIT = "tool_integration/shipped"
 MADRID = {"ok": True, "city": "Madrid", "temp_c": 27, "conditions": "sunny"}
@@ -137,44 +138,36 @@ def warehouse(home):
     return wh
 
 
-def _cli(*args):
-    from click.testing import CliRunner
-
-    from evalpipe.cli.main import main
-
-    return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-
 def test_leaderboard_command_ranks_by_direction_and_shows_counts_as_counts(warehouse):
-    r = _cli("leaderboard", "--metric", "tool_integration_controls_with_integration")
+    r = invoke("leaderboard", "--metric", "tool_integration_controls_with_integration")
     assert r.exit_code == 0, r.output
     rows = [ln.split() for ln in r.output.splitlines()[1:]]  # split, metric, rank, model, value, better, kind, n
     assert [ln[2:7] for ln in rows] == [["1", "clean", "0", "lower", "count"], ["2", "dirty", "1", "lower", "count"]], \
         r.output
     assert "1.0000" not in r.output and "0.0000" not in r.output
-    rows = json.loads(_cli("leaderboard", "--format", "json", "--metric",
+    rows = json.loads(invoke("leaderboard", "--format", "json", "--metric",
                            "tool_integration_control_contamination_rate").output)
     assert [(x["model"], x["rank"], x["higher_is_better"], x["tied"]) for x in rows] == [
         ("clean", 1, False, False), ("dirty", 2, False, False)]
 
 
 def test_leaderboard_command_marks_ties(warehouse):
-    r = _cli("leaderboard", "--metric", "tool_integration_negative_control_hallucination_rate")
+    r = invoke("leaderboard", "--metric", "tool_integration_negative_control_hallucination_rate")
     # no negative controls in the set: no value, so no rank (and nothing tied)
     assert r.exit_code == 0 and "=1" not in r.output
-    r = _cli("leaderboard", "--metric", "tool_integration_span_cap_exceeded")  # 0 and 0: a tie
+    r = invoke("leaderboard", "--metric", "tool_integration_span_cap_exceeded")  # 0 and 0: a tie
     assert [ln.split()[2:4] for ln in r.output.splitlines()[1:]] == [["=1", "clean"], ["=1", "dirty"]], r.output
 
 
 def test_compare_marks_the_better_model_by_direction(warehouse):
-    c = json.loads(_cli("compare", "dirty", "clean", "--metric", "tool_integration_control_contamination_rate",
+    c = json.loads(invoke("compare", "dirty", "clean", "--metric", "tool_integration_control_contamination_rate",
                         "--format", "json").output)
     assert (c["better"], c["higher_is_better"]) == ("clean", False)
     assert (c["value_a"], c["value_b"]) == (pytest.approx(1 / 3), 0.0)
-    t = _cli("compare", "dirty", "clean", "--metric", "tool_integration_controls_with_integration")
+    t = invoke("compare", "dirty", "clean", "--metric", "tool_integration_controls_with_integration")
     assert t.exit_code == 0, t.output
     assert "better: clean (lower is better)" in t.output and "count" in t.output
-    c = json.loads(_cli("compare", "dirty", "clean", "--format", "json").output)  # the per-sample metric
+    c = json.loads(invoke("compare", "dirty", "clean", "--format", "json").output)  # the per-sample metric
     assert (c["metric"], c["better"], c["higher_is_better"]) == ("tool_integration", "clean", True)
 
 
@@ -195,10 +188,10 @@ def test_a_bad_declaration_is_refused_when_the_metric_is_registered():
 
 
 def test_summarize_lists_the_better_model_first_by_direction(warehouse):
-    rows = json.loads(_cli("summarize", "--format", "json", "--metric",
+    rows = json.loads(invoke("summarize", "--format", "json", "--metric",
                            "tool_integration_control_contamination_rate").output)
     assert [(x["model"], x["better"]) for x in rows] == [("clean", "lower"), ("dirty", "lower")]
-    rows = json.loads(_cli("summarize", "--format", "json", "--metric", "tool_integration").output)
+    rows = json.loads(invoke("summarize", "--format", "json", "--metric", "tool_integration").output)
     assert [(x["model"], x["better"]) for x in rows] == [("clean", "higher"), ("dirty", "higher")]
 
 

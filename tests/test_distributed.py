@@ -4,84 +4,22 @@ the steps, a backfill of 4 model partitions launched with Dagster's own CLI, and
 workers read back from another process. The test starts and stops every service itself.
 
 Needs the Debian packages postgresql and redis-server (.ci/run installs them); skipped without them."""
-import glob
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.helpers.configs import smoke_benchmark
 
 pytestmark = pytest.mark.distributed
 
 ROOT = Path(__file__).resolve().parents[1]
 MODELS = ["m1", "m2", "m3", "m4"]
 SPLIT = "smoke/extra"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture(scope="module")
-def postgres():
-    bins = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
-    if not bins:
-        pytest.skip("PostgreSQL is not installed (.ci/run: apt-get install -y postgresql)")
-    bindir = Path(bins[-1]).parent
-    root = tempfile.mkdtemp(prefix="evalpipe-pg-")
-    as_pg: list[str] = []
-    if os.geteuid() == 0:  # initdb refuses root: run the server as the postgres user
-        shutil.chown(root, "postgres", "postgres")
-        as_pg = ["runuser", "-u", "postgres", "--"]
-    data, port = f"{root}/data", _free_port()
-    subprocess.run(as_pg + [str(bindir / "initdb"), "-D", data, "-A", "trust", "-U", "postgres", "--no-sync"],
-                   check=True, stdout=subprocess.DEVNULL)
-    subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", data, "-l", f"{root}/log", "-w", "-o",
-                            f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off", "start"],
-                   check=True, stdout=subprocess.DEVNULL)
-    try:
-        import psycopg2
-
-        con = psycopg2.connect(host="127.0.0.1", port=port, user="postgres", dbname="postgres")
-        con.autocommit = True
-        con.cursor().execute("CREATE DATABASE dagster")
-        con.close()
-        # SQLAlchemy 2.1 maps plain postgresql:// to psycopg 3; dagster-postgres ships with psycopg2
-        yield f"postgresql+psycopg2://postgres@127.0.0.1:{port}/dagster"
-    finally:
-        subprocess.run(as_pg + [str(bindir / "pg_ctl"), "-D", data, "-m", "fast", "-w", "stop"],
-                       stdout=subprocess.DEVNULL)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@pytest.fixture(scope="module")
-def redis_broker():
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (.ci/run: apt-get install -y redis-server)")
-    port = _free_port()
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-                            stdout=subprocess.DEVNULL)
-    import redis
-
-    r = redis.Redis(port=port)
-    for _ in range(200):
-        try:
-            r.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
 
 
 def _stop(proc: subprocess.Popen) -> None:
@@ -94,7 +32,7 @@ def _stop(proc: subprocess.Popen) -> None:
             proc.wait(10)
 
 
-def test_backfill_on_celery_workers_with_postgres_storage(postgres, redis_broker, tmp_path):
+def test_backfill_on_celery_workers_with_postgres_storage(postgres_url, redis_url, tmp_path):
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text(f"""
@@ -102,34 +40,25 @@ telemetry:
   enabled: false
 storage:
   postgres:
-    postgres_url: {postgres}
+    postgres_url: {postgres_url}
 run_coordinator:              # runs launch when submitted (the compose file uses the daemon's queue instead)
   module: dagster._core.run_coordinator
   class: DefaultRunCoordinator
 """)
     cfg = tmp_path / "evals.yaml"
-    cfg.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {ROOT}/data/smoke/test.jsonl, limit: 4}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+    cfg.write_text(smoke_benchmark(limit=4) + f"""models:
   m1: {{runner: echo, reply: target}}
   m2: {{runner: echo}}
   m3: {{runner: echo, reply: fixed, text: Paris}}
   m4: {{runner: echo, reply: target}}
 """)
     env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(cfg), "EVALS_EXECUTOR": "celery",
-           "EVALS_CELERY_BROKER": redis_broker, "PYTHONPATH": str(ROOT),
+           "EVALS_CELERY_BROKER": redis_url, "PYTHONPATH": str(ROOT),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     env.pop("EVALS_WAREHOUSE", None)
     bindir = Path(sys.executable).parent
     celery_yaml = tmp_path / "celery.yaml"
-    celery_yaml.write_text(f"execution:\n  config:\n    broker: {redis_broker}\n    backend: {redis_broker}\n")
+    celery_yaml.write_text(f"execution:\n  config:\n    broker: {redis_url}\n    backend: {redis_url}\n")
 
     # the instance schema, the dataset and the model partitions (the CLI's own helpers, on the Postgres instance)
     subprocess.run([sys.executable, "-c", f"""

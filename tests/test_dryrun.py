@@ -6,17 +6,9 @@ import pytest
 
 import eval_assets.launch  # noqa: F401  the partitions are read at import: from the test config, not a test's own
 from click.testing import CliRunner
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {path: {repo}/data/smoke/test.jsonl}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark("test") + """models:
   gpt:
     runner: litellm
     model: openai/gpt-4o-mini

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 # The `benchmark_split` partitions are read from the config when Dagster code is first imported: import them now,
 # while EVALS_CONFIG is the test config (conftest.py), not later under a test's own config.
 import partitions  # noqa: F401,E402
+from tests.helpers.cli import restore_cli_env
 
 REPO = Path(__file__).parents[1]
 
@@ -38,8 +39,7 @@ DAEVAL_SCRIPT = [
 
 @pytest.fixture
 def cli(home, write_config, monkeypatch):
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
+    restore_cli_env(monkeypatch)
     write_config("""
 benchmarks:
   daeval:
@@ -224,8 +224,7 @@ def test_discoverybench_both_protocols_cli_with_model_and_judge_on_loopback(home
     from evalpipe.benchmarks import adapter_for
     from evalpipe.project import load_config
 
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
+    restore_cli_env(monkeypatch)
     mock = MockLLM()
     with serve_in_thread(mock) as (_, url):
         write_config("""

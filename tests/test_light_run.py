@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import eval_assets.launch  # noqa: F401  the partitions are read at import: from the test config, not a test's own
+from tests.helpers.configs import smoke_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -70,16 +71,7 @@ def test_partitions_of_one_run_go_concurrently(home, write_config):
     from evalpipe.project import load_config
 
     with serve_in_thread(MockLLM(latency=0.4)) as (mock, url):
-        write_config(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {{repo}}/data/smoke/test.jsonl, limit: 4}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+        write_config(smoke_benchmark(limit=4) + f"""models:
   a: {{runner: litellm, model: openai/a, api_base: "{url}", options: {{concurrency: 1}}}}
   b: {{runner: litellm, model: openai/b, api_base: "{url}", options: {{concurrency: 1}}}}
 max_concurrent_partitions: 2
@@ -133,16 +125,7 @@ def _runs_by_assets(inst) -> list[tuple[str, ...]]:
 
 
 def _one_split_config(write_config, data: Path, models: str = "m: {runner: echo, reply: target}") -> None:
-    write_config(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {data}}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+    write_config(smoke_benchmark(path=data) + f"""models:
   {models}
 """)
 

@@ -4,7 +4,8 @@ whole split; the limit lives in the model key `<model>@limit<N>`, so any materia
 import json
 
 import pytest
-from click.testing import CliRunner
+
+from tests.helpers.cli import cli_in_process
 
 CONFIG = """
 benchmarks:
@@ -26,15 +27,8 @@ CHAIN = ["prompts", "rollouts", "judgements", "metrics"]
 
 @pytest.fixture
 def cli(home, write_config, monkeypatch):
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args: str):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
-    return invoke
+    return cli_in_process(monkeypatch)
 
 
 def _n(model: str, split: str = "smoke/extra") -> int | None:

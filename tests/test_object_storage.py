@@ -9,16 +9,14 @@ import pytest
 
 from evalpipe.core.errors import WarehouseError
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.services import free_port
 
 BUCKET = "evals-warehouse"
 
 
 @pytest.fixture(scope="module")
 def s3_endpoint():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

@@ -5,11 +5,13 @@ Real components: the shipped dagster_home/dagster.yaml (its storages and concurr
 temp instance, two `evalpipe run` processes started together, a mock model server whose replies take 5 s (so that,
 started together, their rollouts steps would overlap without the limit, even on a loaded machine)."""
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
+
+from tests.helpers.cli import run_processes
+from tests.helpers.configs import smoke_benchmark
+from tests.helpers.mock_servers import litellm_models, mock_server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -49,37 +51,14 @@ def test_limit_1_makes_concurrent_runs_take_turns_in_rollouts(home, tmp_path):
     shipped = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())
     shipped["concurrency"]["pools"]["default_limit"] = 1
     (home / "dagster.yaml").write_text(yaml.safe_dump(shipped))
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", "5"], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(proc.stdout.readline().split()[1])
-        models = "".join(f"  m{i}:\n    runner: litellm\n    model: openai/mock-{i}\n"
-                         f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n" for i in range(2))
+    with mock_server_process(latency=5) as port:
         cfg = tmp_path / "evals.yaml"
-        cfg.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {{path: {ROOT}/data/smoke/test.jsonl}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
-{models}""")
+        cfg.write_text(smoke_benchmark("test") + "models:\n" + litellm_models(port, 2))
         env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(home)}
-        from dagster import DagsterInstance
+        run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--benchmark-option", "limit=1"]
+                            for i in range(2)])
 
-        with DagsterInstance.get():  # create the schema once: concurrent first opens of a fresh home race
-            pass
-        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--model", f"m{i}", "--no-progress",
-                                  "--benchmark-option", "limit=1"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True) for i in range(2)]
-        outs = [r.communicate(timeout=600)[0] for r in runs]
-        assert all(r.returncode == 0 for r in runs), "\n".join(o[-3000:] for o in outs)
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    from dagster import DagsterInstance
 
     with DagsterInstance.get() as instance:
         steps = [t for t in (_step_times(instance, r.run_id, "rollouts") for r in instance.get_runs()) if t]

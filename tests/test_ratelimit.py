@@ -2,17 +2,17 @@
 process sent the requests. Real stores: SQLite under DAGSTER_HOME, and a real redis-server when installed."""
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from evalpipe.store.ratelimit import Limit, next_slot
+from tests.helpers.cli import run_processes
+from tests.helpers.configs import smoke_benchmark
+from tests.helpers.mock_servers import litellm_models, mock_server_process
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -66,30 +66,6 @@ def test_sqlite_store_is_shared_by_processes(tmp_path):
     _processes_share(str(tmp_path / "rl.sqlite"), tmp_path)
 
 
-@pytest.fixture
-def redis_url(tmp_path):
-    exe = shutil.which("redis-server")
-    if exe is None:
-        pytest.skip("redis-server is not installed (.ci/run installs it: apt-get install redis-server)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL)
-    import redis
-
-    r = redis.Redis(port=port)
-    for _ in range(100):
-        try:
-            r.ping()
-            break
-        except redis.ConnectionError:
-            time.sleep(0.05)
-    yield f"redis://127.0.0.1:{port}/0"
-    proc.terminate()
-    proc.wait(10)
-
-
 def test_redis_store_is_shared_by_processes(redis_url, tmp_path):
     _processes_share(redis_url, tmp_path)
 
@@ -97,44 +73,19 @@ def test_redis_store_is_shared_by_processes(redis_url, tmp_path):
 def test_four_concurrent_runs_never_exceed_the_rpm(home, tmp_path):
     """4 `evalpipe run` processes, 4 models on one provider key, one mock: the server never sees more requests
     in any window than the key allows."""
-    cfg = tmp_path / "evals.yaml"
-    proc = subprocess.Popen([sys.executable, "-m", "benchmarks.mock_server", "--latency", "0.05"], cwd=ROOT,
-                            stdout=subprocess.PIPE, text=True)
-    try:
-        port = int(proc.stdout.readline().split()[1])
-        models = "".join(f"  m{i}:\n    runner: litellm\n    model: openai/mock-{i}\n"
-                         f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n" for i in range(4))
-        cfg.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      test: {{path: {ROOT}/data/smoke/test.jsonl}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
-{models}
+    with mock_server_process(latency=0.05) as port:
+        cfg = tmp_path / "evals.yaml"
+        cfg.write_text(smoke_benchmark("test") + "models:\n" + litellm_models(port, 4) + """
 rate_limits:
   limits:
     # at most 8 requests in any 8 s, all four runs together; a 2 s guard absorbs this loaded CI machine's delays
     # between a grant and the request reaching the server (over 1 s seen for a process's first request)
-    openai: {{rpm: 60, window_s: 8, guard_s: 2.0}}
+    openai: {rpm: 60, window_s: 8, guard_s: 2.0}
 """)
         env = {**os.environ, "EVALS_CONFIG": str(cfg), "DAGSTER_HOME": str(home)}
-        from dagster import DagsterInstance
-
-        with DagsterInstance.get():  # Dagster's SQLite schema creation races when 4 processes open a fresh home
-            pass
-        runs = [subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "run", "--model", f"m{i}", "--no-progress",
-                                  "--concurrency", "8", "--benchmark-option", "limit=4"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                 stderr=subprocess.STDOUT, text=True) for i in range(4)]
-        outs = [r.communicate(timeout=600)[0] for r in runs]
-        assert all(r.returncode == 0 for r in runs), "\n".join(o[-3000:] for o in outs)
+        run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--concurrency", "8", "--benchmark-option",
+                             "limit=4"] for i in range(4)])
         stats = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/stats").read())
-    finally:
-        proc.terminate()
-        proc.wait(10)
     times = stats["times"]
     assert len(times) == 16  # 4 samples x 4 runs, each sent once
     assert max_in_window(times, 8.0) <= 8

@@ -3,12 +3,8 @@ model outputs of a real CLI run, searched for in every file under DAGSTER_HOME (
 import json
 import logging
 import os
-import sqlite3
 import time
-import zlib
-from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -16,6 +12,8 @@ from evalpipe.core.redact import MASK, Redactor, is_secret_name
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
 from evalpipe.core.types import Generation
+from tests.helpers.cli import restore_cli_env
+from tests.helpers.secrets import all_text, found
 
 
 # ---- the rules ---------------------------------------------------------------------------------------------------
@@ -145,51 +143,13 @@ class LeakyRunner(Runner):
             {"function": {"name": "fetch", "arguments": json.dumps({"headers": {"Authorization": f"Bearer {key}"}})}}]}])
 
 
-def _sqlite_blobs(path: Path) -> str:
-    """Dagster keeps run and job snapshots zlib-compressed inside its SQLite files: inflate every blob."""
-    out = []
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        tables = [t for (t,) in con.execute("select name from sqlite_master where type='table'")]
-        for t in tables:
-            for row in con.execute(f'select * from "{t}"'):
-                for v in row:
-                    if isinstance(v, bytes):
-                        try:
-                            v = zlib.decompress(v)
-                        except zlib.error:
-                            pass
-                        v = v.decode("utf-8", errors="replace")
-                    out.append(str(v))
-        con.close()
-    except sqlite3.DatabaseError:
-        return ""
-    return "\n".join(out)
-
-
-def _all_text(root: Path) -> dict[Path, str]:
-    """Every file's content as text: raw bytes, plus Parquet read back and SQLite blobs inflated."""
-    out = {}
-    for f in root.rglob("*"):
-        if not f.is_file():
-            continue
-        text = f.read_bytes().decode("utf-8", errors="replace")
-        if f.suffix == ".parquet":
-            text += json.dumps(pq.read_table(f).to_pylist(), default=str)
-        elif f.suffix in (".db", ".sqlite"):
-            text += _sqlite_blobs(f)
-        out[f] = text
-    return out
-
-
 @pytest.mark.slow
 def test_planted_secrets_are_nowhere_on_disk(home, write_config, tmp_path, monkeypatch):
     s = SECRETS
     monkeypatch.setenv("OPENAI_API_KEY", s["env_openai"])
     monkeypatch.setenv("ACME_CREDS", s["env_acme"])
     monkeypatch.setenv("EVALS_TRACING", f"jsonl:{home / 'traces.jsonl'}")
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")  # (not delenv: only setenv restores a variable that was unset before)
+    restore_cli_env(monkeypatch)
     data = tmp_path / "secret.jsonl"
     rows = [
         {"id": "s1", "q": f"My token is {s['prompt_hf']}; what is 2+2?", "a": "4"},
@@ -229,14 +189,13 @@ redact_patterns: ['INTERNAL-[0-9]{{6}}']
         for secret in s.values():
             assert secret not in out
 
-    files = _all_text(home)
+    files = all_text(home)
     names = {str(p.relative_to(home)).split("/")[0] for p in files}
     # the search really covers the warehouse, journals, artifacts, Dagster's storage, the models and traces
     assert {"warehouse", "journal", "artifacts", "exported", "storage", "history", "traces.jsonl"} <= names, names
     assert any(p.suffix == ".parquet" for p in files) and any(p.suffix in (".db", ".sqlite") for p in files)
     assert '"__class__": "ConfigTypeSnap"' in files[home / "history" / "runs.db"]  # snapshots were inflated
-    leaks = [(str(p.relative_to(home)), name) for p, text in files.items() for name, v in s.items() if v in text]
-    assert leaks == []
+    assert found(files, home, s) == []
     # and the run really carried the secrets (masked) through every stage
     from evalpipe.core.config import warehouse_path
     from evalpipe.store.warehouse import Warehouse

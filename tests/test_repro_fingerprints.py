@@ -8,6 +8,7 @@ from evalpipe.pipeline import fingerprints
 from evalpipe.project import load_config
 from evalpipe.core.errors import DataError
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.configs import smoke_benchmark
 
 ROWS = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i), "category": "math"} for i in range(6)]
 
@@ -19,17 +20,7 @@ def _jsonl(path, rows, header=None):
 
 
 def _config(write_config, data_path, extra_options=""):
-    return write_config(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {data_path}}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-      {extra_options}
-    metrics: [exact_match]
-models:
+    return write_config(smoke_benchmark(path=data_path, options=extra_options) + f"""models:
   perfect: {{runner: echo, reply: target}}
   parrot: {{runner: echo}}
 default_models: [perfect]

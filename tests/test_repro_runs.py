@@ -2,20 +2,12 @@
 import json
 
 import pytest
-from click.testing import CliRunner
 
 from evalpipe.project import load_config
+from tests.helpers.cli import invoke
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl, limit: 4}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-    metrics: [exact_match]
-models:
+CONFIG = smoke_benchmark(limit=4) + """models:
   parrot: {runner: echo}
   parrot-fixed: {runner: echo, experiment: fixed-paris, reply: fixed, text: Paris}
 default_models: [parrot]
@@ -25,11 +17,6 @@ default_models: [parrot]
 @pytest.fixture
 def cli(home, write_config):
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def invoke(*args):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
     return invoke
 
 

@@ -1,13 +1,7 @@
 """Rollouts resume: a run killed with SIGKILL and run again calls the model exactly for the samples that were not
 finished; fingerprints re-run exactly what a change affects. Real processes, real HTTP (loopback), real SQLite."""
 import json
-import os
-import signal
 import sqlite3
-import subprocess
-import sys
-import time
-from pathlib import Path
 
 import pytest
 
@@ -15,8 +9,7 @@ from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.pipeline import stages as pipeline
 from evalpipe.project import load_config
 from evalpipe.runners import RunSettings, build_runner
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.helpers.kill9 import journaled, kill9_when, start_child
 
 
 def make_config(tmp_path, url, n=40, temperature=0.0, edit=None):
@@ -51,23 +44,9 @@ def rollouts(cfg_path, journal, concurrency=4):
 
 
 CHILD = """
-import sys
-sys.path.insert(0, {root!r})
 from tests.test_resume import rollouts
 rollouts({cfg!r}, {journal!r}, concurrency=2)
 """
-
-
-def journaled(journal: Path) -> set[str]:
-    if not journal.exists():
-        return set()
-    con = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=5)
-    try:
-        return {r[0] for r in con.execute("SELECT sample_id FROM done")}
-    except sqlite3.OperationalError:  # table not created yet
-        return set()
-    finally:
-        con.close()
 
 
 @pytest.mark.slow
@@ -75,15 +54,8 @@ def test_a_run_killed_with_sigkill_resumes_calling_the_model_only_for_missing_sa
     with serve_in_thread(MockLLM(latency=0.1)) as (mock, url):
         cfg = make_config(tmp_path, url, n=40)
         journal = tmp_path / "journal.sqlite"
-        child = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT), cfg=str(cfg), journal=str(journal))],
-                                 env={**os.environ, "DAGSTER_HOME": str(home)})
-        deadline = time.time() + 60
-        while len(journaled(journal)) < 10:
-            assert child.poll() is None, "the run ended before it could be killed"
-            assert time.time() < deadline, "the run made no progress"
-            time.sleep(0.02)
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        child = start_child(CHILD.format(cfg=str(cfg), journal=str(journal)), home)
+        kill9_when(child, lambda: len(journaled(journal)) >= 10)
         done_before = journaled(journal)
         first = dict(mock.counts)
         assert 10 <= len(done_before) < 40, "killed midway"

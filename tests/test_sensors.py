@@ -5,6 +5,8 @@ import os
 import pytest
 from dagster import build_sensor_context
 
+from tests.helpers.configs import smoke_benchmark
+
 CONFIG = """
 benchmarks:
   smoke:
@@ -178,14 +180,7 @@ def test_schedules_refresh_and_retry_failed(instance, write_config):
     from eval_assets.launch import CHAIN, run_assets, sync_model_partitions
     from eval_assets.schedules import failed_partitions, retry_failed_partitions_schedule
 
-    write_config("""
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: {repo}/data/smoke/test.jsonl, limit: 2}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+    write_config(smoke_benchmark(limit=2) + """models:
   good: {runner: echo}
   bad: {runner: test-sensors-broken}   # can't start: its partition fails (an unknown runner is a config error)
 """)

@@ -5,12 +5,13 @@ import json
 import random
 
 import pytest
-from click.testing import CliRunner
 
 from evalpipe.project import load_config
 from evalpipe.pipeline.shards import shard_of
 from evalpipe.repro.sharding import merge_frames
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.cli import invoke
+from tests.helpers.configs import smoke_benchmark
 
 ROWS = [{"question": f"Capital number {i}?", "answer": f"city{i}", "category": "geo" if i % 2 else "math"}
         for i in range(40)]  # no id column: ids come from each row's content
@@ -24,17 +25,8 @@ def test_shard_is_sha256_first_8_bytes_little_endian_mod_n():
 
 
 def _config(write_config, path, extra=""):
-    return write_config(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {path}}}
-    options:
-      columns: {{prompt: question, target: answer}}
-      slice_by: [category]
-    metrics: [exact_match]
-models:
+    return write_config(smoke_benchmark(path=path, columns="{prompt: question, target: answer}",
+                                        options="slice_by: [category]") + f"""models:
   perfect: {{runner: echo, reply: target{extra}}}
   parrot: {{runner: echo}}
 default_models: [perfect]
@@ -88,11 +80,6 @@ def test_merge_frames_refuses_duplicates():
 
 @pytest.fixture
 def cli(home):
-    from evalpipe.cli.main import main
-
-    def invoke(*args):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
-
     return invoke
 
 

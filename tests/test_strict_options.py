@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import)
 from evalpipe.core.errors import ConfigError
+from tests.helpers.cli import invoke
 
 REPO = Path(__file__).parents[1]
 BASE = f"""\
@@ -27,9 +27,7 @@ models:
 
 
 def cli(*args):
-    from evalpipe.cli.main import main
-
-    return CliRunner().invoke(main, list(args))
+    return invoke(*args, catch_exceptions=True)
 
 
 def one_error_line(r) -> str:

@@ -11,6 +11,7 @@ import partitions  # noqa: F401  (partition keys come from the test config, read
 
 from evalpipe.tooleval import integration as ti
 from evalpipe.tooleval import report
+from tests.helpers.cli import invoke as cli
 
 REPO = Path(__file__).parents[1]
 DATA = REPO / "data" / "tool_integration"
@@ -269,13 +270,7 @@ DOCUMENTED = {
 
 @pytest.mark.slow
 def test_shipped_set_through_evalpipe_run(home, write_config):
-    from click.testing import CliRunner
-
     write_config(CONFIG)
-    from evalpipe.cli.main import main
-
-    def cli(*args):
-        return CliRunner().invoke(main, list(args), catch_exceptions=False)
 
     r = cli("run", "--model", "scripted", "--no-progress")
     assert r.exit_code == 3, r.output                              # the contaminated control fails a blocking gate

@@ -5,20 +5,14 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from evalpipe.cli.main import main
+from tests.helpers.configs import tooluse_benchmark
 
 TOOLUSE = Path(__file__).resolve().parents[1] / "data" / "tooluse"
 
 
 def test_tools_lists_each_split_and_check_passes_on_the_shipped_fixtures(write_config):
-    write_config(f"""
-benchmarks:
-  tooluse:
-    adapter: file
-    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
-    options: {{columns: {{prompt: question, target: answer, id: id}}}}
-    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json, python: true}}
-models:
-  m: {{runner: echo}}
+    write_config(tooluse_benchmark(python=True, metrics=None) + """models:
+  m: {runner: echo}
 """)
     r = CliRunner().invoke(main, ["tools"])
     assert r.exit_code == 0, r.output
@@ -63,15 +57,7 @@ models:
 
 
 def test_run_the_tooluse_benchmark_from_the_cli(home, write_config):
-    write_config(f"""
-benchmarks:
-  tooluse:
-    adapter: file
-    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
-    options: {{columns: {{prompt: question, target: answer, id: id}}}}
-    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json}}
-    metrics: [exact_match]
-models:
+    write_config(tooluse_benchmark() + f"""models:
   tooluse-scripted: {{runner: echo, reply: script, script: {TOOLUSE}/script.jsonl}}
 """)
     r = CliRunner().invoke(main, ["run", "--benchmark", "tooluse", "--model", "tooluse-scripted", "--no-progress",

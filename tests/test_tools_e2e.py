@@ -2,21 +2,15 @@
 the fast path and through litellm (same traces), through the Dagster assets (the `tool_calls` table in the
 warehouse, counts in the UI metadata), and kill -9 in the middle of a multi-turn run."""
 import json
-import os
-import signal
-import sqlite3
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.tools.schema import wire_names
+from tests.helpers.configs import tooluse_benchmark
+from tests.helpers.kill9 import journaled, kill9_when, start_child
 from tests.test_tools import TOOLUSE, check_tooluse_traces, run_tooluse, tooluse_config
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def scripted_mock(latency: float = 0.0) -> MockLLM:
@@ -63,15 +57,7 @@ def test_the_tool_calls_table_and_ui_counts_through_the_assets(tmp_path, home, i
     from evalpipe.project import load_config
     from evalpipe.store.warehouse import Warehouse
 
-    write_config(f"""
-benchmarks:
-  tooluse:
-    adapter: file
-    splits: {{test: {{path: {TOOLUSE}/test.jsonl}}}}
-    options: {{columns: {{prompt: question, target: answer, id: id}}}}
-    tools: {{fixtures: {TOOLUSE}/fixtures, allowlist: {TOOLUSE}/allowlist.txt, schemas: {TOOLUSE}/tools.json}}
-    metrics: [exact_match]
-models:
+    write_config(tooluse_benchmark() + f"""models:
   scripted: {{runner: echo, reply: script, script: {TOOLUSE}/script.jsonl}}
 """)
     result = evaluate(load_config(), ["tooluse/test"], ["scripted"], instance=instance)
@@ -114,23 +100,9 @@ models:
 
 
 CHILD = """
-import sys
-sys.path.insert(0, {root!r})
 from tests.test_tools import run_tooluse
 run_tooluse({cfg!r}, {journal!r}, concurrency=2)
 """
-
-
-def journaled(journal: Path) -> set[str]:
-    if not journal.exists():
-        return set()
-    con = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=5)
-    try:
-        return {r[0] for r in con.execute("SELECT sample_id FROM done")}
-    except sqlite3.OperationalError:
-        return set()
-    finally:
-        con.close()
 
 
 @pytest.mark.slow
@@ -138,15 +110,8 @@ def test_kill_9_mid_run_reruns_only_unfinished_conversations(tmp_path, home):
     with serve_in_thread(scripted_mock(latency=0.05)) as (mock, url):
         cfg = tooluse_config(tmp_path, api_model(url, True))
         journal = tmp_path / "journal.sqlite"
-        child = subprocess.Popen([sys.executable, "-c", CHILD.format(root=str(ROOT), cfg=str(cfg), journal=str(journal))],
-                                 env={**os.environ, "DAGSTER_HOME": str(home)})
-        deadline = time.time() + 60
-        while len(journaled(journal)) < 8:
-            assert child.poll() is None, "the run ended before it could be killed"
-            assert time.time() < deadline, "the run made no progress"
-            time.sleep(0.01)
-        child.send_signal(signal.SIGKILL)
-        child.wait()
+        child = start_child(CHILD.format(cfg=str(cfg), journal=str(journal)), home)
+        kill9_when(child, lambda: len(journaled(journal)) >= 8, poll_s=0.01)
         done_before = journaled(journal)
         log_before = list(mock.log)
         assert 8 <= len(done_before) < 31, "killed midway"

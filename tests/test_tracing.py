@@ -9,17 +9,9 @@ import pytest
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
 from evalpipe.core.types import Generation
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {{repo}}/data/smoke/test.jsonl, limit: 3}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
+MODELS = """models:
   tooly: {{runner: test-tooly}}
 {extra}
 """
@@ -43,7 +35,7 @@ def test_off_by_default_leaves_runners_alone(write_config, monkeypatch):
     from evalpipe.runners import build_runner
 
     monkeypatch.delenv("EVALS_TRACING", raising=False)
-    write_config(CONFIG.format(extra=""))
+    write_config(smoke_benchmark(limit=3) + MODELS.format(extra=""))
     assert tracing.settings() is None
     with tracing.scope("run-1", "rollouts"):
         runner = build_runner(ModelConfig(key="tooly", runner="test-tooly"))
@@ -55,7 +47,7 @@ def test_jsonl_spans_for_model_and_tool_calls_with_the_run_id(home, write_config
     from evalpipe.project import load_config
 
     monkeypatch.delenv("EVALS_TRACING", raising=False)
-    write_config(CONFIG.format(extra="tracing: {exporter: jsonl, path: traces/spans.jsonl}"))
+    write_config(smoke_benchmark(limit=3) + MODELS.format(extra="tracing: {exporter: jsonl, path: traces/spans.jsonl}"))
     result = evaluate(load_config(), ["smoke/extra"], ["tooly"], instance=instance)
     assert result.success
     run_id = result.partitions[0].run_id
@@ -85,7 +77,7 @@ def test_judge_calls_are_spans_of_the_judgements_step(home, write_config, instan
     from evalpipe.core.types import RolloutRequest
 
     monkeypatch.setenv("EVALS_TRACING", f"jsonl:{tmp_path / 'j.jsonl'}")
-    write_config(CONFIG.format(extra=""))
+    write_config(smoke_benchmark(limit=3) + MODELS.format(extra=""))
 
     async def ask(runner):
         return await runner.generate(RolloutRequest(sample_id="judge:abc", messages=[], fingerprint="f", target="yes"))
@@ -134,7 +126,7 @@ def test_otlp_exporter_posts_to_the_endpoint(monkeypatch, write_config):
     server = HTTPServer(("127.0.0.1", 0), Collector)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
-        write_config(CONFIG.format(extra=""))
+        write_config(smoke_benchmark(limit=3) + MODELS.format(extra=""))
         monkeypatch.setenv("EVALS_TRACING", f"otlp:http://127.0.0.1:{server.server_port}/v1/traces")
         with tracing.scope("run-otlp", "rollouts"):
             pass
@@ -153,7 +145,7 @@ def test_traced_runner_factories_keep_their_declarations(write_config, monkeypat
     from evalpipe.runners import get_runner
     from evalpipe.runners.echo import EchoRunner
 
-    write_config(CONFIG.format(extra="  parrot: {runner: echo, reply: target}"))
+    write_config(smoke_benchmark(limit=3) + MODELS.format(extra="  parrot: {runner: echo, reply: target}"))
     tracing.instrument_runners()
     echo = get_runner("echo")
     assert getattr(echo, "_evals_traced", False) and echo.option_schema is EchoRunner.option_schema

@@ -16,6 +16,7 @@ import eval_assets.definitions  # noqa: F401  (partitions come from the test con
 
 from evalpipe.store.journal import Journal
 from evalpipe.store.warehouse import Warehouse
+from tests.helpers.configs import smoke_benchmark
 
 REPO = Path(__file__).resolve().parents[1]
 P = {"benchmark_split": "smoke/test", "model": "m"}
@@ -28,13 +29,7 @@ def _metrics(value: float, split: str = "smoke/test", model: str = "m") -> pd.Da
 
 @pytest.mark.slow
 def test_truncated_parquet_names_the_file_in_one_line(home, write_config):
-    write_config("""
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: "{repo}/data/smoke/test.jsonl", limit: 2}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-models:
+    write_config(smoke_benchmark(limit=2, metrics=None) + """models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
 """)
@@ -179,13 +174,7 @@ def _can_mount_read_only(tmp_path: Path) -> bool:
 def test_read_only_warehouse_names_the_file(home, write_config, tmp_path):
     if not _can_mount_read_only(tmp_path):
         pytest.skip("needs a private mount namespace (unshare -m as root) for a read-only folder")
-    cfg = write_config("""
-benchmarks:
-  smoke:
-    adapter: file
-    splits: {extra: {path: "{repo}/data/smoke/test.jsonl", limit: 2}}
-    options: {columns: {prompt: question, target: answer, id: id}}
-models:
+    cfg = write_config(smoke_benchmark(limit=2, metrics=None) + """models:
   perfect: {runner: echo, reply: target}
 """)
     ro = tmp_path / "ro"

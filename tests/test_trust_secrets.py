@@ -4,11 +4,7 @@ blobs inflated: Dagster's event log and run storage), not in the artifacts, not 
 through the real CLI, the real instance, litellm's OpenAI-compatible fast path and `litellm.acompletion`, against
 a loopback server (benchmarks/mock_server.py)."""
 import json
-import sqlite3
-import zlib
-from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
@@ -18,6 +14,8 @@ from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.metrics import register_metric
 from evalpipe.metrics.base import Metric
 from evalpipe.core.redact import MASK, Redactor, secrets_in_config
+from tests.helpers.cli import restore_cli_env
+from tests.helpers.secrets import all_text, found
 
 S = {
     "env_key": "trust-env-key-PLANTED-0001",        # only known as the model's api_key_env value
@@ -85,44 +83,10 @@ def test_query_string_goes_after_the_path():
     assert chat_completions_url("https://h/v1/chat/completions?k=1") == "https://h/v1/chat/completions?k=1"
 
 
-def _inflated_sqlite(path: Path) -> str:
-    out = []
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        for (t,) in con.execute("select name from sqlite_master where type='table'").fetchall():
-            for row in con.execute(f'select * from "{t}"'):
-                for v in row:
-                    if isinstance(v, bytes):
-                        try:
-                            v = zlib.decompress(v)
-                        except zlib.error:
-                            pass
-                        v = v.decode("utf-8", "replace")
-                    out.append(str(v))
-        con.close()
-    except sqlite3.DatabaseError:
-        return ""
-    return "\n".join(out)
-
-
-def _all_text(root: Path) -> dict[Path, str]:
-    out = {}
-    for f in root.rglob("*"):
-        if f.is_file():
-            text = f.read_bytes().decode("utf-8", "replace")
-            if f.suffix == ".parquet":
-                text += json.dumps(pq.read_table(f).to_pylist(), default=str)
-            elif f.suffix in (".db", ".sqlite"):
-                text += _inflated_sqlite(f)
-            out[f] = text
-    return out
-
-
 @pytest.mark.slow
 def test_config_secrets_are_nowhere(home, write_config, tmp_path, monkeypatch):
     monkeypatch.setenv("TRUST_PROVIDER_CREDS", S["env_key"])
-    for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
-        monkeypatch.setenv(var, "")
+    restore_cli_env(monkeypatch)
     data = tmp_path / "q.jsonl"
     data.write_text("\n".join(json.dumps(r) for r in [
         {"id": "a", "q": "What is 2+2?", "a": "answer: What is 2+2?"},
@@ -190,11 +154,10 @@ checks: {{max_error_rate: 1.0}}
     assert f'"X-Custom-Auth": "{MASK}"' in text and f'"Ocp-Apim-Subscription-Key": "{MASK}"' in text
     assert f"key={MASK}" in text and "api-version=2024-02-01" in text
 
-    files = _all_text(home)
+    files = all_text(home)
     tops = {str(p.relative_to(home)).split("/")[0] for p in files}
     assert {"warehouse", "journal", "artifacts", "storage", "history", "logs"} <= tops, tops
-    leaks = [(str(p.relative_to(home)), name) for p, t in files.items() for name, v in S.items() if v in t]
-    assert leaks == []
+    assert found(files, home, S) == []
     assert [name for name, v in S.items() if v in out] == []
     # the step failure really reached Dagster's storage, masked
     assert any("cannot judge: upstream said" in t for t in files.values())

@@ -4,7 +4,6 @@ the screenshots in docs/viewer.md."""
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.services import free_port
+
 REPO = Path(__file__).parents[1]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SPLIT = "gaia/validation"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +30,7 @@ def server(tmp_path_factory):
 
     db = tmp_path_factory.mktemp("wh") / "warehouse.duckdb"
     build(db, 60)
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "EVALS_WAREHOUSE": str(db)}
     proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "view", "--web", "--port", str(port)], cwd=REPO,
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)

@@ -2,7 +2,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -11,20 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers.services import free_port
+
 REPO = Path(__file__).parents[1]
 
 QUERY = """{ assetNodes { assetKey { path } partitionDefinition { dimensionTypes { name } } } }"""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_webserver_serves_the_asset_graph(home):
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("dagster-webserver")
     proc = subprocess.Popen([str(exe), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)], cwd=REPO,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
