@@ -18,7 +18,7 @@ from evalpipe.pipeline import sample_progress
 from evalpipe.pipeline import tracing
 from evalpipe.pipeline.prompt_wrappers import wrapper_for
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
-from evalpipe.core.config import load_config
+from evalpipe.project import Project
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version
@@ -275,11 +275,6 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     return wh.reader("rollouts", dims)
 
 
-@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
-       description="Per-sample verdicts of each metric on each rollout.",
-       # changes when a judge (model, prompt, settings) or a split's metrics change in the config: Dagster then
-       # shows judgements as stale; re-materializing it reads rollouts from the warehouse (no model calls)
-       code_version=judging_version(load_config()))
 def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
                warehouse: WarehouseResource, prompts: PartitionReader,
                rollouts: PartitionReader) -> Output[PartitionReader]:
@@ -313,6 +308,15 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     # verdict actually changed
     version = versions[0] if len(versions) == 1 else fingerprint(versions, 16)
     return Output(wh.reader("judgements", dims), data_version=DataVersion(version))
+
+
+def judgements_asset(project: Project):
+    """The `judgements` asset of a project: its code version is the project's judging version, which changes when
+    a judge (model, prompt, settings) or a split's metrics change in the config; Dagster then shows judgements as
+    stale, and re-materializing it reads rollouts from the warehouse (no model calls)."""
+    return asset(name="judgements", partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+                 description="Per-sample verdicts of each metric on each rollout.",
+                 code_version=judging_version(project.config))(judgements)
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
@@ -372,4 +376,6 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return df
 
 
-EVAL_ASSETS = [dataset, prompts, rollouts, judgements, metrics, leaderboard]
+def eval_assets(project: Project) -> list:
+    """The asset graph of a project (only `judgements` depends on it: its code version)."""
+    return [dataset, prompts, rollouts, judgements_asset(project), metrics, leaderboard]

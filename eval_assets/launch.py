@@ -1,8 +1,11 @@
-"""Materialize the graph from Python (the CLI and `make run` use this): no daemon, the real instance."""
+"""Materialize the graph from Python (the CLI, the Python API and `make run` use this): no daemon, the real
+instance. Everything here works on an explicit project (evalpipe/project/project.py): its graph
+(eval_assets/factory.py), its resources, its instance home and warehouse."""
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable
 
 from dagster import DagsterInstance, materialize
@@ -11,9 +14,10 @@ from evalpipe.pipeline import sample_progress
 from evalpipe.core.config import EvalConfig, dagster_home
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.redact import install_log_redaction
-from eval_assets.assets import EVAL_ASSETS
-from partitions import MODEL, eval_key
-from resources import default_resources
+from evalpipe.project import Project
+from eval_assets.assets import eval_assets
+from partitions import BENCHMARK_SPLIT, MODEL, eval_key, partition_dims
+from resources import EvalConfigResource, project_resources
 
 CHAIN = ["prompts", "rollouts", "judgements", "metrics"]
 DATASET_VERSION_TAG = "evalpipe/dataset_version"  # on `dataset` runs: what the materialized samples were read from
@@ -45,9 +49,21 @@ def asset_checks() -> list[Any]:
 PREPARED_INSTANCE: DagsterInstance | None = None  # made once by the warm server (evalpipe/cli/warm.py) before it forks
 
 
-def get_instance() -> DagsterInstance:
-    os.environ.setdefault("DAGSTER_HOME", str(dagster_home()))
-    home = os.environ["DAGSTER_HOME"]
+def as_project(project: Project | EvalConfig | None) -> Project:
+    """The project to run. An EvalConfig (older callers) becomes the project of that config with the
+    environment's home and warehouse; None, the project of the environment (Project.from_file())."""
+    if isinstance(project, Project):
+        return project
+    if project is None:
+        return Project.from_file()
+    return Project.for_config(project)
+
+
+def get_instance(project: Project | None = None) -> DagsterInstance:
+    """The Dagster instance of the project's home (default: the environment's)."""
+    home = str(project.home if project is not None else dagster_home())
+    # lower modules still find journals and registries through DAGSTER_HOME (docs/configuration.md lists them)
+    os.environ.setdefault("DAGSTER_HOME", home)
     prepared = PREPARED_INSTANCE
     if prepared is not None and os.path.abspath(prepared.root_directory) == os.path.abspath(home):
         return prepared
@@ -57,28 +73,38 @@ def get_instance() -> DagsterInstance:
     return open_instance(home)
 
 
-def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[str]:
-    """Add missing `model` partitions; returns the ones added."""
-    new = [m for m in models if m not in set(instance.get_dynamic_partitions(MODEL))]
+def sync_partitions(instance: DagsterInstance, dimension: str, keys: list[str]) -> list[str]:
+    """Add the missing keys of a dynamic partition dimension (`benchmark_split` or `model`); returns the added."""
+    have = set(instance.get_dynamic_partitions(dimension))
+    new = [k for k in dict.fromkeys(keys) if k not in have]
     if new:
-        instance.add_dynamic_partitions(MODEL, new)
+        instance.add_dynamic_partitions(dimension, new)
     return new
 
 
-def forget_empty_models(instance: DagsterInstance, cfg: EvalConfig, keys: list[str]) -> list[str]:
+def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[str]:
+    """Add missing `model` partitions; returns the ones added."""
+    return sync_partitions(instance, MODEL, models)
+
+
+def sync_split_partitions(instance: DagsterInstance, splits: list[str]) -> list[str]:
+    """Add missing `benchmark_split` partitions (a split run from Python that no config file names, too)."""
+    return sync_partitions(instance, BENCHMARK_SPLIT, splits)
+
+
+def forget_empty_models(instance: DagsterInstance, project: Project, keys: list[str]) -> list[str]:
     """Remove the `model` partitions this run added that produced nothing (every chain failed, no metrics in the
     warehouse from anyone): an ad-hoc model with a wrong endpoint, a try that failed. Configured keys stay (the
     config-sync sensor owns them); an ad-hoc model's registry entry goes with its last partition. Returns the
     keys removed."""
-    from evalpipe.core.config import warehouse_path
     from evalpipe.core.run_marks import is_adhoc
     from evalpipe.store.warehouse import Warehouse
 
-    keys = [k for k in keys if k not in cfg.models]
+    keys = [k for k in keys if k not in project.config.models]
     if not keys:
         return []
     try:
-        m = Warehouse(warehouse_path()).query("SELECT DISTINCT model FROM metrics")
+        m = Warehouse(project.warehouse).query("SELECT DISTINCT model FROM metrics")
         measured = set(m["model"]) if len(m) else set()
     except Exception:  # no metrics table yet: nothing was measured
         measured = set()
@@ -94,13 +120,47 @@ def forget_empty_models(instance: DagsterInstance, cfg: EvalConfig, keys: list[s
     return gone
 
 
+# The graph depends on the project's config only (the judgements code version): built once per config object (the
+# loader returns the same object while the file is unchanged). The config is kept with it so its id stays unique.
+_GRAPHS: dict[int, tuple[EvalConfig, list]] = {}
+
+
+def project_graph(project: Project) -> list:
+    """The assets and asset checks of a project."""
+    hit = _GRAPHS.get(id(project.config))
+    if hit is None or hit[0] is not project.config:
+        if len(_GRAPHS) > 16:
+            _GRAPHS.clear()
+        hit = _GRAPHS[id(project.config)] = (project.config, [*eval_assets(project), *asset_checks()])
+    return hit[1]
+
+
+def bind_resources(project: Project, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The project's resources with the caller's overrides; an `eval_config` override made with split options
+    only (EvalConfigResource(split_options=...)) is bound to the project."""
+    out = {**project_resources(project), **(overrides or {})}
+    given = out["eval_config"]
+    if isinstance(given, EvalConfigResource) and given.project is None:
+        out["eval_config"] = EvalConfigResource(project=project, split_options=dict(given.split_options))
+    return out
+
+
 def run_assets(selection: list[str], partition_key: Any = None, instance: DagsterInstance | None = None,
-               resources: dict[str, Any] | None = None, tags: dict[str, str] | None = None):
-    """Materialize `selection` (for one partition) in this process, recorded on the real instance.
-    The asset checks of the selected assets run too."""
+               resources: dict[str, Any] | None = None, tags: dict[str, str] | None = None,
+               project: Project | EvalConfig | None = None):
+    """Materialize `selection` (for one partition) of the project's graph in this process, recorded on the real
+    instance; the partition's keys are added to the dynamic partitions first. The asset checks of the selected
+    assets run too."""
+    project = as_project(project)
+    instance = instance or get_instance(project)
+    if partition_key is not None:
+        dims = partition_dims(partition_key)
+        sync_split_partitions(instance, [dims[BENCHMARK_SPLIT]])
+        if MODEL in dims:
+            sync_model_partitions(instance, [dims[MODEL]])
     level = (os.environ.get(CONSOLE_LOG_LEVEL_ENV) or "WARNING").upper()
-    return materialize([*EVAL_ASSETS, *asset_checks()], selection=selection, partition_key=partition_key,
-                       instance=instance or get_instance(), resources={**default_resources(), **(resources or {})},
+    return materialize(project_graph(project), selection=selection, partition_key=partition_key,
+                       instance=instance, resources=bind_resources(project, resources),
                        raise_on_error=False, tags=tags,
                        run_config={"loggers": {"console": {"config": {"log_level": level}}}})
 
@@ -129,14 +189,14 @@ def dataset_version(split: Any) -> str | None:
                         "source": source, "code": code})
 
 
-def current_dataset_run(instance: DagsterInstance, split_key: str, version: str | None) -> str | None:
+def current_dataset_run(instance: DagsterInstance, split_key: str, version: str | None,
+                        project: Project) -> str | None:
     """The run whose `dataset` materialization of this split is still current (same `dataset_version`, its
     warehouse partition still there); None when the split must be loaded again."""
     if version is None:
         return None
     from dagster import AssetKey, AssetRecordsFilter
 
-    from evalpipe.core.config import warehouse_path
     from evalpipe.core.schema import ASSET_TABLES
     from evalpipe.store.warehouse import Warehouse
 
@@ -147,7 +207,7 @@ def current_dataset_run(instance: DagsterInstance, split_key: str, version: str 
     run = instance.get_run_by_id(recs[0].run_id)
     if run is None or run.tags.get(DATASET_VERSION_TAG) != version:
         return None
-    if not Warehouse(warehouse_path()).partition_file(ASSET_TABLES["dataset"], {"benchmark_split": split_key}).exists():
+    if not Warehouse(project.warehouse).partition_file(ASSET_TABLES["dataset"], {"benchmark_split": split_key}).exists():
         return None
     return run.run_id
 
@@ -196,7 +256,7 @@ class EvaluateResult:
         return self.leaderboard_ok and all(p.success for p in self.partitions)
 
 
-def _first_error(result: Any) -> str:
+def _first_error(result: Any, home: Any = None) -> str:
     """One line for the first failed step: the step, the root cause (the exception chain's messages, below
     Dagster's wrappers) and where the full traceback was saved (docs/operations.md#when-a-run-fails)."""
     from evalpipe.core.errors import describe_error_info
@@ -204,18 +264,19 @@ def _first_error(result: Any) -> str:
     for ev in result.all_events:
         if ev.is_step_failure and ev.step_failure_data and ev.step_failure_data.error:
             err = ev.step_failure_data.error
-            saved = save_traceback(result.run_id, ev.step_key, err.to_string())
+            saved = save_traceback(result.run_id, ev.step_key, err.to_string(), home)
             return f"{ev.step_key}: {describe_error_info(err)}" + (f" (full traceback: {saved})" if saved else "")
     return "failed"
 
 
-def save_traceback(run_id: str, step: str | None, text: str) -> str | None:
-    """Keep a failed step's full traceback (redacted) in `$DAGSTER_HOME/logs/<run_id>.txt`; the run's event log
-    in the UI has it too. Returns the path, or None if it can't be written (a full or read-only disk)."""
+def save_traceback(run_id: str, step: str | None, text: str, home: Any = None) -> str | None:
+    """Keep a failed step's full traceback (redacted) in `<home>/logs/<run_id>.txt` (default home: the
+    environment's); the run's event log in the UI has it too. Returns the path, or None if it can't be written
+    (a full or read-only disk)."""
     from evalpipe.core.redact import redact
 
     try:
-        folder = dagster_home() / "logs"
+        folder = Path(home or dagster_home()) / "logs"
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{run_id}.txt"
         with open(path, "a", encoding="utf-8") as fh:
@@ -246,7 +307,7 @@ def concurrent_partitions(cfg: EvalConfig, override: int | None = None) -> int:
     return max(1, int(value))
 
 
-def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
+def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
              instance: DagsterInstance | None = None, on_event: Callable[[str], None] | None = None,
              tags: dict[str, str] | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
@@ -262,20 +323,26 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
     overlap); a split's chains start as soon as its dataset is loaded. Failures are collected, not raised.
     `on_progress(done, total, label)` is called when a run starts (done = runs finished so far) and at the end;
     `on_sample(split, model, done, total)` as each sample of a partition's rollouts finishes. Callbacks may come
-    from worker threads, one at a time. Results are in (split, model) order whatever the finishing order."""
+    from worker threads, one at a time. Results are in (split, model) order whatever the finishing order.
+    `project`: the Project to run (an EvalConfig is taken as the environment's project of that config); its
+    splits and models become partitions here, so a project built in memory runs splits no config file names."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
+    project = as_project(project)
+    cfg = project.config
     for s in splits:
         cfg.split(s)
     for m in models:
         cfg.model(m)
-    instance = instance or get_instance()
+    instance = instance or get_instance(project)
+    resources = bind_resources(project, resources)
     say = on_event or (lambda msg: None)
+    sync_split_partitions(instance, splits)
     added = sync_model_partitions(instance, models)
     out = EvaluateResult()
     fold_leaderboard = len(splits) * len(models) == 1  # one chain: the leaderboard joins its run
-    effective = resources["eval_config"].get() if resources and "eval_config" in resources else cfg
+    effective = resources["eval_config"].get()
     total, done = len(splits) * (1 + len(models)) + (0 if fold_leaderboard else 1), 0
     lock = threading.RLock()
     results: dict[tuple[str, str], PartitionResult] = {}
@@ -301,7 +368,8 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
             sample_progress.listen(key, listener)
         try:
             step(f"evaluate {split} x {model}")
-            r = run_assets(CHAIN + (["leaderboard"] if fold_leaderboard else []), key, instance, resources, tags)
+            r = run_assets(CHAIN + (["leaderboard"] if fold_leaderboard else []), key, instance, resources, tags,
+                           project)
         finally:
             sample_progress.unlisten(key)
         finished()
@@ -309,7 +377,7 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         board_only = (fold_leaderboard and not r.success
                       and {ev.step_key for ev in r.all_events if ev.is_step_failure} == {"leaderboard"})
         ok = r.success or board_only
-        res = PartitionResult(split, model, ok, r.run_id, "" if ok else _first_error(r))
+        res = PartitionResult(split, model, ok, r.run_id, "" if ok else _first_error(r, project.home))
         with lock:
             results[(split, model)] = res
             if board_only:
@@ -319,17 +387,17 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
 
     def load(split: str, pool: ThreadPoolExecutor) -> list:
         version = dataset_version(effective.split(split))
-        current = None if reload_datasets else current_dataset_run(instance, split, version)
+        current = None if reload_datasets else current_dataset_run(instance, split, version, project)
         if current is not None:
             step(f"dataset {split} unchanged (loaded by run {current[:8]})")
             finished()
             return [pool.submit(chain, split, m) for m in models]
         step(f"dataset {split}")
         r = run_assets(["dataset"], split, instance, resources,
-                       {**(tags or {}), **({DATASET_VERSION_TAG: version} if version else {})})
+                       {**(tags or {}), **({DATASET_VERSION_TAG: version} if version else {})}, project)
         finished()
         if not r.success:
-            err = _first_error(r)
+            err = _first_error(r, project.home)
             with lock:
                 for m in models:
                     results[(split, m)] = PartitionResult(split, m, False, r.run_id, err)
@@ -345,12 +413,12 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         for f in chains:
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
     out.partitions = [results[(s, m)] for s in splits for m in models]
-    forget_empty_models(instance, cfg, [m for m in added if not any(results[(s, m)].success for s in splits)])
+    forget_empty_models(instance, project, [m for m in added if not any(results[(s, m)].success for s in splits)])
     if fold_leaderboard and out.partitions[0].success:
         r = board_failures[0] if board_failures else None  # run (or failed) in the chain's run
     else:
         step("leaderboard")
-        r = run_assets(["leaderboard"], None, instance, resources, tags)
+        r = run_assets(["leaderboard"], None, instance, resources, tags, project)
         finished(0 if fold_leaderboard else 1)
     if on_progress:
         on_progress(done, total, "done")
@@ -359,5 +427,5 @@ def evaluate(cfg: EvalConfig, splits: list[str], models: list[str], resources: d
         failed = [p for p in out.partitions if not p.success]
         also = (f"; {len(failed)} partition(s) failed too, first {failed[0].benchmark_split} x {failed[0].model}: "
                 f"{failed[0].error}") if failed else ""
-        raise RunFailed(f"leaderboard failed: {_first_error(r)}{also}")
+        raise RunFailed(f"leaderboard failed: {_first_error(r, project.home)}{also}")
     return out

@@ -1,5 +1,7 @@
-"""Sensors. `sync_models_sensor` turns the config file's models into `model` partitions; `checkpoint_sensor`
-turns new model checkpoints into partitions and evaluation runs (docs/operations.md)."""
+"""Sensors, built over a project (eval_assets/factory.py). `sync_models_sensor` turns the config's benchmark
+splits and models into `benchmark_split` and `model` partitions; `checkpoint_sensor` turns new model checkpoints
+into partitions and evaluation runs (docs/operations.md). A project read from a file is re-read each tick (cached
+by mtime), so editing evals.yaml adds partitions without reloading the code location."""
 from __future__ import annotations
 
 import json
@@ -7,8 +9,8 @@ import json
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
 from eval_assets.jobs import dataset_job, evaluate_job
-from evalpipe.core.config import load_config
-from partitions import MODEL, model_partitions
+from evalpipe.project import Project
+from partitions import BENCHMARK_SPLIT, MODEL, benchmark_split_partitions, model_partitions
 
 
 def models_to_add(configured: list[str], existing: list[str]) -> list[str]:
@@ -16,33 +18,52 @@ def models_to_add(configured: list[str], existing: list[str]) -> list[str]:
     return [m for m in configured if m not in have]
 
 
-@sensor(name="sync_models_sensor", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
-        description="Adds every model of the config file as a `model` partition (the file is re-read each tick).")
-def sync_models_sensor(context: SensorEvaluationContext):
-    new = models_to_add(list(load_config().models), context.instance.get_dynamic_partitions(MODEL))
-    if not new:
-        return SkipReason("every configured model is already a partition")
-    context.log.info(f"adding model partitions: {', '.join(new)}")
-    return SensorResult(dynamic_partitions_requests=[model_partitions.build_add_request(new)])
+def config_sync_tick(context: SensorEvaluationContext, project: Project):
+    """One tick of the config-sync sensor: the config's splits and models that are not partitions yet."""
+    cfg = project.reload().config
+    splits = models_to_add(sorted(cfg.splits), context.instance.get_dynamic_partitions(BENCHMARK_SPLIT))
+    models = models_to_add(list(cfg.models), context.instance.get_dynamic_partitions(MODEL))
+    if not splits and not models:
+        return SkipReason("every configured benchmark split and model is already a partition")
+    requests = []
+    if splits:
+        context.log.info(f"adding benchmark_split partitions: {', '.join(splits)}")
+        requests.append(benchmark_split_partitions.build_add_request(splits))
+    if models:
+        context.log.info(f"adding model partitions: {', '.join(models)}")
+        requests.append(model_partitions.build_add_request(models))
+    return SensorResult(dynamic_partitions_requests=requests)
+
+
+def sync_models_sensor(project: Project):
+    """The config-sync sensor of a project (its name predates benchmark splits being dynamic too)."""
+
+    @sensor(name="sync_models_sensor", minimum_interval_seconds=30, default_status=DefaultSensorStatus.RUNNING,
+            description="Adds every benchmark split and model of the config as a `benchmark_split` / `model` "
+                        "partition (the file is re-read each tick).")
+    def _sync(context: SensorEvaluationContext):
+        return config_sync_tick(context, project)
+
+    return _sync
 
 
 # ---- checkpoints -----------------------------------------------------------------------------------------------------
-def _datasets_in_warehouse(split_keys: list[str]) -> set[str]:
+def _datasets_in_warehouse(project: Project, split_keys: list[str]) -> set[str]:
     """Splits whose `dataset` partition file exists (what the `evaluate` job reads its input from)."""
-    from evalpipe.core.config import warehouse_path
     from evalpipe.store.warehouse import Warehouse
 
-    wh = Warehouse(warehouse_path())
+    wh = Warehouse(project.warehouse)
     return {s for s in split_keys if wh.partition_file("datasets", {"benchmark_split": s}).exists()}
 
 
-def checkpoint_tick(context: SensorEvaluationContext, cfg=None):
+def checkpoint_tick(context: SensorEvaluationContext, project: Project):
     """One tick of the checkpoint sensor (a plain function: tests call it with a built sensor context)."""
     from evalpipe.pipeline.checkpoints import checkpoint_settings, plan_tick
     from evalpipe.store.models_registry import register_model
     from partitions import eval_key
 
-    cfg = cfg or load_config()
+    project = project.reload()
+    cfg = project.config
     settings = checkpoint_settings(cfg)
     if settings is None:
         return SkipReason("no `checkpoints:` section in the config")
@@ -50,12 +71,15 @@ def checkpoint_tick(context: SensorEvaluationContext, cfg=None):
         cursor = json.loads(context.cursor) if context.cursor else {}
     except ValueError:
         cursor = {}
-    plan = plan_tick(cfg, settings, cursor, _datasets_in_warehouse(settings.splits))
+    plan = plan_tick(cfg, settings, cursor, _datasets_in_warehouse(project, settings.splits))
     for line in plan.logs:
         context.log.info(line)
     for model in plan.register:
         register_model(model)  # before the runs: their processes look the model up in the registry
     new_partitions = models_to_add([m.key for m in plan.register], context.instance.get_dynamic_partitions(MODEL))
+    # the runs' splits must be partitions before the runs start (the config-sync sensor may not have ticked yet)
+    new_splits = models_to_add(sorted({r.split for r in plan.requests}),
+                               context.instance.get_dynamic_partitions(BENCHMARK_SPLIT))
     runs = [
         RunRequest(job_name="evaluate", partition_key=eval_key(r.split, r.model), run_key=r.run_key,
                    tags={"evals/checkpoint": r.model})
@@ -65,13 +89,19 @@ def checkpoint_tick(context: SensorEvaluationContext, cfg=None):
     ]
     return SensorResult(
         run_requests=runs, cursor=json.dumps(plan.cursor),
-        dynamic_partitions_requests=[model_partitions.build_add_request(new_partitions)] if new_partitions else None,
+        dynamic_partitions_requests=([benchmark_split_partitions.build_add_request(new_splits)] if new_splits else [])
+        + ([model_partitions.build_add_request(new_partitions)] if new_partitions else []) or None,
     )
 
 
-@sensor(name="checkpoint_sensor", jobs=[evaluate_job, dataset_job], minimum_interval_seconds=60,
-        default_status=DefaultSensorStatus.RUNNING,
-        description="Turns each new complete checkpoint (config `checkpoints:`) into a `model` partition and "
-                    "evaluates it on the configured benchmark splits, once per (checkpoint, split).")
-def checkpoint_sensor(context: SensorEvaluationContext):
-    return checkpoint_tick(context)
+def checkpoint_sensor(project: Project):
+    """The checkpoint sensor of a project."""
+
+    @sensor(name="checkpoint_sensor", jobs=[evaluate_job, dataset_job], minimum_interval_seconds=60,
+            default_status=DefaultSensorStatus.RUNNING,
+            description="Turns each new complete checkpoint (config `checkpoints:`) into a `model` partition and "
+                        "evaluates it on the configured benchmark splits, once per (checkpoint, split).")
+    def _checkpoints(context: SensorEvaluationContext):
+        return checkpoint_tick(context, project)
+
+    return _checkpoints

@@ -11,7 +11,8 @@ from typing import Any
 
 _PUBLIC = {
     "evalpipe.benchmarks": ("Adapter", "get_adapter", "list_adapters", "register_adapter"),
-    "evalpipe.core.config": ("EvalConfig", "ModelConfig", "SplitConfig", "load_config"),
+    "evalpipe.core.config": ("EvalConfig", "ModelConfig", "SplitConfig"),
+    "evalpipe.project": ("Project", "load_config"),  # the project object (docs/configuration.md)
     "evalpipe.core.errors": ("ConfigError", "DataError", "EvalError", "WarehouseError"),
     "evalpipe.metrics": ("Metric", "get_metric", "list_metrics", "register_metric"),
     "evalpipe.runners": ("Runner", "get_runner", "list_runners", "register_runner"),

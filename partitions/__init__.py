@@ -5,12 +5,12 @@
 """
 from dagster import DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition, StaticPartitionsDefinition
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 
 BENCHMARK_SPLIT = "benchmark_split"
 MODEL = "model"
 
-benchmark_split_partitions = StaticPartitionsDefinition(sorted(load_config().splits))
+benchmark_split_partitions = DynamicPartitionsDefinition(name=BENCHMARK_SPLIT)
 model_partitions = DynamicPartitionsDefinition(name=MODEL)
 eval_partitions = MultiPartitionsDefinition({BENCHMARK_SPLIT: benchmark_split_partitions, MODEL: model_partitions})
 

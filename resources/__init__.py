@@ -1,4 +1,5 @@
 """Configurable Dagster resources: the config file, the model runner, the judges, the warehouse."""
+from evalpipe.project import Project
 from resources.config import EvalConfigResource
 from resources.judge import JudgeResource
 from resources.runner import ModelRunnerResource
@@ -6,10 +7,11 @@ from resources.tools import ToolsResource
 from resources.warehouse import WarehouseIOManager, WarehouseResource
 
 
-def default_resources() -> dict:
-    warehouse = WarehouseResource()
+def project_resources(project: Project) -> dict:
+    """The resources of the asset graph, bound to one project (its config, its warehouse)."""
+    warehouse = WarehouseResource(path=str(project.warehouse))
     return {
-        "eval_config": EvalConfigResource(),
+        "eval_config": EvalConfigResource(project=project),
         "model_runner": ModelRunnerResource(),
         "judge": JudgeResource(),
         "tools": ToolsResource(),
@@ -19,4 +21,4 @@ def default_resources() -> dict:
 
 
 __all__ = ["EvalConfigResource", "JudgeResource", "ModelRunnerResource", "ToolsResource", "WarehouseIOManager", "WarehouseResource",
-           "default_resources"]
+           "project_resources"]

@@ -1,8 +1,8 @@
 import os
 from pathlib import Path
 
-# Before anything imports Dagster code or litellm: offline settings and the test config
-# (`benchmark_split` partitions are read from the config at import).
+# Before anything imports Dagster code or litellm: offline settings, and the config of the environment's project
+# (what Project.from_file() reads when a test does not build its own project; partitions no longer depend on it).
 FIXTURES = Path(__file__).parent / "fixtures"
 TEST_CONFIG = FIXTURES / "evals.test.yaml"
 os.environ["EVALS_CONFIG"] = str(TEST_CONFIG)
@@ -30,6 +30,20 @@ def instance(home):
 
     with DagsterInstance.get() as inst:
         yield inst
+
+
+@pytest.fixture
+def project_from(home):
+    """Build a test's own project over the test's home: project_from({...}) from a dict (no file; relative paths
+    resolve from the repo root), project_from(path) from a config file."""
+    from evalpipe.project import Project
+
+    def build(source, **kw):
+        if isinstance(source, dict):
+            return Project.from_dict(source, base_dir=kw.pop("base_dir", Path(__file__).parents[1]), home=home, **kw)
+        return Project.from_file(source, home=home, **kw)
+
+    return build
 
 
 @pytest.fixture

@@ -50,7 +50,7 @@ def evaluated(home, write_config, instance, monkeypatch):
     monkeypatch.setenv("EVALS_SOMETHING", "kept")
     write_config(CONFIG)
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     result = evaluate(load_config(), ["smoke/extra"], ["agent"], instance=instance)
     assert result.success, result
@@ -117,7 +117,8 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
 
     # export (the CLI's `evalpipe export`) writes the same folder anywhere, from the warehouse
     from evalpipe.store.artifacts import write_artifacts
-    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.project import load_config
 
     out = write_artifacts("smoke/extra", "agent", Warehouse(warehouse_path()), load_config(), out_dir=tmp_path / "x")
     src = home / "artifacts" / "smoke" / "extra" / "agent" / "latest"
@@ -131,7 +132,8 @@ def test_each_partition_leaves_an_auditable_folder(evaluated, home, instance, tm
 
 def test_export_of_a_partition_never_run_is_a_one_line_error(home, write_config):
     from evalpipe.store.artifacts import write_artifacts
-    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.core.config import warehouse_path
+    from evalpipe.project import load_config
     from evalpipe.core.errors import WarehouseError
     from evalpipe.store.warehouse import Warehouse
 
@@ -142,7 +144,7 @@ def test_export_of_a_partition_never_run_is_a_one_line_error(home, write_config)
 
 def test_artifacts_dir_from_config_and_env(tmp_path, write_config, monkeypatch):
     from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     cfg_path = write_config(CONFIG + "artifacts: {dir: runs/out}\n")
     assert artifacts_root(load_config()) == cfg_path.parent / "runs" / "out"

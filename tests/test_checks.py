@@ -4,7 +4,7 @@ import pytest
 from dagster import DagsterEventType
 
 from eval_assets.checks import accounted_result, error_rate_result, parse_failure_result
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
 

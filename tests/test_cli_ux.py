@@ -164,7 +164,7 @@ def test_render_wraps_long_text_and_prints_missing_values_the_same():
 def test_errors_so_far_reach_the_progress_from_a_real_run(home, write_config):
     """driver -> rollouts asset -> evalpipe.pipeline.sample_progress -> launcher -> SampleProgress, in this process."""
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.cli.progress import SampleProgress
     from resources import ModelRunnerResource
 

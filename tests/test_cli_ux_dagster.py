@@ -19,9 +19,11 @@ def test_definitions_have_the_automation_sensor_and_no_hourly_schedule():
 def test_leaderboard_is_requested_when_a_metrics_partition_changes(instance, write_config):
     from dagster import AssetKey, Definitions, evaluate_automation_conditions
 
-    from eval_assets.assets import EVAL_ASSETS
+    from eval_assets.assets import eval_assets
+
+    from evalpipe.project import Project
     from eval_assets.launch import CHAIN, run_assets, sync_model_partitions
-    from resources import default_resources
+    from resources import project_resources
 
     write_config("""
 benchmarks:
@@ -35,7 +37,7 @@ models:
 """)
     sync_model_partitions(instance, ["good"])
     board = AssetKey("leaderboard")
-    graph = Definitions(assets=EVAL_ASSETS, resources=default_resources())
+    graph = Definitions(assets=eval_assets(Project.from_file()), resources=project_resources(Project.from_file()))
     first = evaluate_automation_conditions(defs=graph, instance=instance)
     cursor = first.cursor
     assert run_assets(["dataset"], "smoke/extra", instance).success

@@ -1,6 +1,6 @@
 import pytest
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.keys import sanitize_key
 

@@ -111,7 +111,7 @@ models: {m: {runner: echo}}
 judges: {ds: {runner: dsjudge, model: x}}  # issue 20: a model-graded metric needs a judge in the config
 """)
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     JUDGE_CALLS.clear()

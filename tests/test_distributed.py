@@ -133,7 +133,7 @@ models:
 
     # the instance schema, the dataset and the model partitions (the CLI's own helpers, on the Postgres instance)
     subprocess.run([sys.executable, "-c", f"""
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from eval_assets.launch import get_instance, run_assets, sync_model_partitions
 inst = get_instance()
 assert type(inst.run_storage).__name__ == "PostgresRunStorage", type(inst.run_storage)

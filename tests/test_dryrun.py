@@ -46,7 +46,7 @@ def _prices(model: str) -> tuple[float, float]:
 
 
 def test_estimate_per_partition_and_total(home, write_config):
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.cli.dryrun import as_frame, estimate
 
     write_config(CONFIG)
@@ -94,7 +94,7 @@ def test_cli_dry_run_prints_the_table_and_runs_nothing(home, write_config):
 def test_journaled_samples_are_counted_as_cached(home, write_config):
     """Samples already in the partition's journal (same fingerprint) would not be sent: left out of the cost."""
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.cli.dryrun import estimate
     from evalpipe.store.journal import Journal
     from evalpipe.runners import build_runner

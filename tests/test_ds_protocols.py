@@ -100,7 +100,8 @@ def test_daeval_both_protocols_end_to_end(cli, home):
 # ---- pipeline level: qrdata and discoverybench (and the scripted judge on loopback-free runner) -----------------
 def _run_split(key, script, home, judge_metrics=None):
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import ModelConfig, load_config
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.project import load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     cfg = load_config()
@@ -155,7 +156,8 @@ def test_daeval_multi_turn_through_litellm_against_a_loopback_server(home):
     python tool's schema, parses the tool calls, the loop runs the code in the sandbox and sends the output back."""
     from benchmarks.mock_server import MockLLM, serve_in_thread
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import ModelConfig, load_config
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.project import load_config
     from evalpipe.runners import build_runner, run_settings_for
 
     split = load_config().split("daeval/validation")
@@ -220,7 +222,7 @@ CROP_FINAL = ("```python\nimport pandas as pd\nimport numpy as np\nd = pd.read_c
 def test_discoverybench_both_protocols_cli_with_model_and_judge_on_loopback(home, write_config, monkeypatch):
     from benchmarks.mock_server import MockLLM, serve_in_thread
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     for var in ("EVALS_REDACT_PATTERNS", "EVALS_DAGSTER_LOG_LEVEL"):
         monkeypatch.setenv(var, "")

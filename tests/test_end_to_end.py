@@ -1,6 +1,6 @@
 import pandas as pd
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.store.warehouse import Warehouse
 
 

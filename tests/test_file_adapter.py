@@ -252,7 +252,7 @@ def test_hf_uri_offline_fails_at_once(tmp_path, monkeypatch):
 def test_a_bad_file_writes_nothing_to_the_warehouse(instance, home, write_config, tmp_path):
     """The dataset asset fails as a whole: no partition file, the run's error is the one-line message."""
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     bad = tmp_path / "dup.jsonl"
     bad.write_text('{"id": "a", "q": "x", "a": "1"}\n{"id": "a", "q": "y", "a": "2"}\n', encoding="utf-8")

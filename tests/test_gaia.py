@@ -255,7 +255,7 @@ def test_gated_dataset_error_says_to_accept_the_terms(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_per_level_metrics_through_the_graph(instance, home, write_config):
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.warehouse import Warehouse
 
     write_config("""

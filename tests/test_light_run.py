@@ -67,7 +67,7 @@ def test_partitions_of_one_run_go_concurrently(home, write_config):
     """Two models against a server with latency: their partitions overlap in time (max_concurrent_partitions: 2),
     per-sample progress reaches the caller, and results come back in (split, model) order."""
     from benchmarks.mock_server import MockLLM, serve_in_thread
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     with serve_in_thread(MockLLM(latency=0.4)) as (mock, url):
         write_config(f"""
@@ -113,7 +113,7 @@ max_concurrent_partitions: 2
 
 
 def test_max_concurrent_partitions_one_is_sequential(home, write_config, monkeypatch):
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from eval_assets.launch import concurrent_partitions
 
     write_config("benchmarks: {}\nmodels: {}\nmax_concurrent_partitions: 1\n")
@@ -154,7 +154,7 @@ def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, wr
     from dagster import DagsterInstance
 
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     data = tmp_path / "qa.jsonl"
     data.write_text("".join((ROOT / "data/smoke/test.jsonl").read_text().splitlines(keepends=True)[:3]))
@@ -184,7 +184,7 @@ def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard
     from dagster import DagsterInstance
 
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from resources import EvalConfigResource
 
     _one_split_config(write_config, ROOT / "data/smoke/test.jsonl",
@@ -230,7 +230,7 @@ def test_dataset_version_follows_files_and_template(write_config, tmp_path):
     import os
 
     from eval_assets.launch import dataset_version
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     data, template = tmp_path / "qa.jsonl", tmp_path / "t.j2"
     data.write_text('{"id": "a", "question": "q?", "answer": "x"}\n')

@@ -56,13 +56,15 @@ def _materialize(model: str, split: str = "smoke/extra"):
     chain below `dataset`, reading the dataset partition on record, with the default resources."""
     from dagster import DagsterInstance, materialize
 
-    from eval_assets.assets import EVAL_ASSETS
+    from eval_assets.assets import eval_assets
+
+    from evalpipe.project import Project
     from partitions import eval_key
-    from resources import default_resources
+    from resources import project_resources
 
     with DagsterInstance.get() as instance:
-        return materialize(EVAL_ASSETS, selection=CHAIN, partition_key=eval_key(split, model), instance=instance,
-                           resources=default_resources(), raise_on_error=False)
+        return materialize(eval_assets(Project.from_file()), selection=CHAIN, partition_key=eval_key(split, model), instance=instance,
+                           resources=project_resources(Project.from_file()), raise_on_error=False)
 
 
 def test_limit_run_keeps_the_dataset_whole_for_every_later_materialization(cli):

@@ -126,7 +126,7 @@ def test_local_disk_stays_the_default(home, write_config, monkeypatch):
 def test_one_partition_end_to_end(s3_endpoint, home, instance, monkeypatch, tmp_path):
     """EVALS_WAREHOUSE_URI with credentials and endpoint from the standard AWS env vars (the test config as is)."""
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     prefix = f"s3://{BUCKET}/{tmp_path.name}"
     monkeypatch.setenv("EVALS_WAREHOUSE_URI", prefix)

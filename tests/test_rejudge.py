@@ -6,7 +6,7 @@ import json
 import pytest
 from dagster import AssetKey, materialize
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.metrics import judging_version
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
@@ -85,9 +85,11 @@ def test_rejudging_makes_no_model_calls_and_dagster_shows_it_stale(instance, hom
     from dagster._core.definitions.data_version import StaleStatus
     from dagster._utils.test.data_versions import get_stale_status_resolver
 
-    from eval_assets.assets import EVAL_ASSETS
+    from eval_assets.assets import eval_assets
+
+    from evalpipe.project import Project
     from eval_assets.launch import CHAIN, evaluate, run_assets
-    from resources import JudgeResource, default_resources
+    from resources import JudgeResource, project_resources
 
     MODEL_CALLS.clear(), JUDGE_CALLS.clear()
     write_config(CONFIG.replace("JUDGE", "strict"))
@@ -116,20 +118,20 @@ def test_rejudging_makes_no_model_calls_and_dagster_shows_it_stale(instance, hom
 
     def with_judging_version(version):
         return [a.map_asset_specs(lambda s: s.replace_attributes(code_version=version))
-                if a.key == AssetKey("judgements") else a for a in EVAL_ASSETS]
+                if a.key == AssetKey("judgements") else a for a in eval_assets(Project.from_file())]
 
     def status(assets, asset):
         with partition_loading_context(dynamic_partitions_store=instance):
             return get_stale_status_resolver(instance, assets).get_status(AssetKey(asset), key)
 
-    loaded = next(a for a in EVAL_ASSETS if a.key == AssetKey("judgements")).specs_by_key[AssetKey("judgements")].code_version
+    loaded = next(a for a in eval_assets(Project.from_file()) if a.key == AssetKey("judgements")).specs_by_key[AssetKey("judgements")].code_version
     assert status(with_judging_version(loaded), "judgements") == StaleStatus.FRESH
     write_config(CONFIG.replace("JUDGE", "strict").replace("[{name: llm_judge", "[{name: llm_judge, system: Be fair."))
     changed = with_judging_version(judging_version(load_config()))
     assert status(changed, "judgements") == StaleStatus.STALE
     # re-judging makes it fresh again (no model call), and metrics stale: its input verdicts changed (m1 was
     # last judged by `lenient`); the data version is the verdicts' content, so equal verdicts would keep it fresh
-    r = materialize(changed, selection=["judgements"], partition_key=key, instance=instance, resources=default_resources())
+    r = materialize(changed, selection=["judgements"], partition_key=key, instance=instance, resources=project_resources(Project.from_file()))
     assert r.success and len(MODEL_CALLS) == 8
     assert status(changed, "judgements") == StaleStatus.FRESH
     assert status(changed, "metrics") == StaleStatus.STALE

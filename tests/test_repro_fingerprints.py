@@ -5,7 +5,7 @@ import random
 import pytest
 
 from evalpipe.pipeline import fingerprints
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import DataError
 from evalpipe.store.warehouse import Warehouse
 

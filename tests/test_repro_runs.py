@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 
 CONFIG = """
 benchmarks:

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.pipeline.prompt_wrappers import DEFAULT_SYSTEM, load_wrapper
 from evalpipe.store.warehouse import Warehouse

@@ -13,7 +13,7 @@ import pytest
 
 from benchmarks.mock_server import MockLLM, serve_in_thread
 from evalpipe.pipeline import stages as pipeline
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.runners import RunSettings, build_runner
 
 ROOT = Path(__file__).resolve().parents[1]

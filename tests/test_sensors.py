@@ -43,9 +43,10 @@ def setup(tmp_path, write_config, instance):
 
 def _tick(instance, cursor=None):
     from eval_assets.sensors import checkpoint_sensor
+    from evalpipe.project import Project
 
     with build_sensor_context(instance=instance, cursor=cursor) as ctx:
-        result = checkpoint_sensor(ctx)
+        result = checkpoint_sensor(Project.from_file())(ctx)
     return result
 
 
@@ -60,7 +61,7 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     from dagster import AssetKey
 
     from eval_assets.launch import CHAIN, run_assets
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.models_registry import discovered_models
     from partitions import MODEL
 
@@ -84,7 +85,9 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     assert "skipping checkpoint half: config.json is not valid JSON" in logs
     assert "skipping checkpoint copying: still being written (model.safetensors.tmp)" in logs
     key = "run1-step-100"  # sanitised: '[', ']' are not allowed in partition keys
-    assert [list(r.partition_keys) for r in r2.dynamic_partitions_requests] == [[key]]
+    # the split becomes a partition too (benchmark_split is dynamic: the runs need it before the sync sensor ticks)
+    assert [(r.partitions_def_name, list(r.partition_keys)) for r in r2.dynamic_partitions_requests] == [
+        ("benchmark_split", ["smoke/extra"]), ("model", [key])]
     assert [(r.job_name, r.partition_key, r.run_key) for r in r2.run_requests] == [
         ("load_dataset", "smoke/extra", "checkpoint-dataset:smoke/extra")]
     model = discovered_models()[key]
@@ -157,7 +160,7 @@ def test_no_checkpoints_section_skips(write_config, instance):
 
 def test_bad_checkpoints_section_is_a_config_error(write_config):
     from evalpipe.pipeline.checkpoints import checkpoint_settings
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
 
     write_config("benchmarks: {}\nmodels: {}\ncheckpoints: {dir: /x, benchmarks: [nope]}\n")

@@ -7,7 +7,7 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.repro.sharding import merge_frames, shard_of
 from evalpipe.store.warehouse import Warehouse
 

@@ -32,7 +32,7 @@ models:
 
 def _samples():
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     return list(adapter_for(load_config().split(SPLIT)).load())
 
@@ -73,7 +73,7 @@ def test_litellm_against_the_mock_server_n4_reports_ok(tmp_path, write_config, h
     monkeypatch.setenv("MOCK_KEY", "not-a-real-key")
     _config(write_config, "  x: {runner: echo}")
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     adapter = adapter_for(load_config().split(SPLIT))
     answers = {adapter.build_messages(s)[-1]["content"]: f"FINAL ANSWER: {s.target}"

@@ -186,7 +186,7 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
     from eval_assets.launch import evaluate
     from evalpipe.store import artifacts
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.warehouse import PartitionReader
 
     seen: dict[str, list[int]] = {}
@@ -234,7 +234,7 @@ def test_a_run_never_hands_a_stage_more_than_one_batch(scale_config, instance, h
 def test_rollout_fingerprints_are_the_canonical_ones(write_config, tmp_path):
     """rollout_requests builds the journal key's canonical JSON around the runner's, made once: the same values."""
     from evalpipe.pipeline import stages as pipeline
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.fingerprint import fingerprint
     from evalpipe.runners import build_runner
 

@@ -279,7 +279,7 @@ def test_a_judge_without_its_api_key_is_refused_before_any_rollout(home, write_c
         evalpipe.evaluate("smoke", "perfect")
     no_model_call(home)
     from evalpipe.cli.run import check_judge_keys
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     check_judge_keys(load_config(), ["smoke/extra"], {"JUDGE_KEY_FOR_TEST": "set"})  # with the key: no complaint
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from evalpipe.pipeline import stages as pipeline
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.runners import RunSettings, build_runner
 from evalpipe.tools import ToolBroker, ToolEnv, normalize_arguments, normalized_key

@@ -60,7 +60,7 @@ def test_the_tool_calls_table_and_ui_counts_through_the_assets(tmp_path, home, i
     from dagster import AssetKey
 
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.warehouse import Warehouse
 
     write_config(f"""
@@ -170,7 +170,7 @@ def test_kill_9_mid_run_reruns_only_unfinished_conversations(tmp_path, home):
 @pytest.mark.slow
 def test_the_tools_resource_switches_a_run_to_live_tools(tmp_path, home, instance, write_config):
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.store.warehouse import Warehouse
     from resources import ToolsResource
 

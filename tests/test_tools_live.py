@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from evalpipe.pipeline import stages as pipeline
-from evalpipe.core.config import load_config
+from evalpipe.project import load_config
 from evalpipe.core.errors import ConfigError
 from evalpipe.runners import RunSettings, build_runner
 from evalpipe.tools import ToolEnv

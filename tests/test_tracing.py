@@ -52,7 +52,7 @@ def test_off_by_default_leaves_runners_alone(write_config, monkeypatch):
 
 def test_jsonl_spans_for_model_and_tool_calls_with_the_run_id(home, write_config, instance, tmp_path, monkeypatch):
     from eval_assets.launch import evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     monkeypatch.delenv("EVALS_TRACING", raising=False)
     write_config(CONFIG.format(extra="tracing: {exporter: jsonl, path: traces/spans.jsonl}"))
@@ -148,7 +148,7 @@ def test_traced_runner_factories_keep_their_declarations(write_config, monkeypat
     would pass unchecked (and an unknown one be silently ignored) whenever tracing is on."""
     from evalpipe.pipeline import tracing
     from evalpipe.project.schema import check_run_options
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
     from evalpipe.runners import get_runner
     from evalpipe.runners.echo import EchoRunner

@@ -18,7 +18,6 @@ async web app); the stages' own `asyncio.run` calls then get a loop of their own
 from __future__ import annotations
 
 import asyncio
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
@@ -127,7 +126,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
     `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
-    config file path; must be the one the Dagster code was loaded with), `instance`."""
+    config file path: its splits and models become partitions of the shared instance), `instance`."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
     if unknown:
         from evalpipe.project.schema import did_you_mean
@@ -135,16 +134,16 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
 
         raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{did_you_mean(unknown[0], OPTION_NAMES)}"
                           + (f" (and {unknown[1:]})" if len(unknown) > 1 else ""))
-    if options.get("config"):
-        os.environ["EVALS_CONFIG"] = str(Path(options["config"]).expanduser().resolve())
     from evalpipe.cli.main import _runner_overrides
     from evalpipe.cli.repro import RunOptions
-    from evalpipe.core.config import load_config, warehouse_path
+    from evalpipe.project import Project
     from evalpipe.store.warehouse import Warehouse
     from eval_assets.launch import evaluate as launch_evaluate, get_instance
     from resources import EvalConfigResource
 
-    cfg = load_config()
+    # the entry point: `config` (else the environment's config), the environment's home and warehouse
+    project = Project.from_file(options.get("config"))
+    cfg = project.config
     if isinstance(models, str):
         models = [models]
     rp = RunOptions.from_kwargs({k: options.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper",
@@ -174,12 +173,12 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
-    instance = options.get("instance") or get_instance()
-    result = launch_evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None,
+    instance = options.get("instance") or get_instance(project)
+    result = launch_evaluate(project, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None,
                              reload_datasets=bool(options.get("reload_datasets")))
     if result.success:
         rp.after_run(cfg, chosen, model_keys, instance)
-    wh = Warehouse(warehouse_path())
+    wh = Warehouse(project.warehouse)
     from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
 
     outcomes = []

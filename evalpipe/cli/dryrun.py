@@ -140,7 +140,7 @@ def _backfill_command():
     def dry_run_cmd(partitions: str | None, all_partitions: bool) -> None:
         """Cost of a backfill before launching it: per partition the samples, estimated tokens and cost, and the
         total (the same estimate as `evalpipe run --dry-run`)."""
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
         from evalpipe.core.errors import ConfigError
 
         cfg = load_config()

@@ -13,6 +13,8 @@ from typing import Any
 
 import click
 
+from evalpipe.project import plugins as _plugins  # noqa: F401  (the entry point installs plugin loading on registry misses)
+
 # litellm reaches for the internet at import unless told not to; set before anything imports it.
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
@@ -223,12 +225,13 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
         return ctx.invoke(list_cmd, what="benchmarks", fmt="table")
     if tasks:
         benchmarks = tuple(benchmarks) + tuple(t.strip() for t in tasks.split(",") if t.strip())
-    from evalpipe.core.config import load_config
+    from evalpipe.project import Project
     from evalpipe.core.errors import ConfigError
     from eval_assets.launch import check_results, evaluate, get_instance
     from resources import EvalConfigResource
 
-    cfg = load_config()
+    project = Project.from_file()  # the entry point: the environment's config, home and warehouse
+    cfg = project.config
     wanted = set(benchmarks or cfg.default_benchmarks)
     unknown = wanted - {s.benchmark for s in cfg.splits.values()}
     if unknown:
@@ -274,7 +277,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
 
         _out(_table(as_frame(estimate(cfg, chosen, model_keys, split_options, resources["model_runner"].params))))
         return
-    instance = get_instance()
+    instance = get_instance(project)
     # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
     # (every few thousand samples, ~150-200 ms each) skip them: ~10% of a large run's CPU (docs/scale.md)
     import gc
@@ -287,7 +290,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # running in threads the redirections interleave and can leave fd 1/2 pointing at a step's log file.
     # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
-        result = evaluate(cfg, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
+        result = evaluate(project, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
                           on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
     if result.success:
         for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
@@ -531,7 +534,7 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
 def export(split: str, model: str, out_dir: str) -> None:
     """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
     from evalpipe.store.artifacts import write_artifacts
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     cfg = load_config()
     folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir)

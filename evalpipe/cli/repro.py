@@ -174,7 +174,8 @@ def validate_sharding_cmd(split_key, dataset, model_key, runner, num_shards, lim
                           runner_options) -> None:
     """Prove an N-shard run equals one pass: same samples, verdicts, metrics, fingerprints and gates."""
     from evalpipe.cli.main import EXIT_GATE, _kv
-    from evalpipe.core.config import dagster_home, load_config
+    from evalpipe.core.config import dagster_home
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
     from evalpipe.repro.validate_sharding import run_isolated
 
@@ -217,7 +218,7 @@ def dataset_header_cmd(split_key: str, model_key: str | None, gates: str | None)
     it as `<data file>.header.json`)."""
     from evalpipe.pipeline import fingerprints
     from evalpipe.benchmarks import adapter_for
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
 
     cfg = load_config()
@@ -240,7 +241,7 @@ def runs_cmd(split_key: str, model_key: str) -> None:
     import pandas as pd
 
     from evalpipe.store.artifacts import LATEST, partition_dir, artifacts_root, run_folders
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import DataError
 
     cfg = load_config()

@@ -51,7 +51,11 @@ def resolve_models(cfg: Any, keys: list[str], api_base: str | None, api_key_env:
         if k in configured:
             out.append(k)
         elif looks_like_model_string(k) or api_base:
-            out.append(adhoc_model(k, api_base=api_base, api_key_env=api_key_env).key)
+            from evalpipe.store.models_registry import register_model
+
+            entry = adhoc_model(k, api_base=api_base, api_key_env=api_key_env)
+            register_model(entry)  # for this instance: every run process looks it up
+            out.append(entry.key)
         else:
             cfg.model(k)  # the config's own one-line error, with the configured names
     if (api_base or api_key_env) and not any(o.startswith("adhoc:") for o in out):

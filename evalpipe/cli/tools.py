@@ -8,7 +8,7 @@ MIN_HIT_RATE = 0.95
 
 
 def _tool_splits(split_keys: tuple[str, ...]):
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError
     from evalpipe.tools import ToolEnv
 

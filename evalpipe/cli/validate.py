@@ -12,7 +12,8 @@ def validate(path: str | None) -> None:
     """Check the config file (default: --config / EVALS_CONFIG / evals.yaml): keys, types, ranges, names of
     adapters, runners and metrics, each one's declared options, judges for model-graded
     metrics, duplicate keys. Prints every problem as `file:line: message`; exits 2 if any."""
-    from evalpipe.core.config import config_path, parse_config
+    from evalpipe.core.config import config_path
+    from evalpipe.project import parse_config
     from evalpipe.project.schema import load_yaml, validate_config
     from evalpipe.core.errors import ConfigError
     from evalpipe.core.redact import redact

@@ -137,7 +137,7 @@ def list_cmd(what: str, fmt: str) -> None:
     import pandas as pd
 
     from evalpipe.cli.main import _warehouse
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.redact import redact
 
     cfg = load_config()

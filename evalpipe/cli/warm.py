@@ -284,7 +284,7 @@ def _warm_up(log: Any) -> None:
     from evalpipe.store import instance_storage
 
     from evalpipe.store import warehouse
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     saved = {k: os.environ.get(k) for k in ("DAGSTER_HOME", "EVALS_CONFIG", "EVALS_WAREHOUSE", "EVALS_ARTIFACTS")}
     tmp = tempfile.mkdtemp(prefix="evalpipe-warm-")

@@ -1,19 +1,18 @@
-"""The evaluation config: benchmarks and models declared in one YAML file.
+"""The evaluation config model: benchmarks, models and settings, as parsed from `evals.yaml` or a dict.
 
-The file is `evals.yaml` at the repo root unless `EVALS_CONFIG` names another. Adding a model or a benchmark
-is a config change only: benchmark splits become `benchmark_split` partitions, models become `model`
-dynamic partitions (synced by a sensor and by the `run` command).
+Loading (validation, parsing, caching) is the project floor's job (evalpipe/project/loader.py); the project
+object (evalpipe/project/project.py) holds one EvalConfig. Benchmark splits and models become the
+`benchmark_split` and `model` dynamic partitions (added by the sensors and by the launcher).
 """
 from __future__ import annotations
 
-import copy
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from evalpipe.core.errors import ConfigError
-from evalpipe.core.keys import sanitize_key, split_key
+from evalpipe.core.keys import sanitize_key
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -108,6 +107,9 @@ class EvalConfig:
     judges: dict[str, Any]
     settings: dict[str, Any]
     raw: dict[str, Any]
+    # Models known outside the file (the checkpoint registry: evalpipe/store/models_registry.py), looked up by key;
+    # handed in by the project so that this base module needs no storage import.
+    model_lookup: Callable[[str], "ModelConfig | None"] | None = field(default=None, repr=False, compare=False)
 
     def split(self, key: str) -> SplitConfig:
         try:
@@ -137,11 +139,9 @@ class EvalConfig:
         return [str(p) for p in self.raw.get("redact_patterns") or []]
 
     def model(self, key: str) -> ModelConfig:
-        from evalpipe.store.models_registry import discovered_models
-
         if key in self.models:
             return self.models[key]
-        found = discovered_models().get(key)
+        found = self.model_lookup(key) if self.model_lookup is not None else None
         if found is not None:
             return found
         same = [k for k in self.models if k.split("@", 1)[0] == key]
@@ -160,98 +160,3 @@ class EvalConfig:
                                    options={**m.options, "experiment": experiment}, description=m.description)
         known = ", ".join(sorted(self.models)) or "none"
         raise ConfigError(f"unknown model {key!r} (configured: {known}); add it under 'models' in {self.path}")
-
-
-def _load_yaml(path: Path) -> dict[str, Any]:
-    """Read and validate the config file (evalpipe/project/schema.py): every mistake is a `file:line:` error."""
-    from evalpipe.project.schema import validate_file
-
-    return validate_file(path)
-
-
-def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
-    base_dir = path.parent
-    splits: dict[str, SplitConfig] = {}
-    benchmarks = data.get("benchmarks") or {}
-    if not isinstance(benchmarks, dict):
-        raise ConfigError(f"{path}: 'benchmarks' must be a mapping of benchmark name to settings")
-    for name, raw in benchmarks.items():
-        if not isinstance(raw, dict) or "adapter" not in raw:
-            raise ConfigError(f"{path}: benchmark {name!r} needs an 'adapter' (see `evalpipe adapters`)")
-        unknown = set(raw) - _SPLIT_FIELDS
-        if unknown:
-            raise ConfigError(f"{path}: benchmark {name!r} has unknown keys {sorted(unknown)}; allowed: {sorted(_SPLIT_FIELDS)}")
-        split_entries = raw.get("splits") or {"test": {}}
-        if isinstance(split_entries, list):
-            split_entries = {s: {} for s in split_entries}
-        for split, overrides in split_entries.items():
-            overrides = dict(overrides or {})
-            options = copy.deepcopy(dict(raw.get("options") or {}))
-            for opt in _OPTION_FIELDS:
-                if raw.get(opt) is not None:
-                    options[opt] = copy.deepcopy(raw[opt])
-            metrics = overrides.pop("metrics", raw.get("metrics"))
-            template = overrides.pop("prompt_template", raw.get("prompt_template"))
-            options.update(overrides)
-            key = split_key(name, split)
-            if key in splits:
-                raise ConfigError(f"{path}: benchmark split key {key!r} is declared twice")
-            splits[key] = SplitConfig(
-                key=key, benchmark=str(name), split=str(split), adapter=str(raw["adapter"]),
-                options=options, metrics=list(metrics) if metrics is not None else None,
-                prompt_template=template, base_dir=base_dir,
-            )
-    models_raw = data.get("models") or {}
-    if not isinstance(models_raw, dict):
-        raise ConfigError(f"{path}: 'models' must be a mapping of model name to settings")
-    models: dict[str, ModelConfig] = {}
-    for name, raw in models_raw.items():
-        m = ModelConfig.from_dict(str(name), raw)
-        experiment = m.options.get("experiment")
-        if experiment and not m.key.endswith(f"@{sanitize_key(str(experiment))}"):
-            # [reproducibility] an experiment gets its own `model` partition key: <model>@<experiment>
-            m = ModelConfig(key=f"{m.key}@{sanitize_key(str(experiment))}", runner=m.runner, model=m.model,
-                            api_base=m.api_base, api_key_env=m.api_key_env, params=m.params, options=m.options,
-                            description=m.description)
-        if m.key in models:
-            raise ConfigError(f"{path}: models {name!r} and another one both map to partition key {m.key!r}")
-        models[m.key] = m
-    defaults = data.get("default_models") or list(models)[:1]
-    if isinstance(defaults, str):
-        defaults = [defaults]
-    default_models = [sanitize_key(d) for d in defaults]
-    # a default named without its @experiment suffix: the one model entry of that name
-    default_models = [d if d in models else next((k for k in models if k.split("@", 1)[0] == d), d)
-                      for d in default_models]
-    for d in default_models:
-        if d not in models:
-            raise ConfigError(f"{path}: default model {d!r} is not under 'models'")
-    default_benchmarks = data.get("default_benchmarks") or sorted({s.benchmark for s in splits.values()})
-    if isinstance(default_benchmarks, str):
-        default_benchmarks = [default_benchmarks]
-    for b in default_benchmarks:
-        if b not in benchmarks:
-            raise ConfigError(f"{path}: default benchmark {b!r} is not under 'benchmarks'")
-    # Operations settings (docs/operations.md); their contents are checked where they are used.
-    for key, kind in (("checkpoints", dict), ("artifacts", dict), ("tracing", dict), ("redact_patterns", list)):
-        if data.get(key) is not None and not isinstance(data[key], kind):
-            raise ConfigError(f"{path}: '{key}' must be a {'mapping' if kind is dict else 'list'} (see docs/operations.md)")
-    return EvalConfig(
-        path=path, splits=splits, models=models, default_models=default_models,
-        default_benchmarks=[str(b) for b in default_benchmarks],
-        judges=dict(data.get("judges") or {}), settings=dict(data.get("settings") or {}), raw=data,
-    )
-
-
-_CACHE: dict[tuple[str, float], EvalConfig] = {}
-
-
-def load_config(path: str | os.PathLike | None = None) -> EvalConfig:
-    """Load (and cache by path and mtime) the evaluation config."""
-    p = Path(path).expanduser().resolve() if path else config_path()
-    mtime = p.stat().st_mtime if p.exists() else -1.0
-    cached = _CACHE.get((str(p), mtime))
-    if cached is None:
-        cached = parse_config(_load_yaml(p), p)
-        _CACHE[(str(p), mtime)] = cached
-    return cached

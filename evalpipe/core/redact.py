@@ -177,7 +177,7 @@ def _config_secret_values() -> tuple[str, ...]:
 
 def _api_key_env_names() -> list[str]:
     try:
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
         from evalpipe.store.models_registry import discovered_models
 
         cfg = load_config()
@@ -189,7 +189,7 @@ def _api_key_env_names() -> list[str]:
 
 def _config_patterns() -> tuple[str, ...]:
     try:
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
 
         pats = load_config().raw.get("redact_patterns") or []
     except Exception:

@@ -37,10 +37,20 @@ class Registry(Generic[T]):
         return sorted(self._factories)
 
 
-def _load_plugins() -> None:
-    from evalpipe.project.plugins import ensure_loaded
+# Run on a registry miss before giving up: the project floor installs its plugin loader here when it is imported
+# (evalpipe/project/plugins.py), so this base module imports nothing above it.
+_MISS_HOOKS: list[Callable[[], None]] = []
 
-    ensure_loaded()
+
+def on_miss(hook: Callable[[], None]) -> None:
+    """Install `hook` (idempotent): called when a name is not registered, e.g. to load plugins."""
+    if hook not in _MISS_HOOKS:
+        _MISS_HOOKS.append(hook)
+
+
+def _load_plugins() -> None:
+    for hook in list(_MISS_HOOKS):
+        hook()
 
 
 def import_callable(spec: str, label: str) -> Callable[..., Any]:

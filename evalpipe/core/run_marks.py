@@ -75,13 +75,11 @@ def looks_like_model_string(name: str) -> bool:
 
 def adhoc_model(model: str, api_base: str | None = None, api_key_env: str | None = None,
                 params: dict | None = None):
-    """A temporary litellm model entry for `evalpipe run --model <string>`, registered for this instance."""
+    """A temporary litellm model entry for `evalpipe run --model <string>`; the caller registers it for the
+    instance (evalpipe/store/models_registry.py: this base module imports no storage)."""
     from evalpipe.core.config import ModelConfig
-    from evalpipe.store.models_registry import register_model
 
     key = ADHOC_PREFIX + sanitize_key(model)
-    entry = ModelConfig(key=key, runner="litellm", model=model, api_base=api_base, api_key_env=api_key_env,
-                        params=dict(params or {}),
-                        description=f"ad-hoc model from `evalpipe run --model {model}` (not in the config file)")
-    register_model(entry)
-    return entry
+    return ModelConfig(key=key, runner="litellm", model=model, api_base=api_base, api_key_env=api_key_env,
+                       params=dict(params or {}),
+                       description=f"ad-hoc model from `evalpipe run --model {model}` (not in the config file)")

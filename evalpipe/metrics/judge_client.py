@@ -62,7 +62,7 @@ def judge_cache_path() -> Path:
 
 def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
     """A judge model from a metric setting: a name under the config's `judges:`, or an inline mapping."""
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     if isinstance(spec, str):
         cfg = load_config()
@@ -82,7 +82,7 @@ def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
 
 def judges_from_settings(settings: dict[str, Any], metric: str) -> list[ModelConfig]:
     """`judge: x` or `judges: [x, y]`; neither: the first entry of the config's `judges:`."""
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
 
     specs = settings.get("judges")
     if specs is None and settings.get("judge") is not None:

@@ -40,7 +40,7 @@ def settings(cfg: Any = None) -> tuple[str, str] | None:
         return _check(kind.lower(), target, f"{TRACING_ENV}={env}")
     if cfg is None:
         try:
-            from evalpipe.core.config import load_config
+            from evalpipe.project import load_config
 
             cfg = load_config()
         except Exception:

@@ -23,6 +23,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from evalpipe.core import registry
 from evalpipe.core.errors import ConfigError
 
 GROUPS = ("evalpipe.adapters", "evalpipe.metrics", "evalpipe.runners")
@@ -134,3 +135,6 @@ def ensure_loaded(*_: Any) -> None:
         load_plugins()
     except ConfigError:
         pass
+
+
+registry.on_miss(ensure_loaded)  # a registry miss (an adapter, runner or metric from a plugin) loads plugins

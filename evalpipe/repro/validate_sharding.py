@@ -114,7 +114,7 @@ def run_phase(name: str, home: Path, split_key: str, model_key: str, *, shard: t
     from dagster import DagsterInstance
 
     from eval_assets.launch import check_results, evaluate
-    from evalpipe.core.config import load_config
+    from evalpipe.project import load_config
     from evalpipe.core.errors import WarehouseError
     from evalpipe.store.warehouse import Warehouse
     from resources import EvalConfigResource, ModelRunnerResource

@@ -36,7 +36,7 @@ CHOICES = ("auto", "bwrap", "docker", "process")
 def _configured(key: str = "sandbox") -> Any:
     """A top-level key of the config file (`sandbox:`, `sandbox_disk_mb:`), if a config file is there."""
     try:
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
 
         value = load_config().raw.get(key)
     except Exception:  # no config file (library use, tests): not our error to raise here

@@ -312,7 +312,7 @@ def shared_limiter(model: Any, config: Any = None) -> SharedLimiter | None:
     if model is None:
         return None
     if config is None:
-        from evalpipe.core.config import load_config
+        from evalpipe.project import load_config
 
         try:
             config = load_config()

@@ -1,0 +1,38 @@
+"""The Definitions factory: the whole Dagster code location of one project.
+
+    defs = build_definitions(Project.from_file())          # the code location (eval_assets/definitions.py)
+    defs = build_definitions(Project.from_dict({...}))      # the Python API: a config built in memory
+
+Assets, checks, jobs and schedules are the same for every project; what depends on the project is bound here:
+the resources (its config, its warehouse), the `judgements` code version (its judges and metrics) and the sensors
+(its file's splits, models and checkpoints). Partitions are dynamic (partitions/__init__.py), so two projects on
+one instance share the graph and the warehouse.
+"""
+from __future__ import annotations
+
+import warnings
+
+from dagster import Definitions, PreviewWarning
+
+from eval_assets.assets import eval_assets
+from eval_assets.checks import EVAL_CHECKS
+from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
+from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
+from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
+from evalpipe.project import Project
+from resources import project_resources
+
+# partitioned asset checks are a Dagster preview feature we rely on on purpose: no notice in every process's log
+warnings.filterwarnings("ignore", category=PreviewWarning)
+
+
+def build_definitions(project: Project) -> Definitions:
+    """Everything Dagster loads for `project`: assets, asset checks, jobs, sensors, schedules, resources."""
+    return Definitions(
+        assets=eval_assets(project),
+        asset_checks=EVAL_CHECKS,
+        jobs=[evaluate_job, dataset_job, leaderboard_job],
+        sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
+        schedules=[retry_failed_partitions_schedule],
+        resources=project_resources(project),
+    )
