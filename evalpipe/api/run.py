@@ -6,10 +6,13 @@ configured; Dagster's preview/beta/deprecation notices raised during the call ar
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
+from pathlib import Path
 from typing import Any, Iterator
 
 from evalpipe.api.python import build_raw_config
+from evalpipe.api.config_run import EvalResult
 from evalpipe.api.results import Results, read_results
 from evalpipe.core.errors import ConfigError
 
@@ -81,12 +84,65 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
         return read_results(_launch(project, splits, model_key, options))
 
 
-def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, Any]) -> Any:
-    raise NotImplementedError("waiting for the Definitions factory (h/project)")
+def _instance(project: Any, given: Any = None) -> Any:
+    """The Dagster instance of the project's home, opened without touching the environment (`get_instance` sets
+    DAGSTER_HOME when it is unset)."""
+    if given is not None:
+        return given
+    from eval_assets.launch import get_instance
+
+    if os.environ.get("DAGSTER_HOME") and Path(os.environ["DAGSTER_HOME"]).resolve() == Path(project.home):
+        return get_instance(project)
+    from dagster import DagsterInstance
+
+    Path(project.home).mkdir(parents=True, exist_ok=True)
+    return DagsterInstance.from_config(str(project.home))
+
+
+def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, Any]) -> EvalResult:
+    from eval_assets.launch import evaluate as launch_evaluate
+    from evalpipe.api.config_run import EvalResult, PartitionOutcome
+    from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
+    from evalpipe.store.warehouse import Warehouse
+
+    tags = {"evalpipe/run_id": str(options["run_id"])} if options.get("run_id") else None
+    result = launch_evaluate(project, splits, [model_key], instance=_instance(project, options.get("instance")),
+                             tags=tags, reload_datasets=bool(options.get("reload_datasets")))
+    outcomes = []
+    for p in result.partitions:
+        d = partition_dir(artifacts_root(project.config), p.benchmark_split, p.model) / LATEST
+        outcomes.append(PartitionOutcome(p.benchmark_split, p.model, p.success, p.error, p.run_id,
+                                         d.resolve() if p.success and d.exists() else None))
+    wh = Warehouse(project.warehouse)
+    keys = {(p.benchmark_split, p.model) for p in outcomes}
+    metrics = wh.query("SELECT * FROM metrics WHERE model = ? ORDER BY benchmark_split, metric, slice", [model_key])
+    metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]
+    return EvalResult(partitions=outcomes, metrics=metrics.reset_index(drop=True),
+                      leaderboard=wh.read_table("leaderboard"), warehouse=wh)
 
 
 def stale_status(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> dict[str, dict[str, str]]:
-    """What Dagster would show for this call's partitions before running it: {partition key: {asset: FRESH |
-    STALE | MISSING}}. An edited agent shows `rollouts` (and what follows) STALE; an edited metric `judgements`."""
-    raise NotImplementedError("waiting for the Definitions factory (h/project)")
+    """What Dagster shows for this call's partitions, before running it: {partition key: {asset: FRESH | STALE |
+    MISSING}} (`dataset` under its split's key as well). An edited agent shows `rollouts` and what follows STALE;
+    an edited metric `judgements` and `metrics`."""
+    with quiet_dagster():
+        project, splits, model_key = build_project(agent, dataset, metrics, **options)
+        from dagster import AssetKey, MultiPartitionKey, partition_loading_context
+        from dagster._utils.test.data_versions import get_stale_status_resolver
 
+        from eval_assets.launch import CHAIN, project_graph
+
+        instance = _instance(project, options.get("instance"))
+        assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
+        out: dict[str, dict[str, str]] = {}
+        with partition_loading_context(dynamic_partitions_store=instance):
+            resolver = get_stale_status_resolver(instance, assets)
+            for split in splits:
+                key = MultiPartitionKey({"benchmark_split": split, "model": model_key})
+                known = (split in instance.get_dynamic_partitions("benchmark_split")
+                         and model_key in instance.get_dynamic_partitions("model"))
+                status = {"dataset": resolver.get_status(AssetKey("dataset"), split).value if known else "MISSING"}
+                for asset in CHAIN:
+                    status[asset] = resolver.get_status(AssetKey(asset), key).value if known else "MISSING"
+                out[str(key)] = status
+        return out

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import typing
-from typing import Any, Callable, Literal, Optional
+from typing import Any, Callable, Iterable, Literal, Optional
 
 from pydantic import BaseModel
 
@@ -115,6 +115,16 @@ class FunctionRunner(AgentRunner):
         return {"runner": self.name, "agent": self.spec, "version": self.fingerprint, "params": self.model.params}
 
 
+def functions_version(models: Iterable[ModelConfig]) -> str | None:
+    """One hash of the Python functions and Runner classes among `models` (their source fingerprints), or None
+    when there are none: the `rollouts` asset's code version in a project built by the Python API."""
+    from evalpipe.core.fingerprint import fingerprint
+
+    sources = sorted((m.key, str(m.options.get("function") or m.runner)) for m in models
+                     if m.runner == "function" or m.runner.startswith("python:"))
+    return fingerprint(sources, 16) if sources else None
+
+
 def runner_class_entry(runner: type[Runner] | Runner, key: str) -> dict[str, Any]:
     """A model entry for a `Runner` subclass or instance given to the Python API: registered in this process under
     a name carrying its class's source fingerprint, which is also added to its identity (so an edited class is a
@@ -136,4 +146,5 @@ def runner_class_entry(runner: type[Runner] | Runner, key: str) -> dict[str, Any
     return {"runner": name, "model": key}
 
 
-__all__ = ["FUNCTIONS", "FunctionRunner", "adapt", "register_function", "runner_class_entry", "wants_text"]
+__all__ = ["FUNCTIONS", "FunctionRunner", "adapt", "functions_version", "register_function", "runner_class_entry",
+           "wants_text"]
