@@ -32,7 +32,8 @@ from evalpipe.api.results import Results
 from evalpipe.api.run import PYTHON_OPTION_NAMES, evaluate_python, stale_status
 from evalpipe.api.wrappers import GAIA, Evaluator
 
-__all__ = ["AgentFunction", "EvalResult", "Evaluator", "GAIA", "MetricFunction", "OPTION_NAMES", "PartitionOutcome",
+__all__ = ["AgentFunction", "EvalResult", "Evaluator", "GAIA", "MetricFunction", "OPTION_NAMES", "PYTHON_OPTION_NAMES",
+           "PartitionOutcome",
            "Results", "ToolFunction", "agent", "evaluate", "evaluate_async", "evaluate_configured", "evaluate_python",
            "metric", "stale_status", "tool"]
 

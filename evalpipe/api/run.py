@@ -6,13 +6,12 @@ configured; Dagster's preview/beta/deprecation notices raised during the call ar
 from __future__ import annotations
 
 import contextlib
-import os
 import warnings
-from pathlib import Path
 from typing import Any, Iterator
 
 from evalpipe.api.python import build_raw_config
 from evalpipe.api.config_run import EvalResult
+from evalpipe.api.instance import project_instance
 from evalpipe.api.results import Results, read_results
 from evalpipe.core.errors import ConfigError
 
@@ -84,21 +83,6 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
         return read_results(_launch(project, splits, model_key, options))
 
 
-def _instance(project: Any, given: Any = None) -> Any:
-    """The Dagster instance of the project's home, opened without touching the environment (`get_instance` sets
-    DAGSTER_HOME when it is unset)."""
-    if given is not None:
-        return given
-    from eval_assets.launch import get_instance
-
-    if os.environ.get("DAGSTER_HOME") and Path(os.environ["DAGSTER_HOME"]).resolve() == Path(project.home):
-        return get_instance(project)
-    from dagster import DagsterInstance
-
-    Path(project.home).mkdir(parents=True, exist_ok=True)
-    return DagsterInstance.from_config(str(project.home))
-
-
 def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, Any]) -> EvalResult:
     from eval_assets.launch import evaluate as launch_evaluate
     from evalpipe.api.config_run import EvalResult, PartitionOutcome
@@ -106,7 +90,7 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
     from evalpipe.store.warehouse import Warehouse
 
     tags = {"evalpipe/run_id": str(options["run_id"])} if options.get("run_id") else None
-    result = launch_evaluate(project, splits, [model_key], instance=_instance(project, options.get("instance")),
+    result = launch_evaluate(project, splits, [model_key], instance=project_instance(project, options.get("instance")),
                              tags=tags, reload_datasets=bool(options.get("reload_datasets")))
     outcomes = []
     for p in result.partitions:
@@ -132,7 +116,7 @@ def stale_status(agent: Any, dataset: Any, metrics: Any = None, **options: Any) 
 
         from eval_assets.launch import CHAIN, project_graph
 
-        instance = _instance(project, options.get("instance"))
+        instance = project_instance(project, options.get("instance"))
         assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
         out: dict[str, dict[str, str]] = {}
         with partition_loading_context(dynamic_partitions_store=instance):
