@@ -291,3 +291,18 @@ def test_decorators_keep_the_function_callable():
     assert add.schema["function"]["parameters"]["required"] == ["a", "b"]
     with pytest.raises(ConfigError, match="has no docstring"):
         evalpipe.tool(lambda x: x)
+
+
+def test_positional_arguments_keep_the_configured_form_for_names():
+    from evalpipe.api import _forms
+
+    def solver(sample):
+        return "x"
+
+    data = [{"input": "a", "target": "b"}]
+    assert _forms(("smoke", "echo"), None, None, None, None, None) == (None, None, None, "smoke", "echo")
+    assert _forms((["smoke"],), None, None, None, None, ["echo"]) == (None, None, None, ["smoke"], ["echo"])
+    assert _forms((solver, data, ["exact_match"]), None, None, None, None, None)[:3] == (solver, data, ["exact_match"])
+    assert _forms(("openai/gpt-4o-mini",), None, data, None, None, None)[:2] == ("openai/gpt-4o-mini", data)
+    with pytest.raises(TypeError, match="both by position and by keyword"):
+        _forms((solver,), solver, None, None, None, None)

@@ -38,17 +38,36 @@ __all__ = ["AgentFunction", "EvalResult", "Evaluator", "GAIA", "MetricFunction",
            "metric", "stale_status", "tool"]
 
 
-def _is_names(value: Any) -> bool:
-    return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
+def _names(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value))
 
 
-def evaluate(agent: Any = None, dataset: Any = None, metrics: Any = None, *, benchmarks: Any = None,
+def _forms(args: tuple, agent: Any, dataset: Any, metrics: Any, benchmarks: Any, models: Any) -> tuple:
+    """Positional arguments: benchmark and model names (`evaluate("smoke", "echo")`, the configured form as it
+    always was) when the first is a name or a list of names and no Python object is given by keyword; else
+    (agent, dataset, metrics)."""
+    if not args:
+        return agent, dataset, metrics, benchmarks, models
+    if _names(args[0]) and agent is None and dataset is None and metrics is None:
+        if len(args) > 2:
+            raise TypeError("evaluate(benchmarks, models) takes two positional arguments; give options by keyword")
+        return None, None, None, args[0], (args[1] if len(args) > 1 else models)
+    if len(args) > 3:
+        raise TypeError("evaluate(agent, dataset, metrics) takes three positional arguments; give options by keyword")
+    given = dict(zip(("agent", "dataset", "metrics"), args))
+    clash = [k for k, v in (("agent", agent), ("dataset", dataset), ("metrics", metrics)) if k in given and v is not None]
+    if clash:
+        raise TypeError(f"evaluate() got {clash[0]!r} both by position and by keyword")
+    return (given.get("agent", agent), given.get("dataset", dataset), given.get("metrics", metrics), benchmarks,
+            models)
+
+
+def evaluate(*args: Any, agent: Any = None, dataset: Any = None, metrics: Any = None, benchmarks: Any = None,
              models: Any = None, **options: Any) -> Results | EvalResult:
-    """Evaluate `agent` on `dataset` with `metrics` (Python objects; see evalpipe/api/run.py for the options), or
-    configured `benchmarks` x `models` (see `evaluate_configured`). The old positional form
-    `evaluate(["smoke"], ["echo"])` (benchmark and model names) still means the configured one."""
-    if _is_names(agent) and (dataset is None or _is_names(dataset) or isinstance(dataset, str)) and metrics is None:
-        benchmarks, models, agent, dataset = agent, dataset, None, None  # positional benchmark and model names
+    """Evaluate `agent` on `dataset` with `metrics` (Python objects; `evaluate_python` lists the options), or
+    configured `benchmarks` x `models` (names in a config file; `evaluate_configured`). Positionally,
+    `evaluate(fn, data, [metric])` is the first form and `evaluate("smoke", "echo")` (names) the second."""
+    agent, dataset, metrics, benchmarks, models = _forms(args, agent, dataset, metrics, benchmarks, models)
     if agent is None and dataset is None and metrics is None:
         return evaluate_configured(benchmarks, models, **options)
     from evalpipe.core.errors import ConfigError
@@ -63,9 +82,7 @@ def evaluate(agent: Any = None, dataset: Any = None, metrics: Any = None, *, ben
     return evaluate_python(agent, dataset, metrics, **options)
 
 
-async def evaluate_async(agent: Any = None, dataset: Any = None, metrics: Any = None, *, benchmarks: Any = None,
-                         models: Any = None, **options: Any) -> Results | EvalResult:
+async def evaluate_async(*args: Any, **kwargs: Any) -> Results | EvalResult:
     """`evaluate` for code already inside an event loop (Jupyter, an async app): runs it in a worker thread and
     awaits it, so the loop keeps running and the stages' own event loops don't collide with it."""
-    return await asyncio.to_thread(evaluate, agent, dataset, metrics, benchmarks=benchmarks, models=models,
-                                   **options)
+    return await asyncio.to_thread(evaluate, *args, **kwargs)

@@ -170,6 +170,7 @@ def _register_metric_class(cls: type, register_metric: Any, get_metric: Any, ins
 
     def factory(**settings: Any) -> Any:  # the instance as given: its settings are its own
         return instance
+    factory.__module__ = cls.__module__  # the user's component, not a built-in one
     factory._evalpipe_instance_of = cls  # type: ignore[attr-defined]
     factory._evalpipe_python = True  # type: ignore[attr-defined]
     for attr in ("higher_is_better", "kind", "aggregates", "option_schema"):

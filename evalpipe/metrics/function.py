@@ -101,6 +101,7 @@ def register_function_metric(fn: Callable[..., Any], name: str | None = None, *,
     cls = type(f"FunctionMetric_{name}", (FunctionMetric,), {
         "name": name, "fn": staticmethod(fn), "arity": _arity(fn), "is_async": fn_is_async,
         "higher_is_better": higher_is_better, "requires_target": requires_target,
-        "__doc__": inspect.getdoc(fn) or f"The Python function {name}."})
+        "__doc__": inspect.getdoc(fn) or f"The Python function {name}.",
+        "__module__": getattr(fn, "__module__", None) or __name__})  # the user's component, not a built-in one
     register_metric(name, cls, replace=True)  # the latest definition of a name wins (a notebook cell run again)
     return {"name": name, "source": callable_fingerprint(fn)}

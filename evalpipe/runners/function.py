@@ -142,6 +142,7 @@ def runner_class_entry(runner: type[Runner] | Runner, key: str) -> dict[str, Any
         return built
 
     build.option_schema = getattr(cls, "option_schema", None)  # type: ignore[attr-defined]
+    build.__module__ = cls.__module__  # the user's component, not a built-in one
     register_runner(name, build, replace=True)
     return {"runner": name, "model": key}
 
