@@ -243,9 +243,28 @@ def test_metric_kinds_and_an_unknown_name():
     def loud(prediction, target):
         return prediction.isupper()
 
-    specs = metric_specs(["exact_match", {"name": "exact_match", "ignore_case": True}, loud, ExactMatch])
-    assert specs[:2] == ["exact_match", {"name": "exact_match", "ignore_case": True}]
+    specs = metric_specs(["exact_match", {"name": "exact_match", "case_sensitive": False}, loud, ExactMatch,
+                          ExactMatch(case_sensitive=False)])
+    assert specs[:2] == ["exact_match", {"name": "exact_match", "case_sensitive": False}]
     assert specs[2]["name"] == "shouty" and specs[3] == "exact_match"
+    assert specs[4] == {"name": "exact_match", "case_sensitive": False}  # a built-in's instance: its entry, not a new one
+    from evalpipe.metrics.base import Metric, get_metric
+
+    assert get_metric("exact_match") is ExactMatch
+
+    class Length(Metric):
+        name = "length"
+
+        def score(self, item):
+            return Score(value=float(len(item.prediction or "")))
+
+    assert metric_specs([Length(), Length]) == ["length", "length"]
+
+    class Impostor(Metric):
+        name = "exact_match"
+
+    with pytest.raises(ConfigError, match="'exact_match' is taken by a built-in or plugin metric"):
+        metric_specs([Impostor])
     from evalpipe.metrics.base import direction_of
 
     assert direction_of("shouty").higher_is_better is False

@@ -11,7 +11,6 @@ resumes from the journal; an edited function is a new identity, and its partitio
 from __future__ import annotations
 
 import copy
-import inspect
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -140,6 +139,9 @@ def metric_specs(metrics: Iterable[Any] | None) -> list[Any] | None:
             _register_metric_class(m, register_metric, get_metric)
             out.append(m.name)
         elif isinstance(m, Metric):
+            if _registered_as(m.name, type(m), get_metric):  # a registered class: its entry with the settings
+                out.append({"name": m.name, **dict(getattr(m, "settings", None) or {})})
+                continue
             _register_metric_class(type(m), register_metric, get_metric, instance=m)
             out.append(m.name)
         elif callable(m):
@@ -152,7 +154,19 @@ def metric_specs(metrics: Iterable[Any] | None) -> list[Any] | None:
     return out
 
 
+def _registered_as(name: str, cls: type, get_metric: Any) -> bool:
+    try:
+        return get_metric(name) is cls
+    except ConfigError:
+        return False
+
+
+_REGISTERED_HERE: set[str] = set()  # metric names this module registered (a redefined class may replace them)
+
+
 def _register_metric_class(cls: type, register_metric: Any, get_metric: Any, instance: Any = None) -> None:
+    """Register a Metric class (or one instance of it, used as it is) under the class's `name`; a name held by a
+    built-in or plugin metric is refused."""
     name = getattr(cls, "name", "base")
     if name in ("base", "", None):
         raise ConfigError(f"Metric class {cls.__name__} needs a `name` class attribute (its row in the metrics table)")
@@ -160,10 +174,12 @@ def _register_metric_class(cls: type, register_metric: Any, get_metric: Any, ins
         current = get_metric(name)
     except ConfigError:
         current = None
-    if current is not None and current is not cls and getattr(current, "_evalpipe_instance_of", None) is not cls:
-        if inspect.getmodule(current) is not None and not getattr(current, "_evalpipe_python", False):
-            raise ConfigError(f"metric name {name!r} is taken by a built-in or plugin metric; give {cls.__name__} "
-                              f"another `name`")
+    if current is not None and current is not cls and name not in _REGISTERED_HERE:
+        raise ConfigError(f"metric name {name!r} is taken by a built-in or plugin metric; give {cls.__name__} "
+                          f"another `name`")
+    if current is cls and instance is None:
+        return  # already registered as it is (e.g. a built-in class)
+    _REGISTERED_HERE.add(name)
     if instance is None:
         register_metric(name, cls, replace=True)
         return
@@ -171,11 +187,10 @@ def _register_metric_class(cls: type, register_metric: Any, get_metric: Any, ins
     def factory(**settings: Any) -> Any:  # the instance as given: its settings are its own
         return instance
     factory.__module__ = cls.__module__  # the user's component, not a built-in one
-    factory._evalpipe_instance_of = cls  # type: ignore[attr-defined]
-    factory._evalpipe_python = True  # type: ignore[attr-defined]
     for attr in ("higher_is_better", "kind", "aggregates", "option_schema"):
-        if hasattr(cls, attr):
-            setattr(factory, attr, getattr(cls, attr))
+        setattr(factory, attr, getattr(cls, attr, None))
+    factory.aggregates = getattr(cls, "aggregates", None) or {}  # type: ignore[attr-defined]
+    factory.kind = getattr(cls, "kind", "score")  # type: ignore[attr-defined]
     register_metric(name, factory, replace=True)
 
 
