@@ -137,7 +137,7 @@ def test_marker_gguf_and_registry_file(setup, capfd):
     (ckpts / "notes.txt").write_text("not a checkpoint")
     registry.write_text("- name: served-ckpt\n  runner: echo\n  model: my-org/served\n  api_base: http://127.0.0.1:9/v1\n")
     r1 = _tick(instance)
-    keys = sorted(k for r in r1.dynamic_partitions_requests for k in r.partition_keys)
+    keys = sorted(k for r in r1.dynamic_partitions_requests if r.partitions_def_name == "model" for k in r.partition_keys)
     assert keys == ["marked", "served-ckpt"]  # tiny.gguf waits one tick for a stable size
     assert discovered_models()["served-ckpt"].api_base == "http://127.0.0.1:9/v1"
     cursor = _apply(instance, r1)
@@ -146,7 +146,8 @@ def test_marker_gguf_and_registry_file(setup, capfd):
     capfd.readouterr()
     r2 = _tick(instance, cursor)
     assert "skipping the models registry this tick" in capfd.readouterr().err
-    assert [k for r in r2.dynamic_partitions_requests for k in r.partition_keys] == ["tiny.gguf"]
+    assert [k for r in r2.dynamic_partitions_requests if r.partitions_def_name == "model"
+            for k in r.partition_keys] == ["tiny.gguf"]
     state = json.loads(r2.cursor)
     assert set(state["models"]) == {"marked", "served-ckpt", "tiny.gguf"}
 
