@@ -170,3 +170,30 @@ def test_input_errors_before_anything_runs(home, bad, match):
     with pytest.raises(evalpipe.ConfigError, match=match):
         evalpipe.evaluate(**call)
     assert not (home / "warehouse.duckdb").exists()
+
+
+def test_a_configured_benchmark_with_a_python_agent(home, tmp_path):
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text(f"""
+benchmarks:
+  smoke:
+    adapter: file
+    splits:
+      extra: {{path: {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}/data/smoke/test.jsonl, limit: 4}}
+    options:
+      columns: {{prompt: question, target: answer, id: id}}
+    metrics: [exact_match]
+models:
+  fixed: {{runner: echo, reply: fixed, text: Paris}}
+""")
+    env = dict(os.environ)
+
+    def paris(sample):
+        return "Paris"
+
+    res = evalpipe.evaluate(agent=paris, dataset="smoke", config=cfg)
+    assert res.partitions == [("smoke/extra", "paris")] and res.score("exact_match") == 0.25
+    # a configured model by its key, on the same split: the config's entry, read but never made the process's
+    res = evalpipe.evaluate(agent="fixed", dataset="smoke", config=cfg)
+    assert res.partitions == [("smoke/extra", "fixed")] and res.score("exact_match") == 0.25
+    assert dict(os.environ) == env
