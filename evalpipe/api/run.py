@@ -16,7 +16,7 @@ from evalpipe.api.results import Results, read_results
 from evalpipe.core.errors import ConfigError
 
 PYTHON_OPTION_NAMES = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params",
-                       "limit", "concurrency", "timeout_s", "instance", "home", "warehouse", "run_id",
+                       "limit", "concurrency", "timeout_s", "instance", "warehouse", "run_id",
                        "reload_datasets")
 _PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params")
 
@@ -60,7 +60,8 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     for k in ("concurrency", "timeout_s"):  # run settings the model entry carries (runner option names)
         if options.get(k) is not None:
             model.setdefault("options", {})[k] = options[k]
-    project = Project.from_dict(raw, base_dir=base_dir, home=options.get("home"), warehouse=options.get("warehouse"))
+    # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
+    project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
     splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
     return project, splits, model_key
 
@@ -77,7 +78,7 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
       `name` (the benchmark name; default records-<hash> / the file's stem), `model_name` (the model key; default
       the function's name), `config` (a config file to take benchmarks, models and judges from), `tools`,
       `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `concurrency`, `timeout_s`, `run_id`,
-      `reload_datasets`, `home` / `warehouse` / `instance` (default: $DAGSTER_HOME and its warehouse)."""
+      `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's)."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)
         return read_results(_launch(project, splits, model_key, options))
