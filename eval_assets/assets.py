@@ -24,6 +24,7 @@ from evalpipe.core.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version, judging_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
+from evalpipe.runners.function import functions_version
 from evalpipe.core.redact import redact
 from evalpipe.core.run_marks import limit_of
 from evalpipe.store.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
@@ -380,8 +381,6 @@ def rollouts_asset(project: Project):
     """The `rollouts` asset of a project: with agents given as Python functions (the Python API), its code version
     is their source fingerprints, so an edited function shows its partitions stale; otherwise it has none (a
     model's own identity is checked per sample by the journal)."""
-    from evalpipe.runners.function import functions_version
-
     version = functions_version(project.config.models.values())
     return rollouts if version is None else rollouts.map_asset_specs(
         lambda spec: spec.replace_attributes(code_version=version))
