@@ -27,6 +27,7 @@ from evalpipe.core.fingerprint import fingerprint
 from evalpipe.metrics import judgements_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
+from evalpipe.runners.function import functions_version
 from evalpipe.core.redact import redact
 from evalpipe.core.run_marks import limit_of
 from evalpipe.store.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
@@ -379,6 +380,15 @@ def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) ->
     return df
 
 
+def rollouts_asset(project: Project):
+    """The `rollouts` asset of a project: with agents given as Python functions (the Python API), its code version
+    is their source fingerprints, so an edited function shows its partitions stale; otherwise it has none (a
+    model's own identity is checked per sample by the journal)."""
+    version = functions_version(project.config.models.values())
+    return rollouts if version is None else rollouts.map_asset_specs(
+        lambda spec: spec.replace_attributes(code_version=version))
+
+
 def eval_assets(project: Project) -> list:
-    """The asset graph of a project (only `judgements` depends on it: its code version)."""
-    return [dataset, prompts, rollouts, judgements_asset(project), metrics, leaderboard]
+    """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
+    return [dataset, prompts, rollouts_asset(project), judgements_asset(project), metrics, leaderboard]

@@ -18,7 +18,9 @@ _PUBLIC = {
     "evalpipe.runners": ("Runner", "get_runner", "list_runners", "register_runner"),
     "evalpipe.core.types": ("Generation", "RolloutRequest", "Sample", "Score"),
     "evalpipe.store.warehouse": ("Warehouse",),
-    "evalpipe.api": ("EvalResult", "evaluate", "evaluate_async"),  # the Python API (evalpipe/api.py)
+    # the Python API (evalpipe/api/, docs/api.md)
+    "evalpipe.api": ("EvalResult", "Evaluator", "GAIA", "Results", "agent", "evaluate", "evaluate_async", "metric",
+                     "stale_status", "tool"),
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}
 __all__ = sorted(_WHERE)

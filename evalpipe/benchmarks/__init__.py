@@ -4,5 +4,6 @@ from evalpipe.benchmarks import file, gaia, humaneval  # noqa: F401  (register t
 from evalpipe.benchmarks import daeval, discoverybench, qrdata  # noqa: F401  (data-science benchmarks, issue 11)
 from evalpipe.benchmarks import bfcl  # noqa: F401  (Berkeley Function Calling Leaderboard, issue 10)
 from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
+from evalpipe.benchmarks import records  # noqa: F401  (records held in memory: the Python API, docs/api.md)
 
 __all__ = ["Adapter", "adapter_for", "dataset_header", "get_adapter", "list_adapters", "register_adapter"]

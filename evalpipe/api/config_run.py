@@ -137,7 +137,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     from evalpipe.repro.run_request import RunOptions, check_declared_options, check_judge_keys, runner_overrides
     from evalpipe.project import Project
     from evalpipe.store.warehouse import Warehouse
-    from eval_assets.launch import evaluate as launch_evaluate, get_instance
+    from eval_assets.launch import evaluate as launch_evaluate
+    from evalpipe.api.instance import project_instance
     from resources import EvalConfigResource
 
     # the entry point: `config` (else the environment's config), the environment's home and warehouse
@@ -169,7 +170,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
-    instance = options.get("instance") or get_instance(project)
+    instance = project_instance(project, options.get("instance"))
     result = launch_evaluate(project, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None,
                              reload_datasets=bool(options.get("reload_datasets")))
     if result.success:

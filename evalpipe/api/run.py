@@ -1,0 +1,133 @@
+"""`evaluate_python`: one Python-API evaluation, from the in-memory project (evalpipe/api/python.py) to `Results`.
+
+No side effects on the process: no environment variable is written, no working directory changed, no logging
+configured; Dagster's preview/beta/deprecation notices raised during the call are dropped for the call only.
+"""
+from __future__ import annotations
+
+import contextlib
+import warnings
+from typing import Any, Iterator
+
+from evalpipe.api.python import build_raw_config
+from evalpipe.api.config_run import EvalResult
+from evalpipe.api.instance import project_instance
+from evalpipe.api.results import Results, read_results
+from evalpipe.core.errors import ConfigError
+
+PYTHON_OPTION_NAMES = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params",
+                       "limit", "concurrency", "timeout_s", "instance", "warehouse", "run_id",
+                       "reload_datasets")
+_PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params")
+
+
+@contextlib.contextmanager
+def quiet_dagster() -> Iterator[None]:
+    """Dagster's preview/beta/superseded notices are about our code location, not the user's: hidden during the
+    call (the process's own warning filters are restored after it)."""
+    with warnings.catch_warnings():
+        try:
+            from dagster._utils.warnings import BetaWarning, PreviewWarning, SupersessionWarning
+
+            for category in (BetaWarning, PreviewWarning, SupersessionWarning):
+                warnings.simplefilter("ignore", category)
+        except ImportError:  # another Dagster version: its notices are UserWarnings from dagster modules
+            warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
+        warnings.filterwarnings("ignore", module=r"dagster(\.|$)", category=DeprecationWarning)
+        yield
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    unknown = sorted(set(options) - set(PYTHON_OPTION_NAMES))
+    if unknown:
+        from evalpipe.project.schema import did_you_mean
+
+        raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{did_you_mean(unknown[0], PYTHON_OPTION_NAMES)}")
+
+
+def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> tuple[Any, list[str], str]:
+    """(project, split keys, model key) of one call, nothing run."""
+    from evalpipe.project import Project
+
+    _check_options(options)
+    raw, base_dir, bench, model_key = build_raw_config(agent, dataset, metrics,
+                                                       **{k: options[k] for k in _PROJECT_OPTIONS if k in options})
+    limit, model = options.get("limit"), raw["models"][model_key]
+    if limit is not None:  # the first N samples define this in-memory split (a list is the user's to slice)
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
+        raw["benchmarks"][bench].setdefault("options", {})["limit"] = limit
+    for k in ("concurrency", "timeout_s"):  # run settings the model entry carries (runner option names)
+        if options.get(k) is not None:
+            model.setdefault("options", {})[k] = options[k]
+    # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
+    project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
+    splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
+    return project, splits, model_key
+
+
+def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> Results:
+    """Evaluate `agent` on `dataset` with `metrics` through the Dagster assets; returns `Results`.
+
+    agent: a function (sync or async; `@evalpipe.agent` optional), a Runner class or instance, or a model string
+      (a model key of `config`, or a litellm string such as `openai/gpt-4o-mini`).
+    dataset: a list of dicts, a DataFrame, a .jsonl/.csv/.json/.parquet path, a benchmark name of `config`, or a
+      benchmark entry dict (`{"adapter": "gaia", "options": {...}}`).
+    metrics: names, functions (`@evalpipe.metric` optional) or Metric classes/instances; None: the dataset's own.
+    Options: `columns` ({prompt|target|id|system|choices|messages|tools: column}; target=None: no ground truth),
+      `name` (the benchmark name; default records-<hash> / the file's stem), `model_name` (the model key; default
+      the function's name), `config` (a config file to take benchmarks, models and judges from), `tools`,
+      `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `concurrency`, `timeout_s`, `run_id`,
+      `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's)."""
+    with quiet_dagster():
+        project, splits, model_key = build_project(agent, dataset, metrics, **options)
+        return read_results(_launch(project, splits, model_key, options))
+
+
+def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, Any]) -> EvalResult:
+    from eval_assets.launch import evaluate as launch_evaluate
+    from evalpipe.api.config_run import EvalResult, PartitionOutcome
+    from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
+    from evalpipe.store.warehouse import Warehouse
+
+    tags = {"evalpipe/run_id": str(options["run_id"])} if options.get("run_id") else None
+    result = launch_evaluate(project, splits, [model_key], instance=project_instance(project, options.get("instance")),
+                             tags=tags, reload_datasets=bool(options.get("reload_datasets")))
+    outcomes = []
+    for p in result.partitions:
+        d = partition_dir(artifacts_root(project.config), p.benchmark_split, p.model) / LATEST
+        outcomes.append(PartitionOutcome(p.benchmark_split, p.model, p.success, p.error, p.run_id,
+                                         d.resolve() if p.success and d.exists() else None))
+    wh = Warehouse(project.warehouse)
+    keys = {(p.benchmark_split, p.model) for p in outcomes}
+    metrics = wh.query("SELECT * FROM metrics WHERE model = ? ORDER BY benchmark_split, metric, slice", [model_key])
+    metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]
+    return EvalResult(partitions=outcomes, metrics=metrics.reset_index(drop=True),
+                      leaderboard=wh.read_table("leaderboard"), warehouse=wh)
+
+
+def stale_status(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> dict[str, dict[str, str]]:
+    """What Dagster shows for this call's partitions, before running it: {partition key: {asset: FRESH | STALE |
+    MISSING}} (`dataset` under its split's key as well). An edited agent shows `rollouts` and what follows STALE;
+    an edited metric `judgements` and `metrics`."""
+    with quiet_dagster():
+        project, splits, model_key = build_project(agent, dataset, metrics, **options)
+        from dagster import AssetKey, MultiPartitionKey, partition_loading_context
+        from dagster._utils.test.data_versions import get_stale_status_resolver
+
+        from eval_assets.launch import CHAIN, project_graph
+
+        instance = project_instance(project, options.get("instance"))
+        assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
+        out: dict[str, dict[str, str]] = {}
+        with partition_loading_context(dynamic_partitions_store=instance):
+            resolver = get_stale_status_resolver(instance, assets)
+            for split in splits:
+                key = MultiPartitionKey({"benchmark_split": split, "model": model_key})
+                known = (split in instance.get_dynamic_partitions("benchmark_split")
+                         and model_key in instance.get_dynamic_partitions("model"))
+                status = {"dataset": resolver.get_status(AssetKey("dataset"), split).value if known else "MISSING"}
+                for asset in CHAIN:
+                    status[asset] = resolver.get_status(AssetKey(asset), key).value if known else "MISSING"
+                out[str(key)] = status
+        return out
