@@ -49,7 +49,8 @@ def test_two_experiments_side_by_side_and_both_runs_kept(cli, home):
     assert runs.exit_code == 0 and "baseline-run" in runs.output and "second-run" in runs.output
 
     s = cli("summarize", "--run-dir", str(part / "baseline-run"), "--json")
-    assert s.exit_code == 0 and json.loads(s.output)[0]["metric"] == "exact_match"
+    assert s.exit_code == 0, s.output
+    assert json.loads(s.output)[0]["metric"] == "exact_match"
     s = cli("summarize", "--run-dir", str(home / "artifacts" / "smoke" / "extra" / "parrot@fixed"))
     assert s.exit_code == 0 and "run fixed-run" in s.output and "0.2500" in s.output
     bad = cli("summarize", "--run-dir", str(home))
