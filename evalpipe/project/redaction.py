@@ -6,8 +6,9 @@ sensor discovered. Every entry point (the CLI, the code location, the Python API
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
-from typing import Any, Hashable, Iterable
+from typing import Any, Callable, Hashable, Iterable
 
 from evalpipe.core.config import config_path
 from evalpipe.core.redact import install_secret_source, secrets_in_config
@@ -110,3 +111,37 @@ def install_redaction(project: Project | None = None) -> None:
         return
     install_secret_source(ProjectSecrets(project) if in_memory else ConfigFileSecrets())
     _installed = key
+
+
+
+class GivenSecrets:
+    """Secrets handed over as values (a spawned worker gets those of an in-memory project this way)."""
+
+    def __init__(self, secrets: Iterable[str], key_env_names: Iterable[str], patterns: Iterable[str]) -> None:
+        self._inputs = (tuple(secrets), tuple(key_env_names), tuple(patterns))
+
+    def signature(self, env_key: int) -> Hashable:
+        return None
+
+    def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
+        return self._inputs
+
+
+def prepare_worker(given: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None) -> None:
+    """First thing in a spawned worker process (rollout_shards): the plugins, and the secrets of the project of
+    the process that spawned it (a spawned process starts with neither). None: the environment's config file."""
+    from evalpipe.project.plugins import load_plugins
+
+    load_plugins()
+    if given is None:
+        install_redaction()
+    else:
+        install_secret_source(GivenSecrets(*given))
+
+
+def worker_init_for(project: Project) -> Callable[[], None]:
+    """`prepare_worker` bound to what `project` masks, picklable (a Project is not)."""
+    if project.config_path is not None:
+        return functools.partial(prepare_worker, None)
+    secrets, names, patterns = ProjectSecrets(project).inputs()
+    return functools.partial(prepare_worker, (tuple(secrets), tuple(names), tuple(patterns)))
