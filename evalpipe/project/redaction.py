@@ -77,25 +77,23 @@ class ConfigFileSecrets:
 
 
 class ProjectSecrets:
-    """One project's (e.g. built in memory by the Python API), plus the models discovered in its home."""
+    """One project's (e.g. built in memory by the Python API), together with the environment's config file and
+    discovered models (masked before there was a project object: masking them too costs nothing)."""
 
     def __init__(self, project: Project) -> None:
         self.project = project
-        self._registries: dict[int, str] = {}
+        self._file = ConfigFileSecrets()
 
     def signature(self, env_key: int) -> Hashable:
-        registry = self._registries.get(env_key)
-        if registry is None:  # (the discovered models live where the environment's DAGSTER_HOME says)
-            if len(self._registries) > 64:
-                self._registries.clear()
-            registry = self._registries.setdefault(env_key, str(registry_dir()))
-        return (registry, _mtime(registry))
+        return self._file.signature(env_key)
 
     def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
-        secrets = set(self.project.secrets)
-        names = [m.api_key_env for m in self.project.config.models.values() if m.api_key_env]
-        _discovered_inputs(secrets, names)
-        return secrets, names, self.project.redact_patterns
+        secrets, names, patterns = self._file.inputs()
+        if isinstance(patterns, str):
+            patterns = [patterns]
+        secrets = set(secrets) | set(self.project.secrets)
+        names = list(names) + [m.api_key_env for m in self.project.config.models.values() if m.api_key_env]
+        return secrets, names, [*patterns, *self.project.redact_patterns]
 
 
 _installed: tuple[str, int] | None = None
