@@ -19,7 +19,7 @@ from evalpipe.pipeline import sample_progress
 
 from evalpipe.pipeline import tracing
 from evalpipe.pipeline.prompt_wrappers import wrapper_for
-from evalpipe.project.plugins import load_plugins  # rollout_shards workers load them too
+from evalpipe.project.redaction import worker_init_for  # rollout_shards workers: the plugins and the secrets
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.project import Project
 from evalpipe.core.errors import RunFailed
@@ -44,6 +44,12 @@ IO = "warehouse_io_manager"
 # (renamed into place when complete) and returns the reader of what it wrote (the IO manager writes nothing again).
 def _batch_rows(cfg) -> int:
     return int(cfg.raw.get("stream_batch_rows") or DEFAULT_BATCH_ROWS)
+
+
+def _configured_sandbox(cfg) -> str | None:
+    """The project's `sandbox:` (tool sessions use it when the split and $EVALS_SANDBOX name none)."""
+    value = cfg.raw.get("sandbox")
+    return str(value) if value else None
 
 
 class _Counts:
@@ -234,7 +240,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
     # one writer per partition: a second run of it waits, then takes every sample from the journal (partition_lock.py)
-    with tracing.scope(context.run_id, "rollouts", **dims), \
+    with tracing.scope(context.run_id, "rollouts", cfg, **dims), \
             partition_lock.hold("rollouts", dims, context.run_id, context.log.warning):  # (tracing: no-op unless on)
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         # [reproducibility] fingerprints checked against the dataset header before any model call
@@ -244,8 +250,10 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         calls = _ToolCalls(wh, dims)  # [tools] the tool_calls table, same partition
         try:
             with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
-                    split, model_runner.model_config_for(model), runner, model_runner.settings(model), progress,
-                    tools_mode=tools.mode_override(), total=len(prompts), worker_init=load_plugins) as session:
+                    split, model_runner.model_config_for(model), runner, model_runner.settings(model, cfg.raw.get("rate_limits")), progress,
+                    tools_mode=tools.mode_override(), total=len(prompts),
+                    worker_init=worker_init_for(eval_config.project),
+                    configured_sandbox=_configured_sandbox(cfg)) as session:
                 first_error = None
                 for batch in prompts.batches(_batch_rows(cfg)):
                     df = session.run(batch)
@@ -288,12 +296,12 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     wh, n, versions, sandboxes, tally = warehouse.get(), _Counts(), [], set(), pipeline.VerdictTally()
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
-    with tracing.scope(context.run_id, "judgements", **dims), \
+    with tracing.scope(context.run_id, "judgements", cfg, **dims), \
             partition_lock.hold("judgements", dims, context.run_id, context.log.warning), \
             wh.writer("judgements", dims) as out:  # one writer per partition: judge calls made once
         for batch in prompts.batches(_batch_rows(cfg), pipeline.JUDGE_PROMPT_COLUMNS):
             df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
-                                metrics=judge.metrics)
+                                metrics=judge.metrics, config=cfg)
             out.write(df)
             tally.add(df)
             status = df["status"] if len(df) else pd.Series(dtype=object)

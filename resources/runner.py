@@ -24,9 +24,10 @@ class ModelRunnerResource(ConfigurableResource):
     def model_config_for(self, model: ModelConfig) -> ModelConfig:
         return model.with_overrides(params=self.params, options=self.options)
 
-    def settings(self, model: Optional[ModelConfig] = None) -> RunSettings:
-        """Run settings: a field set here wins, then the model's `options` (same names), then the defaults."""
-        return run_settings_for(self.model_config_for(model) if model is not None else None, **{
+    def settings(self, model: Optional[ModelConfig] = None, rate_limits: Optional[Dict[str, Any]] = None) -> RunSettings:
+        """Run settings: a field set here wins, then the model's `options` (same names), then the defaults.
+        `rate_limits`: the project's `rate_limits:` section."""
+        return run_settings_for(self.model_config_for(model) if model is not None else None, rate_limits, **{
             k: getattr(self, k) for k in ("concurrency", "timeout_s", "max_retries", "fail_fast", "rpm", "tpm")})
 
     def runner_for(self, model: ModelConfig) -> Runner:

@@ -12,6 +12,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 
+from evalpipe.project.redaction import install_redaction  # noqa: E402
+
+# The tests are an entry point like the CLI: the environment's config file's secrets are masked everywhere.
+install_redaction()
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):

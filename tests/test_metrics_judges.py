@@ -1,6 +1,7 @@
 """Model-graded metrics: llm_judge, llm_score, hms_score, with a scripted judge runner (test only) and with the
 real `litellm` runner against a loopback OpenAI-compatible server."""
 import asyncio
+import dataclasses
 import json
 import re
 
@@ -8,7 +9,8 @@ import pytest
 
 from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError
-from evalpipe.metrics import JudgeInput, build_metric
+from evalpipe.metrics import JudgeInput
+from evalpipe.metrics import build_metric as _build_metric
 from evalpipe.metrics.hms import greedy_match, hms_final
 from evalpipe.runners import Runner, list_runners, register_runner
 from evalpipe.core.types import Generation
@@ -54,6 +56,13 @@ judges:
         "garbled": lambda p: "I am not sure what to say.",
     })
     return CALLS
+
+
+def build_metric(spec, overrides=None):
+    """As the metrics stage builds a metric: with the project's config (its `judges:`)."""
+    from evalpipe.project import load_config
+
+    return _build_metric(spec, overrides, load_config())
 
 
 def items(*pairs):
@@ -145,6 +154,21 @@ def test_judge_settings_errors(judges):
         build_metric({"name": "llm_judge", "judge": "strict", "temprature": 0})
     with pytest.raises(ConfigError, match="combine"):
         build_metric({"name": "llm_judge", "judge": "strict", "combine": "vote"})
+
+
+def test_judge_names_are_looked_up_in_the_config_the_caller_gives(judges):
+    from evalpipe.project import load_config
+
+    with pytest.raises(ConfigError, match="no config was given"):
+        _build_metric({"name": "llm_judge", "judge": "strict"})
+    with pytest.raises(ConfigError, match="needs a judge model"):
+        _build_metric("llm_judge")
+    cfg = load_config()
+    assert [c.model.key for c in _build_metric("llm_judge", None, cfg).clients] == ["strict"]  # the first entry
+    other = cfg.judges["lenient"]
+    named = _build_metric({"name": "llm_judge", "judge": "strict"}, None,
+                          dataclasses.replace(cfg, judges={"strict": other}))
+    assert named.clients[0].model.model == "lenient"  # the caller's config, not the file's
 
 
 def test_run_wide_judge_override_reaches_only_model_graded_metrics(judges):

@@ -61,7 +61,9 @@ def test_key_names():
 
 def test_env_values_config_and_cli_patterns(write_config, monkeypatch):
     from evalpipe.core.redact import add_patterns, redact
+    from evalpipe.project.redaction import install_redaction
 
+    install_redaction()  # what every entry point does: the config file of the environment, followed as it changes
     monkeypatch.setenv("EVALS_REDACT_PATTERNS", "")  # restored (unset) after the test
     monkeypatch.setenv("ACME_CREDS", "plain-looking-value-42")  # no secret-like name: caught via api_key_env
     monkeypatch.setenv("MY_SERVICE_TOKEN", "another-plain-value-7")  # caught by its name
@@ -75,6 +77,50 @@ def test_env_values_config_and_cli_patterns(write_config, monkeypatch):
 
     with pytest.raises(ConfigError, match="not a valid regex"):
         add_patterns(["(unclosed"])
+
+
+@pytest.fixture
+def no_secret_source(monkeypatch):
+    """This process as before any entry point ran: the redactor knows nothing of a config."""
+    from evalpipe.core import redact
+    from evalpipe.project import redaction
+
+    monkeypatch.setattr(redact, "_source", None)
+    monkeypatch.setattr(redact, "_cached", None)
+    monkeypatch.setattr(redaction, "_installed", None)
+    yield
+    redact.install_secret_source(None)  # (the monkeypatch restores what conftest installed)
+
+
+def test_core_reads_no_config_until_given_one(write_config, no_secret_source, monkeypatch):
+    from evalpipe.core.redact import install_secret_source, redact
+    from evalpipe.project import Project
+    from evalpipe.project.redaction import ProjectSecrets
+
+    monkeypatch.setenv("ACME_CREDS", "plain-looking-value-42")
+    write_config("benchmarks: {}\nmodels: {m: {runner: echo, api_key_env: ACME_CREDS, api_base: 'https://h/v1?key=qwerty123'}}\n"
+                 "redact_patterns: ['INTERNAL-[0-9]{6}']\n")
+    text = "plain-looking-value-42 qwerty123 INTERNAL-123456"
+    assert redact(text) == text  # core.redact does not look for a config itself
+    install_secret_source(ProjectSecrets(Project.from_file()))
+    assert redact(text) == f"{MASK} {MASK} {MASK}"
+
+
+def test_entry_points_install_the_projects_secrets(write_config, no_secret_source, home, monkeypatch):
+    from evalpipe.cli.main import main
+    from evalpipe.core.redact import install_secret_source, redact
+    from evalpipe.project import Project
+    from resources import project_resources
+
+    # the Python API's way in: resources bound to a project built in memory
+    project_resources(Project.from_dict({"benchmarks": {}, "models": {"m": {"runner": "echo",
+                                                          "api_base": "https://h/v1?key=in-memory-secret-9"}}}, home=home))
+    assert redact("x in-memory-secret-9") == f"x {MASK}"
+    # the CLI: the config file of the environment
+    install_secret_source(None)
+    write_config("benchmarks: {}\nmodels: {m: {runner: echo, api_base: 'https://h/v1?key=file-secret-77'}}\n")
+    CliRunner().invoke(main, ["validate"])
+    assert redact("x file-secret-77") == f"x {MASK}"
 
 
 def test_fast_enough():

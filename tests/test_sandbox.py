@@ -122,12 +122,18 @@ def test_unknown_or_unusable_backends_fail_with_how_to_fix(monkeypatch):
 
 
 def test_the_config_key_chooses_the_backend(tmp_path, monkeypatch):
+    from evalpipe.metrics import build_metric
+    from evalpipe.project import load_config
+
     cfg = tmp_path / "evals.yaml"
     cfg.write_text("sandbox: process\nbenchmarks: {}\nmodels: {m: {runner: echo}}\n")
     monkeypatch.setenv("EVALS_CONFIG", str(cfg))
     monkeypatch.delenv("EVALS_SANDBOX", raising=False)
-    assert resolve_backend() == "process"
-    assert run_python("print(1)").isolation == "process"
+    assert resolve_backend(configured="process") == "process"  # the caller hands the config's `sandbox:` in
+    assert build_metric("code_execution", config=load_config(cfg)).backend == "process"  # as the metrics stage does
+    assert run_python("print(1)", backend=resolve_backend(configured="process")).isolation == "process"
+    monkeypatch.setenv("EVALS_SANDBOX", "auto")
+    assert resolve_backend(configured="process") == DEFAULT  # the env var wins over the config
 
 
 def test_process_backend_warns_that_it_is_not_a_boundary(caplog):

@@ -65,10 +65,14 @@ def test_the_quota_is_configurable_and_covers_tmp_but_leaves_normal_work_alone(t
 def test_the_config_key_sets_the_default_quota(write_config):
     from evalpipe.sandbox import default_disk_mb
 
+    from evalpipe.project import load_config
+
     assert default_disk_mb() == 256
+    assert default_disk_mb(48) == 48  # the caller hands the config's `sandbox_disk_mb` in
     write_config("sandbox_disk_mb: 48\nbenchmarks: {}\nmodels: {m: {runner: echo}}\n")
-    assert default_disk_mb() == 48
-    assert build_metric("code_execution").disk_mb == 48
+    assert default_disk_mb() == 256  # the sandbox reads no config itself
+    assert build_metric("code_execution", config=load_config()).disk_mb == 48  # as the metrics stage does
+    assert build_metric("code_execution").disk_mb == 256
     with pytest.raises(ConfigError, match="disk_mb must be a whole number"):
         build_metric({"name": "code_execution", "disk_mb": -1})
     with pytest.raises(ConfigError, match="disk_mb must be >= 0"):

@@ -39,6 +39,9 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context):
         from evalpipe.core.errors import EvalError
+        from evalpipe.project.redaction import install_redaction
+
+        install_redaction()  # the config file's secrets masked in everything below, the error line included
 
         try:
             return super().invoke(ctx)

@@ -15,6 +15,17 @@ def sandbox_cmd() -> None:
     """The code sandbox: `check` (backend in effect + quick attack suite), `cleanup`."""
 
 
+def _configured_backend() -> str | None:
+    """The config file's `sandbox:`, if a readable config is there (the check runs without one too)."""
+    from evalpipe.project import load_config
+
+    try:
+        value = load_config().raw.get("sandbox")
+    except Exception:  # no config file, or an invalid one: not this command's error to raise
+        return None
+    return str(value) if value else None
+
+
 @sandbox_cmd.command(name="check")
 @click.option("--backend", type=click.Choice(["auto", "bwrap", "docker", "process"]), default=None,
               help="Backend to check (default: $EVALS_SANDBOX, the config's `sandbox:`, else auto).")
@@ -29,7 +40,7 @@ def check_cmd(backend: str | None) -> None:
     for name, why in sorted(backend_status().items(), key=lambda kv: -get_sandbox(kv[0]).strength):
         click.echo(f"  {name:8s} {'usable' if why is None else 'unusable: ' + why}")
     try:
-        chosen = resolve_backend(backend)
+        chosen = resolve_backend(backend, _configured_backend())
     except ConfigError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

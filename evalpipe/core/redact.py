@@ -6,7 +6,10 @@ One compiled regex finds, in any string:
 - the literal values of secret environment variables: every `api_key_env` a model names, and every variable
   whose name says it holds a secret (`*KEY*`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, ...);
 - the user's own regexes: `redact_patterns` in the config and `EVALS_REDACT_PATTERNS` (what
-  `evalpipe --redact-pattern` sets, one regex per line).
+  `evalpipe --redact-pattern` sets, one regex per line);
+- the credential values written in the config (`secrets_in_config`).
+What the config says (its secrets, `api_key_env` names, `redact_patterns`) is handed in by whoever builds the
+project: `install_secret_source` (evalpipe/project/redaction.py; every entry point installs one).
 In mappings, every value under a key whose name says "secret" (`redact_obj`) is replaced whole.
 
 The regex is rebuilt only when one of its inputs changes (a cheap signature check per call), so redacting a
@@ -19,7 +22,7 @@ import logging
 import os
 import re
 import threading
-from typing import Any, Iterable
+from typing import Any, Hashable, Iterable, Protocol
 
 from evalpipe.core.errors import ConfigError
 
@@ -76,9 +79,9 @@ def is_secret_name(name: str) -> bool:
     return True
 
 
-def _env_secret_values() -> tuple[str, ...]:
+def _env_secret_values(key_env_names: Iterable[str] = ()) -> tuple[str, ...]:
     """Values of env vars that hold secrets: named by a model's `api_key_env`, or with a secret-like name."""
-    names = set(_api_key_env_names())
+    names = set(key_env_names)
     vals = set()
     for k, v in os.environ.items():
         if not v or len(v) < 6:
@@ -149,54 +152,38 @@ def secrets_in_config(obj: Any, key: str | None = None, out: set[str] | None = N
     return out
 
 
-def _config_secret_values() -> tuple[str, ...]:
-    """Credentials written in the config file (read leniently: an invalid config still has its secrets masked)
-    and in the models discovered by the checkpoint sensor."""
-    vals: set[str] = set()
+class SecretSource(Protocol):
+    """What the project knows that is secret, handed down by whoever builds the project (evalpipe.project.
+    redaction installs one at each entry point): this module reads no config itself (core is the lowest floor)."""
+
+    def signature(self, env_key: int) -> Hashable:
+        """Cheap; changes whenever what `inputs` returns would (e.g. a config file's mtime). `env_key` changes
+        with the process environment (a source may cache what it derives from the env under it)."""
+
+    def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
+        """(literal secret values, names of env vars holding secrets (`api_key_env`), `redact_patterns`)."""
+
+
+_source: SecretSource | None = None
+
+
+def install_secret_source(source: SecretSource | None) -> None:
+    """Mask what `source` names from now on, in this process (None: env values and built-in rules only)."""
+    global _source, _cached
+    with _lock:
+        _source, _cached = source, None
+
+
+def _source_inputs() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]:
+    if _source is None:
+        return (), (), ()
     try:
-        import yaml
-
-        from evalpipe.core.config import config_path
-
-        p = config_path()
-        if p.exists():
-            secrets_in_config(yaml.safe_load(p.read_text(encoding="utf-8")), None, vals)
-    except Exception:  # unreadable YAML: the key-name and shape rules still apply
-        pass
-    try:
-        import dataclasses
-
-        from evalpipe.store.models_registry import discovered_models
-
-        for m in discovered_models().values():
-            secrets_in_config(dataclasses.asdict(m), None, vals)
-    except Exception:
-        pass
-    return tuple(vals)
-
-
-def _api_key_env_names() -> list[str]:
-    try:
-        from evalpipe.project import load_config
-        from evalpipe.store.models_registry import discovered_models
-
-        cfg = load_config()
-        models = list(cfg.models.values()) + list(discovered_models().values())
-        return [m.api_key_env for m in models if m.api_key_env]
-    except Exception:  # no config yet (or an invalid one): the name-based rule still applies
-        return []
-
-
-def _config_patterns() -> tuple[str, ...]:
-    try:
-        from evalpipe.project import load_config
-
-        pats = load_config().raw.get("redact_patterns") or []
-    except Exception:
-        return ()
-    if isinstance(pats, str):
-        pats = [pats]
-    return tuple(str(p) for p in pats)
+        literals, names, patterns = _source.inputs()
+    except Exception:  # an unreadable config: the key-name and shape rules still apply
+        return (), (), ()
+    if isinstance(patterns, str):
+        patterns = [patterns]
+    return tuple(literals), tuple(names), tuple(str(p) for p in patterns)
 
 
 def _env_patterns() -> tuple[str, ...]:
@@ -369,29 +356,12 @@ _busy = threading.local()  # set while redacting a log record: a record logged m
 _cached: tuple[tuple, Redactor] | None = None
 
 
-def _mtime(path: Any) -> float:
-    try:
-        return os.stat(path).st_mtime
-    except OSError:
-        return -1.0
-
-
-_paths_for_env: dict[int, tuple[str, str]] = {}
-
-
 def _inputs_signature() -> tuple:
-    """Cheap (~10 us): changes whenever the env, the config file or the discovered models change."""
+    """Cheap (~10 us): changes whenever the env or the installed source's inputs change."""
     env_data = getattr(os.environ, "_data", None)  # CPython's raw mapping: hashing it is 10x faster
     env_hash = hash(frozenset((env_data if env_data is not None else os.environ).items()))
-    paths = _paths_for_env.get(env_hash)
-    if paths is None:  # resolving paths is slow; they depend only on the env
-        if len(_paths_for_env) > 64:
-            _paths_for_env.clear()
-        from evalpipe.core.config import config_path
-        from evalpipe.store.models_registry import registry_dir
-
-        paths = _paths_for_env.setdefault(env_hash, (str(config_path()), str(registry_dir())))
-    return (env_hash, paths, _mtime(paths[0]), _mtime(paths[1]))
+    source = _source
+    return (env_hash, id(source), source.signature(env_hash) if source is not None else None)
 
 
 def get_redactor() -> Redactor:
@@ -402,8 +372,9 @@ def get_redactor() -> Redactor:
     if cached is not None and cached[0] == sig:
         return cached[1]
     with _lock:
-        literals = sorted(set(_env_secret_values()) | set(_config_secret_values()), key=lambda v: (-len(v), v))
-        r = Redactor(literals=literals, patterns=_config_patterns() + _env_patterns())
+        secrets, key_env_names, patterns = _source_inputs()
+        literals = sorted(set(_env_secret_values(key_env_names)) | set(secrets), key=lambda v: (-len(v), v))
+        r = Redactor(literals=literals, patterns=patterns + _env_patterns())
         _cached = (sig, r)
         return r
 

@@ -91,6 +91,9 @@ class Metric:
     # metric), its settings are passed on unchecked.
     option_schema: Any = None
     needs_judge = False  # a model-graded metric: the config must give it a judge (`judges:` or its `judge:`)
+    # True: the constructor takes `config=` (the project's EvalConfig, from build_metric's caller) for the
+    # project-wide settings it reads (`judges:`, `sandbox:`, `rate_limits:`); metrics read no config themselves.
+    takes_config = False
 
     def __init__(self, **settings: Any):
         self.settings = settings
@@ -191,8 +194,9 @@ def direction_of(aggregate: str, metric: str | None = None) -> Direction:
     return Direction()
 
 
-def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) -> Metric:
-    """A metric from a config entry: `"exact_match"` or `{"name": "exact_match", <settings>}`."""
+def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None, config: Any = None) -> Metric:
+    """A metric from a config entry: `"exact_match"` or `{"name": "exact_match", <settings>}`. `config`: the
+    project's EvalConfig, handed to the metrics that read project-wide settings (`takes_config`)."""
     if isinstance(spec, str):
         name, settings = spec, {}
     elif isinstance(spec, dict) and "name" in spec:
@@ -204,8 +208,9 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None) 
     # them in `shared_settings` take them
     shared = {k: v for k, v in ((overrides or {}).get("*") or {}).items() if k in getattr(factory, "shared_settings", ())}
     settings = {**settings, **shared, **((overrides or {}).get(name) or {})}
+    extra = {"config": config} if getattr(factory, "takes_config", False) else {}
     try:
-        return factory(**settings)
+        return factory(**settings, **extra)
     except TypeError as exc:
         raise ConfigError(f"metric {name!r}: bad settings {settings}: {exc}") from None
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.core.config import EvalConfig
 from evalpipe.sandbox import DEFAULT_DISK_MB, default_disk_mb, resolve_backend, run_tests
 from evalpipe.core.types import Score
 
@@ -53,7 +54,9 @@ class CodeExecution(Metric):
     option_schema = _SETTINGS
     requires_target = False  # the tests are the ground truth
 
-    def __init__(self, **settings: Any):
+    takes_config = True  # `sandbox:` and `sandbox_disk_mb:` of the project: the defaults of its settings
+
+    def __init__(self, config: EvalConfig | None = None, **settings: Any):
         unknown = set(settings) - _SETTINGS
         if unknown:
             raise ConfigError(f"code_execution: unknown setting(s) {sorted(unknown)}; known: {sorted(_SETTINGS)}")
@@ -63,12 +66,14 @@ class CodeExecution(Metric):
         disk = settings.get("disk_mb")
         if disk is not None and (isinstance(disk, bool) or not isinstance(disk, int) or disk < 0):
             raise ConfigError(f"code_execution: disk_mb must be a whole number of MB >= 0 (0: no quota), got {disk!r}")
-        self.disk_mb = default_disk_mb() if disk is None else disk
+        raw = config.raw if config is not None else {}
+        self.disk_mb = default_disk_mb(raw.get("sandbox_disk_mb")) if disk is None else disk
         self.ks = [int(k) for k in settings.get("pass_at_k", [1, 10, 100])]
         self.mode = str(settings.get("mode", "tests"))
         if self.mode not in MODES:
             raise ConfigError(f"code_execution: mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        self.backend = resolve_backend(settings.get("sandbox"))  # fails now, before any rollout, if unusable
+        configured = raw.get("sandbox")
+        self.backend = resolve_backend(settings.get("sandbox"), str(configured) if configured else None)  # fails now, before any rollout, if unusable
 
     def identity(self) -> dict[str, Any]:
         ident = {"metric": self.name, "timeout_s": self.timeout_s, "memory_mb": self.memory_mb,

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalpipe.core.config import ModelConfig, dagster_home
+from evalpipe.core.config import EvalConfig, ModelConfig, dagster_home
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.store.journal import Journal
@@ -60,16 +60,17 @@ def judge_cache_path() -> Path:
     return dagster_home() / "journal" / "judge_cache.sqlite"
 
 
-def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
-    """A judge model from a metric setting: a name under the config's `judges:`, or an inline mapping."""
-    from evalpipe.project import load_config
-
+def resolve_judge(spec: Any, name_hint: str = "judge", config: EvalConfig | None = None) -> ModelConfig:
+    """A judge model from a metric setting: a name under `judges:` of `config` (the caller's project), or an
+    inline mapping."""
     if isinstance(spec, str):
-        cfg = load_config()
-        raw = cfg.judges.get(spec)
+        if config is None:  # (a caller's mistake: the metrics stage hands the project's config in)
+            raise ConfigError(f"judge {spec!r} is a name under 'judges:', but no config was given to look it up in; "
+                              f"build the metric with config=<the project's EvalConfig> or give the judge inline")
+        raw = config.judges.get(spec)
         if raw is None:
-            known = ", ".join(sorted(cfg.judges)) or "none"
-            raise ConfigError(f"unknown judge {spec!r} (judges in {cfg.path}: {known}); add it under 'judges:'")
+            known = ", ".join(sorted(config.judges)) or "none"
+            raise ConfigError(f"unknown judge {spec!r} (judges in {config.path}: {known}); add it under 'judges:'")
         name = spec
     elif isinstance(spec, dict):
         raw, name = spec, str(spec.get("name") or spec.get("model") or name_hint)
@@ -80,22 +81,20 @@ def resolve_judge(spec: Any, name_hint: str = "judge") -> ModelConfig:
     return model.with_overrides(params={**JUDGE_DEFAULT_PARAMS, **model.params})
 
 
-def judges_from_settings(settings: dict[str, Any], metric: str) -> list[ModelConfig]:
-    """`judge: x` or `judges: [x, y]`; neither: the first entry of the config's `judges:`."""
-    from evalpipe.project import load_config
-
+def judges_from_settings(settings: dict[str, Any], metric: str, config: EvalConfig | None = None) -> list[ModelConfig]:
+    """`judge: x` or `judges: [x, y]`; neither: the first entry of `judges:` in `config` (the caller's project)."""
     specs = settings.get("judges")
     if specs is None and settings.get("judge") is not None:
         specs = [settings["judge"]]
     if specs is None:
-        cfg = load_config()
-        if not cfg.judges:
-            raise ConfigError(f"metric {metric!r} needs a judge model: add one under 'judges:' in {cfg.path} "
+        if config is None or not config.judges:
+            where = config.path if config is not None else "the config"
+            raise ConfigError(f"metric {metric!r} needs a judge model: add one under 'judges:' in {where} "
                               f"or set 'judge' in the metric's settings")
-        specs = [next(iter(cfg.judges))]
+        specs = [next(iter(config.judges))]
     if isinstance(specs, (str, dict)):
         specs = [specs]
-    models = [resolve_judge(s, f"judge{i}") for i, s in enumerate(specs)]
+    models = [resolve_judge(s, f"judge{i}", config) for i, s in enumerate(specs)]
     if len({m.key for m in models}) != len(models):
         raise ConfigError(f"metric {metric!r}: judges must have distinct names, got {[m.key for m in models]}")
     return models
@@ -117,11 +116,14 @@ class CallStats:
 class JudgeClient:
     """Sends batches of chat messages to one judge model. Identical messages in a batch are sent once."""
 
-    def __init__(self, model: ModelConfig, settings: dict[str, Any] | None = None, cache: Path | None = None):
+    def __init__(self, model: ModelConfig, settings: dict[str, Any] | None = None, cache: Path | None = None,
+                 rate_limits: dict[str, Any] | None = None):
+        """`rate_limits`: the project's `rate_limits:` section (provider-key limits shared across processes)."""
         from evalpipe.runners import build_runner
 
         self.model = model
         self.settings = settings or {}
+        self.rate_limits = rate_limits
         self.cache = cache or judge_cache_path()
         self._build = build_runner
         self.identity = build_runner(model).identity()
@@ -141,7 +143,7 @@ class JudgeClient:
             unique.setdefault(k, m)
         run = RunSettings(concurrency=self.settings.get("concurrency"),
                           timeout_s=float(self.settings.get("timeout_s", 120.0)),
-                          max_retries=int(self.settings.get("max_retries", 4)))
+                          max_retries=int(self.settings.get("max_retries", 4)), rate_limits=self.rate_limits)
         by_key: dict[str, Reply] = {}
         mine, theirs, events = _claim(self.cache, list(unique))
         try:

@@ -13,6 +13,7 @@ import asyncio
 import re
 from typing import Any
 
+from evalpipe.core.config import EvalConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient, judges_from_settings
@@ -38,6 +39,7 @@ class ModelGraded(Metric):
     known_settings: set[str] = set()
     shared_settings = ("judges", *CALL_SETTINGS)
     needs_judge = True
+    takes_config = True  # `judges:` and `rate_limits:` of the project
     option_schema = frozenset({"judge", "judges", *CALL_SETTINGS})
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -46,15 +48,16 @@ class ModelGraded(Metric):
         if "option_schema" not in cls.__dict__:
             cls.option_schema = frozenset(cls.known_settings | {"judge", "judges", *CALL_SETTINGS})
 
-    def __init__(self, **settings: Any):
+    def __init__(self, config: EvalConfig | None = None, **settings: Any):
         allowed = self.known_settings | {"judge", "judges", *CALL_SETTINGS}
         unknown = set(settings) - allowed
         if unknown:
             raise ConfigError(f"{self.name}: unknown setting(s) {sorted(unknown)}; known: {sorted(allowed)}")
         super().__init__(**settings)
-        self.judge_models = judges_from_settings(settings, self.name)
+        self.judge_models = judges_from_settings(settings, self.name, config)
         call = {k: settings[k] for k in CALL_SETTINGS if k in settings}
-        self.clients = [JudgeClient(m, call) for m in self.judge_models]
+        rate_limits = config.raw.get("rate_limits") if config is not None else None
+        self.clients = [JudgeClient(m, call, rate_limits=rate_limits) for m in self.judge_models]
 
     def identity(self) -> dict[str, Any]:
         verdict_settings = {k: v for k, v in self.settings.items() if k not in CALL_SETTINGS + ("judge", "judges")}

@@ -16,7 +16,7 @@ from urllib.parse import quote
 import pandas as pd
 
 from evalpipe.benchmarks import adapter_for
-from evalpipe.core.config import ModelConfig, SplitConfig, dagster_home
+from evalpipe.core.config import EvalConfig, ModelConfig, SplitConfig, dagster_home
 from evalpipe.core.errors import DataError, RunFailed
 from evalpipe.core.fingerprint import canonical_json, fingerprint
 from evalpipe.pipeline.fingerprints import canonical_sample
@@ -388,13 +388,16 @@ def merge_tools(sample_tools: list[dict[str, Any]] | None,
     return list(out.values()) or None  # nothing offered: a one-shot request
 
 
-def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = None) -> Any:
-    """The split's `ToolEnv`; a default one (no fixtures) when only the dataset offers tools; else None."""
+def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = None,
+                  configured_sandbox: str | None = None) -> Any:
+    """The split's `ToolEnv`; a default one (no fixtures) when only the dataset offers tools; else None.
+    `configured_sandbox`: the project's `sandbox:`."""
     from evalpipe.tools import ToolEnv
 
-    env = ToolEnv.for_split(split, mode=mode)
+    env = ToolEnv.for_split(split, mode=mode, configured_sandbox=configured_sandbox)
     if env is None and "tools" in prompts.columns and prompts["tools"].notna().any():
-        env = ToolEnv({}, split.options, resolve=split.resolve, mode=mode, where=split.key)
+        env = ToolEnv({}, split.options, resolve=split.resolve, mode=mode, where=split.key,
+                      configured_sandbox=configured_sandbox)
     return env
 
 
@@ -429,9 +432,11 @@ class RolloutSession:
     def __init__(self, split: SplitConfig, model: ModelConfig, runner: Runner, settings: RunSettings,
                  progress: Callable[..., None] | None = None, journal_file: Path | None = None,
                  tools_mode: str | None = None, total: int | None = None,
-                 worker_init: Callable[[], Any] | None = None):
-        # worker_init: run first in each rollout_shards worker process (the caller's plugin loading)
+                 worker_init: Callable[[], Any] | None = None, configured_sandbox: str | None = None):
+        # worker_init: run first in each rollout_shards worker process (the caller's plugin loading and
+        # secrets); configured_sandbox: the project's `sandbox:`, for tool sessions
         self.split, self.model, self.runner, self.settings = split, model, runner, settings
+        self.configured_sandbox = configured_sandbox
         self.worker_init = worker_init
         self.adapter = adapter_for(split)
         self.tools_mode, self.total = tools_mode, total
@@ -466,7 +471,7 @@ class RolloutSession:
     def _env(self, prompts: pd.DataFrame) -> Any:
         if not self._tools_checked or (self._tools_env is None and "tools" in prompts.columns
                                        and prompts["tools"].notna().any()):
-            self._tools_env = tools_env_for(self.split, prompts, self.tools_mode)
+            self._tools_env = tools_env_for(self.split, prompts, self.tools_mode, self.configured_sandbox)
             self._tools_checked = True
         return self._tools_env
 
@@ -556,9 +561,11 @@ class VerdictTally:
 
 
 def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
-          metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None) -> pd.DataFrame:
+          metric_settings: dict[str, dict[str, Any]] | None = None, metrics: list[Any] | None = None,
+          config: EvalConfig | None = None) -> pd.DataFrame:
     """One row per sample and metric. The frame is built column by column (a list per column, not a dict per row):
-    the same values and dtypes, without a Python dict per judgement."""
+    the same values and dtypes, without a Python dict per judgement. `config`: the project's, for the metrics
+    that read project-wide settings (`judges:`, `sandbox:`, `rate_limits:`)."""
     adapter = adapter_for(split)
     specs = metrics if metrics is not None else adapter.metrics()
     trace_cols = [c for c in ("trajectory", "tool_trace", "stop_reason") if c in rollouts.columns]  # [tools]
@@ -576,7 +583,7 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
     errors = merged["error"].tolist()
     per_metric: list[dict[str, list[Any]]] = []
     for spec in specs:
-        metric = build_metric(spec, metric_settings)
+        metric = build_metric(spec, metric_settings, config)
         judge_fp = fingerprint(metric.identity())
         rows = [i for i in ok if targets[i] is not None or not metric.requires_target]  # the samples it scores
         got = metric.score_columns([targets[i] for i in rows], [predictions[i] for i in rows])

@@ -26,12 +26,15 @@ from evalpipe.core.errors import ConfigError
 
 TRACING_ENV = "EVALS_TRACING"
 _scope_attrs: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("evals_trace_scope", default=None)
+# the (exporter, target) of the innermost scope: runners built inside it trace there (the scope was handed the config)
+_scope_conf: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("evals_trace_conf", default=None)
 _lock = threading.Lock()
 _providers: dict[tuple[str, str], Any] = {}
 
 
 def settings(cfg: Any = None) -> tuple[str, str] | None:
-    """(exporter, target) or None when off. `EVALS_TRACING` wins over the config's `tracing:`."""
+    """(exporter, target) or None when off. `EVALS_TRACING` wins over `tracing:` of `cfg` (the project's
+    EvalConfig, handed in by the caller; None: the env var only)."""
     env = os.environ.get(TRACING_ENV, "").strip()
     if env:
         if env.lower() in ("off", "none", "0", "false"):
@@ -39,12 +42,7 @@ def settings(cfg: Any = None) -> tuple[str, str] | None:
         kind, _, target = env.partition(":")
         return _check(kind.lower(), target, f"{TRACING_ENV}={env}")
     if cfg is None:
-        try:
-            from evalpipe.project import load_config
-
-            cfg = load_config()
-        except Exception:
-            return None
+        return None
     t = cfg.tracing
     kind = str(t.get("exporter") or "none").lower()
     if kind in ("none", "off"):
@@ -140,7 +138,7 @@ def provider(conf: tuple[str, str]):
 
 
 def _tracer():
-    conf = settings()
+    conf = _scope_conf.get() or settings()
     return provider(conf).get_tracer("evalpipe") if conf else None
 
 
@@ -228,20 +226,22 @@ def instrument_runners() -> None:
 
 # ---- scopes -------------------------------------------------------------------------------------------------------
 @contextlib.contextmanager
-def scope(run_id: str | None, step: str, **attrs: Any) -> Iterator[None]:
-    """Everything traced inside carries the Dagster run id and this step's partition. A no-op when off."""
-    conf = settings()
+def scope(run_id: str | None, step: str, config: Any = None, **attrs: Any) -> Iterator[None]:
+    """Everything traced inside carries the Dagster run id and this step's partition. A no-op when off.
+    `config`: the project's EvalConfig (its `tracing:`; see `settings`)."""
+    conf = settings(config)
     if conf is None:
         yield
         return
     instrument_runners()
     values = {"dagster.run_id": run_id or "", "evals.step": step,
               **{f"evals.{k}": str(v) for k, v in attrs.items() if v is not None}}
-    token = _scope_attrs.set(values)
+    token, conf_token = _scope_attrs.set(values), _scope_conf.set(conf)
     tracer = provider(conf).get_tracer("evalpipe")
     try:
         with tracer.start_as_current_span(step):
             yield
     finally:
         _scope_attrs.reset(token)
+        _scope_conf.reset(conf_token)
         provider(conf).force_flush()

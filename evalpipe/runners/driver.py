@@ -34,15 +34,19 @@ class RunSettings:
     fail_fast: bool = False  # stop at the first sample that fails for good
     rpm: float | None = None  # requests per minute, across the run; None: unlimited
     tpm: float | None = None  # tokens (input + output) per minute, across the run; None: unlimited
+    # the project's `rate_limits:` section: provider-key limits shared by every run and process (store/ratelimit.py)
+    rate_limits: dict[str, Any] | None = None
 
 
 SETTING_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "fail_fast", "rpm", "tpm")
 
 
-def run_settings_for(model: ModelConfig | None = None, **overrides: Any) -> RunSettings:
+def run_settings_for(model: ModelConfig | None = None, rate_limits: dict[str, Any] | None = None,
+                     **overrides: Any) -> RunSettings:
     """RunSettings for a model: `overrides` that are not None win, then the model's `options` of the same names
-    (so a config entry may carry `concurrency: 32`, `rpm: 500`, `timeout_s: 300`), then the defaults."""
-    values: dict[str, Any] = {}
+    (so a config entry may carry `concurrency: 32`, `rpm: 500`, `timeout_s: 300`), then the defaults.
+    `rate_limits`: the project's `rate_limits:` section."""
+    values: dict[str, Any] = {"rate_limits": rate_limits}
     for key in SETTING_KEYS:
         v = overrides.get(key)
         if v is None and model is not None:
@@ -228,7 +232,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     from evalpipe.store.ratelimit import Limiters, shared_limiter
 
     # [scale] provider-key limits shared by all runs/workers (rate_limits:)
-    shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None)
+    shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None, settings.rate_limits)
     if shared is not None:
         limiter = Limiters(limiter, shared)
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None

@@ -33,22 +33,10 @@ __all__ = ["run_python", "run_tests", "open_session", "PythonSession", "SandboxR
 CHOICES = ("auto", "bwrap", "docker", "process")
 
 
-def _configured(key: str = "sandbox") -> Any:
-    """A top-level key of the config file (`sandbox:`, `sandbox_disk_mb:`), if a config file is there."""
-    try:
-        from evalpipe.project import load_config
-
-        value = load_config().raw.get(key)
-    except Exception:  # no config file (library use, tests): not our error to raise here
-        return None
-    if key == "sandbox":
-        return str(value) if value else None
-    return value
-
-
-def default_disk_mb() -> int:
-    """The work folder's disk quota when none is given: the config's `sandbox_disk_mb`, else 256 (0: none)."""
-    value = _configured("sandbox_disk_mb")
+def default_disk_mb(configured: Any = None) -> int:
+    """The work folder's disk quota when none is given: `configured` (the project's `sandbox_disk_mb`, handed
+    in by the caller), else 256 (0: none)."""
+    value = configured
     if value is None:
         return DEFAULT_DISK_MB
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
@@ -61,9 +49,10 @@ def backend_status() -> dict[str, str | None]:
     return {name: get_sandbox(name).probe() for name in list_sandboxes()}
 
 
-def resolve_backend(name: str | None = None) -> str:
-    """The backend that will run: `name`, else $EVALS_SANDBOX, else the config's `sandbox:`, else auto."""
-    choice = (name or os.environ.get("EVALS_SANDBOX") or _configured() or "auto").strip().lower()
+def resolve_backend(name: str | None = None, configured: str | None = None) -> str:
+    """The backend that will run: `name`, else $EVALS_SANDBOX, else `configured` (the project's `sandbox:`,
+    handed in by the caller), else auto."""
+    choice = (name or os.environ.get("EVALS_SANDBOX") or configured or "auto").strip().lower()
     if choice not in CHOICES and choice not in list_sandboxes():
         raise ConfigError(f"unknown sandbox backend {choice!r}; use one of: {', '.join(CHOICES)}")
     if choice == "auto":
@@ -78,8 +67,9 @@ def resolve_backend(name: str | None = None) -> str:
 
 
 def make_sandbox(backend: str | None = None, *, files: Iterable[str | os.PathLike] | None = None,
-                 limits: Limits | None = None, ephemeral: bool = False) -> Sandbox:
-    return get_sandbox(resolve_backend(backend))(files=files, limits=limits, ephemeral=ephemeral)
+                 limits: Limits | None = None, ephemeral: bool = False, configured: str | None = None) -> Sandbox:
+    """`configured`: the project's `sandbox:` (see resolve_backend)."""
+    return get_sandbox(resolve_backend(backend, configured))(files=files, limits=limits, ephemeral=ephemeral)
 
 
 def _limits(memory_mb: int, disk_mb: int | None) -> Limits:
@@ -128,7 +118,7 @@ def run_python(code: str, *, timeout_s: float = 10.0, memory_mb: int = 1024,
                files: Iterable[str | os.PathLike] | None = None, backend: str | None = None,
                max_output: int = 20_000, disk_mb: int | None = None) -> SandboxResult:
     """Run `code` as a program (`main.py` in a fresh work folder). Passed = exit status 0 in time.
-    `disk_mb`: the work folder's quota (None: the config's `sandbox_disk_mb`, else 256; 0: none)."""
+    `disk_mb`: the work folder's quota (None: 256; 0: none)."""
     with make_sandbox(backend, files=files, limits=_limits(memory_mb, disk_mb), ephemeral=True) as sb:
         sb.write_file("main.py", code)
         r = sb.exec(sb.python_argv("run", timeout_s=timeout_s), timeout_s=timeout_s, max_output=max_output)

@@ -193,11 +193,13 @@ class PythonSession:
 
 def open_session(*, files: Iterable[str | os.PathLike] | None = None, timeout_s: float = 30.0,
                  memory_mb: int = 1024, backend: str | None = None, max_output: int = 16_384,
-                 cpu_s: int = 600) -> PythonSession:
-    """A stateful sandboxed interpreter for one sample; close it (or use `with`)."""
+                 cpu_s: int = 600, configured_backend: str | None = None) -> PythonSession:
+    """A stateful sandboxed interpreter for one sample; close it (or use `with`). `configured_backend`: the
+    project's `sandbox:` (used when neither `backend` nor $EVALS_SANDBOX is set)."""
     from evalpipe.sandbox import make_sandbox
 
-    sb = make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb, cpu_s=cpu_s))
+    sb = make_sandbox(backend, files=files, limits=Limits(memory_mb=memory_mb, cpu_s=cpu_s),
+                      configured=configured_backend)
     try:
         return PythonSession(sb, timeout_s=timeout_s, max_output=max_output)
     except BaseException:

@@ -293,19 +293,13 @@ class Limiters:
             x.settle(estimated_tokens, used_tokens)
 
 
-def shared_limiter(key: str | None, config: Any = None) -> SharedLimiter | None:
+def shared_limiter(key: str | None, rate_limits: dict[str, Any] | None = None) -> SharedLimiter | None:
     """The shared limiter for a provider key (a model's key is `evalpipe.runners.api.limit_key`: the runners know
-    the providers), or None when `rate_limits` sets none for it."""
+    the providers), or None when `rate_limits` (the project's `rate_limits:` section, handed in by the caller)
+    sets none for it."""
     if key is None:
         return None
-    if config is None:
-        from evalpipe.project import load_config
-
-        try:
-            config = load_config()
-        except Exception:
-            return None
-    section = (getattr(config, "raw", None) or {}).get("rate_limits") or {}
+    section = rate_limits or {}
     limits = section.get("limits") or {}
     if key not in limits:
         return None

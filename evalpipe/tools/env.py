@@ -60,7 +60,9 @@ def read_schemas(spec: Any, resolve: Callable[[str], Path]) -> list[dict[str, An
 
 class ToolEnv:
     def __init__(self, config: dict[str, Any] | None, options: dict[str, Any] | None = None,
-                 resolve: Callable[[str], Path] = Path, mode: str | None = None, where: str = "tools"):
+                 resolve: Callable[[str], Path] = Path, mode: str | None = None, where: str = "tools",
+                 configured_sandbox: str | None = None):
+        # configured_sandbox: the project's `sandbox:` (the split's `sandbox` option and $EVALS_SANDBOX win)
         cfg = dict(config or {})
         options = dict(options or {})
         unknown = set(cfg) - set(TOOL_KEYS)
@@ -77,6 +79,7 @@ class ToolEnv:
         self.tool_timeout_s = float(options.get("tool_timeout_s", DEFAULT_TOOL_TIMEOUT_S))
         self.output_cap = int(options.get("tool_output_cap", DEFAULT_OUTPUT_CAP))
         self.sandbox_backend = options.get("sandbox")
+        self.configured_sandbox = configured_sandbox
         self.options = options
         if self.max_turns < 1 or self.max_tool_calls < 0:
             raise ConfigError(f"{where}: max_turns must be >= 1 and max_tool_calls >= 0")
@@ -95,14 +98,15 @@ class ToolEnv:
         self.counts: Counter[str] = Counter()
 
     @classmethod
-    def for_split(cls, split: Any, mode: str | None = None) -> "ToolEnv | None":
+    def for_split(cls, split: Any, mode: str | None = None, configured_sandbox: str | None = None) -> "ToolEnv | None":
         """The split's tool layer, or None when it configures no tools."""
         cfg = split.options.get("tools")
         if not cfg:
             return None
         if not isinstance(cfg, dict):
             raise ConfigError(f"{split.key}: 'tools' must be a mapping ({', '.join(TOOL_KEYS)}); see docs/tools.md")
-        return cls(cfg, split.options, resolve=split.resolve, mode=mode, where=split.key)
+        return cls(cfg, split.options, resolve=split.resolve, mode=mode, where=split.key,
+                   configured_sandbox=configured_sandbox)
 
     def schemas(self) -> list[dict[str, Any]]:
         """Schemas the config offers every sample: `schemas:` plus the live and sandbox tools."""
@@ -129,7 +133,7 @@ class ToolEnv:
     def sandbox_factory(self, files: list[str]) -> Callable[[], Any] | None:
         if not self.always_live:
             return None
-        backend, timeout = self.sandbox_backend, self.tool_timeout_s
+        backend, timeout, configured = self.sandbox_backend, self.tool_timeout_s, self.configured_sandbox
 
         def open_session() -> Any:
             from evalpipe import sandbox
@@ -141,6 +145,8 @@ class ToolEnv:
             kwargs: dict[str, Any] = {"files": list(files), "timeout_s": timeout}
             if backend:
                 kwargs["backend"] = backend
+            if configured:
+                kwargs["configured_backend"] = configured
             return sandbox.open_session(**kwargs)
 
         return open_session
