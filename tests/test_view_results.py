@@ -11,18 +11,9 @@ from evalpipe.metrics import register_metric
 from evalpipe.metrics.base import Metric
 from evalpipe.runners import register_runner
 from evalpipe.runners.base import Runner
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-      slice_by: [category]
-    metrics: [exact_match, test_view_prefix_share]
-models:
+CONFIG = smoke_benchmark(options="slice_by: [category]", metrics="[exact_match, test_view_prefix_share]") + """models:
   half: {runner: test-view-half}
 """
 RIGHT = {"s1", "s3", "s4", "s7"}

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.procs import restore_environ
+
 SOCKET_NAME = ".evalpipe-warm.sock"
 DISABLE_ENV = "EVALS_WARM"  # "0": never use a warm server
 CHILD_ENV = "EVALS_WARM_CHILD"  # set in a served child: it must not call the server again
@@ -328,11 +330,7 @@ def _warm_up(log: Any) -> None:
     except Exception as exc:  # noqa: BLE001  a failed warm-up only costs speed: serve anyway
         log(f"the warm-up run failed ({type(exc).__name__}: {exc}); serving anyway")
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_environ(saved)
         instance_storage.dispose()  # no open database connection crosses the fork
         warehouse.close_databases()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -1,4 +1,4 @@
-"""Process helpers shared by the storage and sandbox layers (base layer: imports nothing of evalpipe)."""
+"""Process helpers shared by the storage, sandbox and entry layers (base layer: imports nothing of evalpipe)."""
 from __future__ import annotations
 
 import os
@@ -13,3 +13,12 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def restore_environ(saved: dict[str, str | None]) -> None:
+    """Put environment variables back as `{name: os.environ.get(name)}` recorded them (None: was unset)."""
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v

@@ -107,13 +107,12 @@ def _resolve_key(cfg: Any, key: str) -> str:
         return key
 
 
-def runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
-    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
-    `params.k=v` a decoding param, anything else a runner option."""
+def sort_runner_options(runner_options: dict[str, Any], kw: dict[str, Any]) -> dict[str, Any]:
+    """`kw` (ModelRunnerResource fields, with `params` and `options` dicts) updated from `k=v` runner options:
+    `params.k` a decoding param, a resource field name that field, anything else a runner option."""
     from resources import ModelRunnerResource
 
     fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
-    kw: dict[str, Any] = {"params": {}, "options": {}}
     for k, v in runner_options.items():
         if k.startswith("params."):
             kw["params"][k[len("params."):]] = v
@@ -121,6 +120,15 @@ def runner_overrides(runner_options: dict[str, Any], concurrency: int | None, ti
             kw[k] = v
         else:
             kw["options"][k] = v
+    return kw
+
+
+def runner_overrides(runner_options: dict[str, Any], concurrency: int | None, timeout_s: float | None):
+    """ModelRunnerResource for this run: `k=v` sets the resource field `k` if it has one (e.g. max_retries),
+    `params.k=v` a decoding param, anything else a runner option."""
+    from resources import ModelRunnerResource
+
+    kw = sort_runner_options(runner_options, {"params": {}, "options": {}})
     if concurrency is not None:
         kw["concurrency"] = concurrency
     if timeout_s is not None:

@@ -33,6 +33,8 @@ from typing import Any, Iterator
 
 import pandas as pd
 
+from evalpipe.core.procs import restore_environ
+
 REPORT_FIELDS = ("ok", "num_shards", "dataset_sha256", "runner_fingerprint", "model_fingerprint",
                  "per_example_mismatches", "metric_diffs", "shard_sizes", "duplicates", "missing",
                  "fingerprints_match", "coverage_ok", "metrics_match", "gates_ok")
@@ -100,11 +102,7 @@ def _isolated_home(path: Path) -> Iterator[Path]:
     try:
         yield path
     finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+        restore_environ(saved)
 
 
 def run_phase(name: str, home: Path, split_key: str, model_key: str, *, shard: tuple[int, int] | None = None,
@@ -126,16 +124,10 @@ def run_phase(name: str, home: Path, split_key: str, model_key: str, *, shard: t
         model_key = limited_key(model_key, limit)
     if shard is not None:
         split_options["num_shards"], split_options["shard_index"] = shard
-    opts = dict(runner_options or {})
-    fields = set(ModelRunnerResource.model_fields) - {"params", "options"}
-    kw: dict[str, Any] = {"params": {**DETERMINISTIC_PARAMS, **(params or {})}, "options": {}, "max_retries": 0}
-    for k, v in opts.items():
-        if k.startswith("params."):
-            kw["params"][k[len("params."):]] = v
-        elif k in fields:
-            kw[k] = v
-        else:
-            kw["options"][k] = v
+    from evalpipe.repro.run_request import sort_runner_options
+
+    kw = sort_runner_options(dict(runner_options or {}),
+                             {"params": {**DETERMINISTIC_PARAMS, **(params or {})}, "options": {}, "max_retries": 0})
     resources = {"model_runner": ModelRunnerResource(**kw),
                  "eval_config": EvalConfigResource(split_options=split_options)}
     with _isolated_home(home):
