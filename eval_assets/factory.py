@@ -16,7 +16,7 @@ from dagster import Definitions, PreviewWarning
 
 from eval_assets.assets import eval_assets
 from eval_assets.checks import EVAL_CHECKS
-from eval_assets.jobs import dataset_job, evaluate_job, leaderboard_job
+from eval_assets.jobs import dataset_job, evaluate_job, forget_model_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
 from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
 from evalpipe.project import Project
@@ -31,7 +31,7 @@ def build_definitions(project: Project) -> Definitions:
     return Definitions(
         assets=eval_assets(project),
         asset_checks=EVAL_CHECKS,
-        jobs=[evaluate_job, dataset_job, leaderboard_job],
+        jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job],
         sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
         schedules=[retry_failed_partitions_schedule],
         resources=project_resources(project),

@@ -1,8 +1,17 @@
 import os
+from typing import Any, List
 
-from dagster import AssetSelection, define_asset_job, in_process_executor
+from dagster import (AssetSelection, Config, MetadataValue, OpExecutionContext, define_asset_job, in_process_executor,
+                     job, op)
+from pydantic import Field
 
-from partitions import benchmark_split_partitions, eval_partitions
+from evalpipe.core.errors import ConfigError
+from evalpipe.pipeline import stages
+from evalpipe.project import Project
+from evalpipe.store.forget import ModelPlan, check_forget, forget, plan_forget
+from evalpipe.store.warehouse import Warehouse
+from partitions import BENCHMARK_SPLIT, MODEL, benchmark_split_partitions, eval_partitions
+from resources import EvalConfigResource
 
 # Which engine executes the steps of `evaluate` runs (docs/deployment.md): `in_process` (default, one machine),
 # `celery` (dagster-celery: steps go to celery workers through a broker, e.g. Redis; EVALS_CELERY_BROKER and
@@ -41,3 +50,55 @@ evaluate_job = define_asset_job(
 dataset_job = define_asset_job("load_dataset", selection=AssetSelection.assets("dataset"),
                                partitions_def=benchmark_split_partitions)
 leaderboard_job = define_asset_job("refresh_leaderboard", selection=AssetSelection.assets("leaderboard"))
+
+
+# ---- forgetting a model (`evalpipe forget` and the `forget_model` job: evalpipe/store/forget.py does the work) ------
+def forget_plans(project: Project, instance: Any, models: list[str], splits: list[str] = (),
+                 force: bool = False) -> list[ModelPlan]:
+    """What forgetting these model keys removes, in the project's home, warehouse and artifacts; refuses (one
+    line) an unknown split or key, and a configured key unless `force`."""
+    known_splits = set(project.config.splits) | set(instance.get_dynamic_partitions(BENCHMARK_SPLIT))
+    unknown = [s for s in splits if s not in known_splits]
+    if unknown:
+        raise ConfigError(f"unknown benchmark split(s) {', '.join(unknown)}; known: {', '.join(sorted(known_splits))}")
+    plans = plan_forget(models, home=project.home, warehouse=Warehouse(project.warehouse),
+                        artifacts_root=project.artifacts_root, instance=instance, splits=splits)
+    check_forget(plans, configured=project.config.models, force=force,
+                 known=instance.get_dynamic_partitions(MODEL))
+    return plans
+
+
+def forget_models(project: Project, instance: Any, plans: list[ModelPlan]) -> None:
+    """Remove what the plans list; the leaderboard is rebuilt from the metrics left, as its asset builds it."""
+    forget(plans, warehouse=Warehouse(project.warehouse), instance=instance,
+           rebuild_leaderboard=stages.build_leaderboard)
+
+
+class ForgetModelConfig(Config):
+    model: str = Field(description="The model key to forget (the `model` partition key, e.g. adhoc:echo).")
+    splits: List[str] = Field(default=[], description="Only these benchmark splits (their results go; the key "
+                                                      "stays). Empty: every split, and the key itself.")
+    dry_run: bool = Field(default=True, description="List what would go without removing anything. Set false to "
+                                                    "remove it: this is the confirmation.")
+    force: bool = Field(default=False, description="Also forget a key of the config file (the config sync adds "
+                                                   "it back as an empty partition key).")
+
+
+@op(description="Forget a model: its partition key, warehouse rows, journals, run artifacts, registry entry.")
+def forget_model_op(context: OpExecutionContext, config: ForgetModelConfig, eval_config: EvalConfigResource) -> None:
+    project = eval_config.project
+    plans = forget_plans(project, context.instance, [config.model], config.splits, config.force)
+    text = "\n".join(line for plan in plans for line in plan.describe())
+    if not config.dry_run:
+        forget_models(project, context.instance, plans)
+    verb = "dry run, nothing removed (set dry_run: false to remove it)" if config.dry_run else "removed"
+    context.log.info(f"{verb}:\n{text}")
+    context.add_output_metadata({"dry_run": config.dry_run, "what": MetadataValue.md(f"```\n{text}\n```"),
+                                 "rows": MetadataValue.json(plans[0].rows)})
+
+
+@job(name="forget_model", description="Remove a model key and everything it left (evalpipe forget). Run config: "
+                                      "model, splits, dry_run (default true: lists only), force.",
+     executor_def=in_process_executor)
+def forget_model_job():
+    forget_model_op()

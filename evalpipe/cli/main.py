@@ -487,6 +487,8 @@ main.add_command(sandbox_cmd)
 from evalpipe.cli.dryrun import dry_run_command  # noqa: E402  `evalpipe dry-run`: a backfill's cost (issue 15)
 
 main.add_command(dry_run_command)
+from evalpipe.cli.forget import forget_cmd  # noqa: E402  `evalpipe forget MODEL_KEY...` (evalpipe/cli/forget.py)
+main.add_command(forget_cmd)
 
 
 @main.command()

@@ -14,19 +14,20 @@ from pathlib import Path
 from evalpipe.core.config import ModelConfig, dagster_home
 
 
-def registry_dir() -> Path:
-    return dagster_home() / "models"
+def registry_dir(home: Path | None = None) -> Path:
+    return (home or dagster_home()) / "models"
 
 
-def _file_for(key: str) -> Path:
-    return registry_dir() / (key.replace("/", "__") + ".json")
+def registry_file(key: str, home: Path | None = None) -> Path:
+    """Where a discovered model's entry lives (in `home`'s registry, default $DAGSTER_HOME's)."""
+    return registry_dir(home) / (key.replace("/", "__") + ".json")
 
 
 def register_model(model: ModelConfig) -> Path:
     """Record a discovered model atomically (a reader never sees half a file)."""
     d = registry_dir()
     d.mkdir(parents=True, exist_ok=True)
-    target = _file_for(model.key)
+    target = registry_file(model.key)
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(asdict(model), fh, indent=2, sort_keys=True)
@@ -48,10 +49,10 @@ def discovered_models() -> dict[str, ModelConfig]:
     return out
 
 
-def unregister_model(key: str) -> bool:
+def unregister_model(key: str, home: Path | None = None) -> bool:
     """Forget a registered model (an ad-hoc one whose runs produced nothing); True if it was there."""
     try:
-        _file_for(key).unlink()
+        registry_file(key, home).unlink()
         return True
     except FileNotFoundError:
         return False

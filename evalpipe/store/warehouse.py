@@ -164,6 +164,35 @@ class Warehouse:
         without an error) puts it into place atomically, an error leaves the old version as it was."""
         return PartitionWriter(self, table, partition)
 
+    def delete(self, table: str, partition: Mapping[str, str]) -> bool:
+        """Remove one partition of a table (`evalpipe forget`), and its folders once empty; True if it was there.
+        The views need no change: they glob the files at every query."""
+        path = self.partition_file(table, partition)
+        if self.store:
+            if not path.exists():
+                return False
+            try:
+                self.store.fs.rm(self.store._path(str(path)))
+            except (OSError, ValueError) as exc:
+                raise self.store._fail("delete the partition object", str(path), exc) from exc
+            self.store.fs.invalidate_cache()
+            return True
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise WarehouseError(f"cannot delete the {table} partition file {path}: {_reason(exc)}; fix the "
+                                 "folder's permissions and retry") from None
+        for folder in path.parents:  # <table>/benchmark_split=.../model=...: the levels this partition made
+            if folder == self.table_dir(table):
+                break
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (another partition, a temp file): kept
+                break
+        return True
+
     def _views_after_write(self, target: Any) -> None:
         try:  # the partition is written; views that can't be updated now are rebuilt by a later write
             self.ensure_views(wait_s=1.0)
