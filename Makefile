@@ -42,10 +42,10 @@ validate: install
 validate-sharding: install  ## prove N shards equal one pass: make validate-sharding DATASET=smoke/test MODEL=echo RUNNER=echo SHARDS=4
 	$(BIN)/evalpipe validate-sharding --dataset "$(DATASET)" --model "$(MODEL)" $(if $(RUNNER),--runner "$(RUNNER)") --shards $(or $(SHARDS),4)
 
-bench: install  ## speed benchmarks, peers measured beside evalpipe when .venv-peers/ exists (benchmarks/README.md)
+bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md)
 	$(BIN)/python benchmarks/readme_speed.py
 
-bench-readme: install  ## the same, then README's Speed tables regenerated from the figures just measured
+bench-readme: install  ## the same, then every table of README's Speed section regenerated from the figures just measured
 	$(BIN)/python benchmarks/readme_speed.py --write-readme
 
 PEERS_STAMP := .venv-peers/.installed

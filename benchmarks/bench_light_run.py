@@ -4,13 +4,15 @@ in the same invocation, all against the same mock server (benchmarks/mock_server
 - a 1-sample run start to finish (`--limit 1` of the N-sample file, nothing cached yet);
 - a fully cached re-run of the N samples (evalpipe: its journal; Inspect: its generate cache, `--cache`; lm-eval:
   `--use_cache`), checked to send no request;
-- the first run of the N samples (concurrency 100), once;
+- the first run of the N samples (concurrency 100), in a fresh state each round;
 - bytes written and fsyncs of one more 1-sample run, from `strace` (when installed): everything the tool writes
   under its own folders (evalpipe: the Dagster instance storage, split out, and the data: warehouse, journal;
   Inspect: its log, cache and trace files; lm-eval: its cache, results and the datasets cache of the JSONL file);
   for evalpipe also the instance storage written by one more cached re-run (issue 15's target is per run).
 
 Contenders (`--contenders`, each a CLI in its own subprocess with its own interpreter):
+- `import-floor`: `python -c 'import dagster, pandas, duckdb'`, the floor issue 24's cold-run targets are ratios
+  to (a cold 1-sample run <= 1.5x its CPU, a cold cached re-run of 1000 <= 1.3x), in the same rounds;
 - `evalpipe`: `python -m evalpipe.cli.main run` with an OpenAI-compatible model at the mock (the fast path), this
   repository's `dagster_home/dagster.yaml` (evalpipe/store/instance_storage.py);
 - `evalpipe-stock`: the same on Dagster's default SQLite instance storage (the instance storage's baseline);
@@ -25,13 +27,13 @@ The peers run from `.venv-peers/` (`make bench-peers`); without it they are skip
 
     .venv/bin/python benchmarks/bench_light_run.py [--repeat 3] [--n 1000] [--json results.json]
 
-Wall and CPU (user+sys of the CLI process and its children, from wait4) are medians over `--repeat`, the
-contenders interleaved in each round so the machine's load hits them alike.
+Wall and CPU (user+sys of the CLI process and its children, from wait4) are medians over `--repeat` rounds, the
+contenders in an order rotated each round so the machine's load hits them alike; ratios (to the import floor, to
+`evalpipe`) are taken within each round, then their median. Seconds are printed with the machine named.
 """
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import re
@@ -48,9 +50,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import check_repeat, load, machine, rotated, target_line, today, write_json  # noqa: E402
 from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 PEERS_BIN = ROOT / ".venv-peers" / "bin"
 PEERS_DIR = ROOT / "benchmarks" / "peers"
+FLOOR = "import-floor"  # what any Dagster + pandas + DuckDB tool pays before its first line of work
 LABELS = {
     "evalpipe": "evalpipe, fast path, its instance storage",
     "evalpipe-stock": "evalpipe, fast path, Dagster's default SQLite storage",
@@ -58,11 +62,13 @@ LABELS = {
     "evalpipe-warm": "evalpipe, fast path, `evalpipe serve` running (warm)",
     "inspect": "Inspect AI 0.3.285 (`inspect eval`)",
     "lm-eval": "lm-eval 0.4.13 (`lm_eval`)",
+    FLOOR: "import floor: `python -c 'import dagster, pandas, duckdb'`",
 }
 PEERS = ("inspect", "lm-eval")
-TARGETS = {"one_s": 2.0, "cached_s": 1.5, "written_mb": 2.0}
+TARGETS = {"one_s": 2.0, "cached_s": 1.5, "written_mb": 2.0}  # issue 15, seconds on the machine named
+FLOOR_TARGETS = {"one": 1.5, "cached": 1.3}  # issue 24: a cold run's CPU / the import floor's, same round
 CONCURRENCY = 100
-HAS_WARM = (ROOT / "evalpipe" / "warm.py").exists()
+HAS_WARM = (ROOT / "evalpipe" / "cli" / "warm.py").exists()
 SERVED = re.compile(r"evalpipe serve: pid (\d+) exited (-?\d+) after [\d.]+ s, CPU ([\d.]+) s")
 
 
@@ -162,9 +168,11 @@ class Contender:
         return env
 
     def cwd(self, state: Path) -> Path:
-        return ROOT if self.name.startswith("evalpipe") else state
+        return ROOT if self.name.startswith("evalpipe") or self.name == FLOOR else state
 
     def command(self, state: Path, limit: int | None) -> list[str]:
+        if self.name == FLOOR:
+            return [sys.executable, "-c", "import dagster, pandas, duckdb"]
         if self.name.startswith("evalpipe"):
             cmd = [sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress", "--concurrency", str(CONCURRENCY)]
         elif self.name == "inspect":
@@ -209,7 +217,7 @@ def timed(c: Contender, state: Path, limit: int | None, prefix: list[str] | None
 
 def written(c: Contender, state: Path, limit: int | None = 1) -> dict | None:
     """Bytes written and fsyncs of one run, under the contender's state folder, from strace."""
-    if not shutil.which("strace") or c.name == "evalpipe-warm":
+    if not shutil.which("strace") or c.name in ("evalpipe-warm", FLOOR):
         return None
     trace = state.parent / f"{state.name}.strace"
     timed(c, state, limit, ["strace", "-f", "-y", "-qq", "-o", str(trace), "-e",
@@ -233,23 +241,31 @@ def written(c: Contender, state: Path, limit: int | None = 1) -> dict | None:
 
 
 def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:
+    """Each round: every contender's 1-sample run, then its first run of the N samples in a fresh state, then its
+    cached re-run of them; within each phase the contenders run in an order rotated by one per round. Every figure
+    is the median over the rounds; a ratio to the import floor is taken within the round, then its median."""
     work = Path(tempfile.mkdtemp(prefix="evalpipe-light-"))
     server, url = start_server(latency)
     data = work / "bench.jsonl"
     write_data(data, n)
-    rows: dict[str, dict] = {name: {"one": [], "cached": []} for name in names}
+    rows: dict[str, dict] = {name: {"one": [], "first": [], "cached": []} for name in names}
     try:
         contenders = {name: Contender(name, data, url, work) for name in names}
-        for name, c in contenders.items():  # the state every cached re-run reads: one first run of the N samples
-            c.prepare(work / f"cached-{name}")
-            rows[name]["first"] = timed(c, work / f"cached-{name}", None)
-        for _ in range(repeat):
-            for name, c in contenders.items():  # interleaved: the machine's load hits every contender alike
+        for r in range(repeat):
+            order = rotated(names, r)
+            for name in order:
+                c = contenders[name]
                 c.prepare(work / f"one-{name}")
                 rows[name]["one"].append(timed(c, work / f"one-{name}", 1))
-            for name, c in contenders.items():
-                rows[name]["cached"].append(timed(c, work / f"cached-{name}", None))
+            for name in order:  # the state the cached re-run reads, fresh each round
+                c = contenders[name]
+                c.prepare(work / f"cached-{name}")
+                rows[name]["first"].append(timed(c, work / f"cached-{name}", None))
+            for name in order:
+                rows[name]["cached"].append(timed(contenders[name], work / f"cached-{name}", None))
         for name, c in contenders.items():
+            if name == FLOOR:
+                continue
             c.prepare(work / f"io-{name}")
             rows[name]["io"] = written(c, work / f"io-{name}")
             if name in ("evalpipe", "evalpipe-stock", "evalpipe-echo"):  # the target is per run: a re-run too
@@ -265,9 +281,20 @@ def measure(names: list[str], n: int, repeat: int, latency: float) -> dict:
         bad = [x["requests"] for x in r["cached"] if x["requests"]]
         if bad:
             raise SystemExit(f"{name}: the cached re-run sent {bad[0]} requests to the mock; its cache did not hold")
-        for key in ("one", "cached"):
-            r[key] = {"wall_s": statistics.median(x["wall_s"] for x in r[key]),
-                      "cpu_s": statistics.median(x["cpu_s"] for x in r[key]), "runs": r[key]}
+    for key in ("one", "first", "cached"):
+        floor = rows[FLOOR][key] if FLOOR in rows else None
+        base = rows["evalpipe"][key] if "evalpipe" in rows else None
+        for name, r in rows.items():
+            runs = r[key]
+            ratio = {}
+            if floor:
+                ratio["cpu_x_floor"] = statistics.median(x["cpu_s"] / f["cpu_s"] for x, f in zip(runs, floor))
+                ratio["wall_x_floor"] = statistics.median(x["wall_s"] / f["wall_s"] for x, f in zip(runs, floor))
+            if base:
+                ratio["wall_x_evalpipe"] = statistics.median(x["wall_s"] / b["wall_s"] for x, b in zip(runs, base))
+                ratio["cpu_x_evalpipe"] = statistics.median(x["cpu_s"] / b["cpu_s"] for x, b in zip(runs, base))
+            r[key] = {"wall_s": statistics.median(x["wall_s"] for x in runs),
+                      "cpu_s": statistics.median(x["cpu_s"] for x in runs), **ratio, "runs": runs}
     return rows
 
 
@@ -276,55 +303,57 @@ def fmt(x: float | None, spec: str = ".2f") -> str:
 
 
 def table(rows: dict, n: int) -> str:
-    base = rows.get("evalpipe")
+    def x(r: dict, key: str, ratio: str) -> str:
+        return fmt(r[key].get(ratio))
 
-    def ratio(r: dict, key: str) -> str:
-        return f"{r[key]['wall_s'] / base[key]['wall_s']:.2f}" if base else "-"
-
-    lines = [f"| contender | 1-sample run wall / CPU (s) | x evalpipe | cached re-run of {n} wall / CPU (s) | "
-             f"x evalpipe | first run of {n} wall / CPU (s) | written per 1-sample run (MB) | "
-             "of which instance storage (MB) | fsyncs | instance storage written per cached re-run (MB) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"| contender | 1-sample run: CPU x import floor | wall x evalpipe | cached re-run of {n}: CPU x import "
+             f"floor | wall x evalpipe | first run of {n}: wall x evalpipe | wall / CPU (s): 1-sample; cached; first | "
+             "written per 1-sample run (MB) | of which instance storage (MB) | fsyncs | instance storage written "
+             "per cached re-run (MB) |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for name, r in rows.items():
         io, again = r.get("io") or {}, r.get("io_cached") or {}
-        lines.append(f"| {LABELS[name]} | {r['one']['wall_s']:.2f} / {r['one']['cpu_s']:.2f} | {ratio(r, 'one')} | "
-                     f"{r['cached']['wall_s']:.2f} / {r['cached']['cpu_s']:.2f} | {ratio(r, 'cached')} | "
-                     f"{r['first']['wall_s']:.2f} / {r['first']['cpu_s']:.2f} | {fmt(io.get('written_mb'))} | "
+        secs = "; ".join(f"{r[k]['wall_s']:.2f} / {r[k]['cpu_s']:.2f}" for k in ("one", "cached", "first"))
+        lines.append(f"| {LABELS[name]} | {x(r, 'one', 'cpu_x_floor')} | {x(r, 'one', 'wall_x_evalpipe')} | "
+                     f"{x(r, 'cached', 'cpu_x_floor')} | {x(r, 'cached', 'wall_x_evalpipe')} | "
+                     f"{x(r, 'first', 'wall_x_evalpipe')} | {secs} | {fmt(io.get('written_mb'))} | "
                      f"{fmt(io.get('instance_mb'))} | {io.get('fsyncs', '-')} | {fmt(again.get('instance_mb'))} |")
     return "\n".join(lines)
 
 
-def verdicts(rows: dict, n: int) -> str:
-    """Issue 15's targets against evalpipe's row, and each peer's figure in the same run beside it."""
+def verdicts(rows: dict, n: int) -> list[str]:
+    """The targets, each beside its floor or peer from the same run: issue 24's cold runs against the import
+    floor, issue 15's seconds (on the machine named) with `evalpipe serve` running, the bytes written."""
     ours = rows.get("evalpipe")
     if not ours:
-        return ""
+        return []
     io, again = ours.get("io") or {}, ours.get("io_cached") or {}
+    warm = rows.get("evalpipe-warm")
 
     def peers(key: str) -> str:
-        got = [f"{LABELS[p].split(' (')[0]} {rows[p][key]['wall_s']:.2f} s" for p in PEERS if p in rows]
-        return f". Same run: {', '.join(got)}" if got else ""
+        got = [f"{LABELS[p].split(' (')[0]} {rows[p][key]['wall_x_evalpipe']:.2f}x evalpipe's wall"
+               for p in PEERS if p in rows]
+        return f"; same run: {', '.join(got)}" if got else ""
 
     def met(value: float | None, target: float) -> str:
         return "n/a" if value is None else ("met" if value <= target else "not met")
 
-    warm = rows.get("evalpipe-warm")
-
-    def line(key: str, what: str) -> str:
+    lines = []
+    for key, what in (("one", "cold 1-sample run, CPU"), ("cached", f"cold cached re-run of {n}, CPU")):
+        if FLOOR in rows:
+            lines.append(target_line(what, ours[key]["cpu_x_floor"], "the import floor", FLOOR_TARGETS[key],
+                                     detail=f"wall {ours[key]['wall_x_floor']:.2f}x" + peers(key)))
+    for key, what in (("one", "1-sample run"), ("cached", f"cached re-run of {n}")):
         target = TARGETS[key + "_s"]
-        got = [f"evalpipe cold {ours[key]['wall_s']:.2f} s (CPU {ours[key]['cpu_s']:.2f} s): "
-               f"{met(ours[key]['wall_s'], target)}"]
+        got = [f"evalpipe cold {ours[key]['wall_s']:.2f} s: {met(ours[key]['wall_s'], target)}"]
         if warm:
-            got.append(f"with `evalpipe serve` running {warm[key]['wall_s']:.2f} s (CPU {warm[key]['cpu_s']:.2f} s): "
-                       f"{met(warm[key]['wall_s'], target)}")
-        return f"- {what}, target <= {target:g} s: {'; '.join(got)}{peers(key)}"
-
-    lines = [line("one", "1-sample run"), line("cached", f"cached re-run of {n}"),
-             f"- written per run beyond the data (the instance storage), target <= {TARGETS['written_mb']:g} MB: "
-             f"{fmt(io.get('instance_mb'))} MB in a 1-sample run: {met(io.get('instance_mb'), TARGETS['written_mb'])}; "
-             f"{fmt(again.get('instance_mb'))} MB in a cached re-run: "
-             f"{met(again.get('instance_mb'), TARGETS['written_mb'])}"]
-    return "\n".join(lines)
+            got.append(f"with `evalpipe serve` running {warm[key]['wall_s']:.2f} s "
+                       f"({warm[key]['wall_x_evalpipe']:.2f}x cold): {met(warm[key]['wall_s'], target)}")
+        lines.append(f"- {what}, target <= {target:g} s on this machine: {'; '.join(got)}")
+    lines.append(f"- written per run beyond the data (the instance storage), target <= {TARGETS['written_mb']:g} MB: "
+                 f"{fmt(io.get('instance_mb'))} MB in a 1-sample run: {met(io.get('instance_mb'), TARGETS['written_mb'])}; "
+                 f"{fmt(again.get('instance_mb'))} MB in a cached re-run: "
+                 f"{met(again.get('instance_mb'), TARGETS['written_mb'])}")
+    return lines
 
 
 def main() -> None:
@@ -332,11 +361,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--n", type=int, default=1000)
     ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
-    ap.add_argument("--contenders", default="evalpipe," + ("evalpipe-warm," if HAS_WARM else "")
+    ap.add_argument("--contenders", default=f"{FLOOR},evalpipe," + ("evalpipe-warm," if HAS_WARM else "")
                     + "evalpipe-stock,inspect,lm-eval",
                     help=f"comma list of: {', '.join(LABELS)}")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
+    check_repeat(args.repeat)
     names = [x.strip() for x in args.contenders.split(",") if x.strip()]
     unknown = [x for x in names if x not in LABELS]
     if unknown:
@@ -345,20 +375,19 @@ def main() -> None:
         print(f"peers (Inspect AI, lm-eval) are not installed in {PEERS_BIN.parent.name}/: get them with "
               "`make bench-peers`; measuring evalpipe only", flush=True)
         names = [x for x in names if x not in PEERS]
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    load_before = load()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so `finally` stops the mock and the warm servers
     rows = measure(names, args.n, args.repeat, args.latency)
-    load_after = " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    header = (f"One whole run from the CLI, median of {args.repeat} interleaved rounds, mock latency "
-              f"{args.latency * 1000:g} ms, concurrency {CONCURRENCY}, {os.cpu_count()} CPUs, load average "
-              f"{load} before / {load_after} after, {datetime.date.today().isoformat()}")
-    md = f"{header}\n\n{table(rows, args.n)}\n\n{verdicts(rows, args.n)}".rstrip()
-    print(md)
-    if args.json:
-        args.json.write_text(json.dumps({"benchmark": "light_run", "n": args.n, "repeat": args.repeat,
-                                         "latency_s": args.latency, "load_before": load, "load_after": load_after,
-                                         "date": datetime.date.today().isoformat(), "rows": rows,
-                                         "markdown": md}, indent=1))
+    load_after = load()
+    header = (f"One whole run from the CLI, each figure the median of {args.repeat} rounds in a rotating order "
+              f"(ratios taken within each round), mock latency {args.latency * 1000:g} ms, concurrency "
+              f"{CONCURRENCY}; seconds on {machine()}, load average {load_before} before / {load_after} after, "
+              f"{today()}")
+    targets = verdicts(rows, args.n)
+    md = f"{header}\n\n{table(rows, args.n)}\n\n" + "\n".join(targets)
+    print(md.rstrip())
+    write_json(args.json, "light_run", md.rstrip(), targets, n=args.n, repeat=args.repeat, latency_s=args.latency,
+               load_before=load_before, load_after=load_after, rows=rows)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,12 @@
 """Tokens per second of `runner: local`, batched against unbatched, in the same invocation.
 
-    .venv/bin/python benchmarks/bench_local_batch.py                       # CPU, SmolLM2-135M, batch 8 vs 1
+    .venv/bin/python benchmarks/bench_local_batch.py       # CPU, SmolLM2-135M, 16 prompts x 24 tokens, batch 8 vs 1
 
 Both go through the real runner and driver (`pipeline`-free: `run_requests` without a journal), greedy decoding,
-the same prompts. Reported: output tokens per second, and how many batched answers equal the unbatched ones.
+the same prompts; the defaults are the settings README.md states. Both run `--repeat` rounds (default 3) in an
+order rotated each round; reported: the batched/unbatched ratio of output tokens per second (taken within each
+round, then the median; target >= 3.5x at batch 8, issue 24), tokens/s with the machine named, and how many
+batched answers equal the unbatched ones.
 On a GPU machine, benchmarks/gpu_local_batch.py compares the runner (transformers and vLLM engines) against a
 plain transformers `generate` loop on the same GPU.
 """
@@ -12,12 +15,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import check_repeat, load, machine, rounds, target_line, today, write_json  # noqa: E402
+TARGET = 3.5  # issue 24: batched / unbatched tokens per second at batch 8, CPU, SmolLM2
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
@@ -53,31 +59,44 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint (default: the shipped SmolLM2-135M GGUF)")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--max-tokens", type=int, default=24, help="output tokens per prompt (README's figure: 24)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of both modes (medians)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
+    check_repeat(args.repeat)
     reqs = _requests(args.n)
     one, many = _runner(args.model, 1, args.max_tokens, args.device), _runner(args.model, args.batch_size,
                                                                                   args.max_tokens, args.device)
     asyncio.run(one.start())
     _timed(one, reqs[:2], 1)  # warm-up, not timed
     _timed(many, reqs[:2], args.batch_size)
-    results = {}
-    wall1, rows1 = _timed(one, reqs, 1)
-    wallb, rowsb = _timed(many, reqs, args.batch_size)
-    for name, wall, rows in (("unbatched (batch 1)", wall1, rows1), (f"batched (batch {args.batch_size})", wallb, rowsb)):
+    load_before = load()
+    unbatched, batched = "unbatched (batch 1)", f"batched (batch {args.batch_size})"
+
+    def measure(runner, concurrency: int) -> dict:
+        wall, rows = _timed(runner, reqs, concurrency)
         toks = sum(int(r["output_tokens"] or 0) for r in rows if r["status"] == "ok")
-        results[name] = (wall, toks, toks / wall)
-    same = sum(a["raw_output"] == b["raw_output"] for a, b in zip(rows1, rowsb))
-    print(f"\nN={args.n} prompts, max_tokens={args.max_tokens}, device={args.device}, greedy, "
-          f"{os.cpu_count()} CPUs, same run\n")
-    print("| mode | wall (s) | output tokens | tokens/s |")
-    print("|---|---|---|---|")
-    for name, (wall, toks, rate) in results.items():
-        print(f"| {name} | {wall:.2f} | {toks} | {rate:.1f} |")
-    base = results["unbatched (batch 1)"][2]
-    print(f"\nbatched / unbatched: {results[f'batched (batch {args.batch_size})'][2] / base:.2f}x tokens/s "
-          f"(target >= 3x at batch 8); identical answers: {same}/{args.n}")
+        return {"wall_s": wall, "tokens": toks, "tok_s": toks / wall, "answers": [r["raw_output"] for r in rows]}
+
+    by = rounds({unbatched: lambda r: measure(one, 1), batched: lambda r: measure(many, args.batch_size)},
+                args.repeat)
+    ratio = statistics.median(b["tok_s"] / u["tok_s"] for b, u in zip(by[batched], by[unbatched]))
+    same = min(sum(a == b for a, b in zip(u["answers"], bb["answers"])) for u, bb in zip(by[unbatched], by[batched]))
+    header = (f"N={args.n} prompts x {args.max_tokens} tokens, device={args.device}, greedy, each figure the median "
+              f"of {args.repeat} rounds in a rotating order (the ratio taken within each round); tokens/s on "
+              f"{machine()}, load average before {load_before}, {today()}")
+    lines = ["| mode | x unbatched (tokens/s) | tokens/s | wall (s) | output tokens |", "|---|---|---|---|---|"]
+    for name, runs in by.items():
+        rate = statistics.median(x["tok_s"] for x in runs)
+        lines.append(f"| {name} | {1.0 if name == unbatched else ratio:.2f} | {rate:.1f} | "
+                     f"{statistics.median(x['wall_s'] for x in runs):.2f} | {runs[0]['tokens']} |")
+    targets = [target_line(f"local batching at batch {args.batch_size}, tokens/s", ratio, "unbatched", TARGET,
+                           higher_is_better=True, detail=f"identical answers {same}/{args.n}")]
+    md = header + "\n\n" + "\n".join(lines) + "\n\n" + "\n".join(targets)
+    print("\n" + md)
+    write_json(args.json, "local_batch", md, targets, n=args.n, max_tokens=args.max_tokens,
+               batch_size=args.batch_size, repeat=args.repeat, load_before=load_before, ratio=ratio, identical=same)
 
 
 if __name__ == "__main__":

@@ -6,13 +6,14 @@
 It times `evalpipe.pipeline.stages.run_rollouts` (what the `rollouts` asset calls: runner + driver + SQLite journal +
 the output DataFrame) on a generated benchmark, once from scratch and once more when every sample is already in
 the journal. The mock server runs in its own process, so the client's process CPU time is the framework's alone.
-Reported: wall time and its ratio to the ideal N x latency / C and to a bare aiohttp loop measured in the same
-run (the floor on this machine), client CPU per sample, cached re-run time. The evalpipe paths and the bare loops
-run `--repeat` rounds (default 3) in an order rotated each round; each figure is the median over the rounds.
-Imports, runner construction and a 20-sample warm-up happen before the clock starts (litellm's import alone costs
-seconds); the mock server's own CPU is not counted.
+Reported: wall time and client CPU per sample as ratios to a bare aiohttp loop in the same round (the floor), the
+ratio to the ideal N x latency / C, absolute figures with the machine named, the journaled re-run. Every path,
+floor and peer runs `--repeat` rounds (default 3) in an order rotated each round; each figure is the median over
+the rounds. The litellm path is compared with a bare `litellm.acompletion` loop passing the same per-token prices
+and retry settings as the path (a like-for-like floor). Imports, runner construction and a 20-sample warm-up
+happen before the clock starts (litellm's import alone costs seconds); the mock server's own CPU is not counted.
 
-The peers, when `.venv-peers/` exists (`make bench-peers`), in the same run: Inspect AI's `eval` and lm-eval's
+The peers, when `.venv-peers/` exists (`make bench-peers`), in the same rounds: Inspect AI's `eval` and lm-eval's
 `simple_evaluate` of the same samples in-process (benchmarks/peers/rollouts_peer.py, their own interpreter, same
 warm-up), no cache; their whole evaluation (generation, scoring, log) against our rollouts stage.
 `--json FILE` also writes the figures and the printed table (benchmarks/readme_speed.py reads it).
@@ -20,7 +21,6 @@ warm-up), no cache; their whole evaluation (generation, scoring, log) against ou
 from __future__ import annotations
 
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -33,12 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 PEER_LABELS = {"inspect": "Inspect AI 0.3.285 in-process (eval)",
                "lm-eval": "lm-eval 0.4.13 in-process (simple_evaluate)"}
+FLOOR = "bare aiohttp loop (floor)"
+BARE_LITELLM = "bare litellm.acompletion loop (same prices, no retries)"
+TARGETS = {"fast_cpu": 1.2, "litellm": 1.1}  # issue 24: fast path client CPU / bare loop; issue 15: litellm path
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import check_repeat, load, machine, median_row, rounds, target_line, today, write_json  # noqa: E402
 from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
-
-
 
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, work: Path) -> dict:
@@ -107,18 +109,21 @@ def bench_bare(base_url: str, n: int, concurrency: int, latency: float) -> dict:
     got = asyncio.run(go(n))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ideal = n * latency / concurrency
-    return {"path": "bare aiohttp loop (floor)", "n": n, "c": concurrency, "ok": len(got), "ideal_s": ideal,
+    return {"path": FLOOR, "n": n, "c": concurrency, "ok": len(got), "ideal_s": ideal,
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": float("nan")}
 
 
 def bench_bare_litellm(base_url: str, n: int, concurrency: int, latency: float) -> dict:
     """The litellm path's own floor: a bare `litellm.acompletion` loop (C workers, keep the text), same server,
-    same run. The litellm path's target is <= 1.1x this."""
+    same run, like for like: the same per-token prices the litellm path passes (so litellm skips its cost-map
+    search in both) and no retries inside litellm (`num_retries=0`, `max_retries=0`, as the path sets them).
+    The litellm path's target is <= 1.1x this."""
     import asyncio
 
-    from evalpipe.runners.pricing import import_litellm
+    from evalpipe.runners.pricing import import_litellm, token_prices
 
     litellm = import_litellm()
+    pin, pout = token_prices("openai/mock-model", "openai")  # what LiteLLMRunner.prices() finds for this model
 
     async def go(count: int) -> list[str]:
         out: list[str] = []
@@ -128,7 +133,8 @@ def bench_bare_litellm(base_url: str, n: int, concurrency: int, latency: float) 
             for i in it:
                 resp = await litellm.acompletion(
                     model="openai/mock-model", api_base=base_url, api_key="no-key", max_tokens=16, temperature=0,
-                    messages=[{"role": "user", "content": f"What is {i} plus {i}?"}], num_retries=0)
+                    messages=[{"role": "user", "content": f"What is {i} plus {i}?"}], num_retries=0, max_retries=0,
+                    input_cost_per_token=pin, output_cost_per_token=pout)
                 out.append(resp.choices[0].message.content)
         await asyncio.gather(*(worker() for _ in range(concurrency)))
         return out
@@ -138,7 +144,7 @@ def bench_bare_litellm(base_url: str, n: int, concurrency: int, latency: float) 
     got = asyncio.run(go(n))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ideal = n * latency / concurrency
-    return {"path": "bare litellm.acompletion loop", "n": n, "c": concurrency, "ok": len(got), "ideal_s": ideal,
+    return {"path": BARE_LITELLM, "n": n, "c": concurrency, "ok": len(got), "ideal_s": ideal,
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_sample": 1000 * cpu / n, "rerun_s": float("nan")}
 
 
@@ -166,16 +172,25 @@ def bench_peer(peer: str, base_url: str, n: int, concurrency: int, latency: floa
             "rerun_s": float("nan")}
 
 
-def median_row(rows: list[dict]) -> dict:
-    """One path's rounds as one row: the median of each figure, the fewest answers, how many rounds."""
+def with_ratios(rounds_by_path: dict[str, list[dict]]) -> list[dict]:
+    """Each path's medians, and its ratios to the floor (wall, CPU) taken round by round (the floor ran in the same
+    round, so both saw the same load) before the median."""
+    floor = rounds_by_path[FLOOR]
+    out = []
+    for rows in rounds_by_path.values():
+        for r, f in zip(rows, floor):
+            r["x_floor_wall"] = r["wall_s"] / f["wall_s"]
+            r["x_floor_cpu"] = r["cpu_ms_per_sample"] / f["cpu_ms_per_sample"]
+        out.append(median_row(rows, ("wall_s", "ratio", "cpu_ms_per_sample", "rerun_s", "x_floor_wall",
+                                     "x_floor_cpu")) | {"ok": min(r["ok"] for r in rows)})
+    return out
+
+
+def pair_ratio(rounds_by_path: dict[str, list[dict]], a: str, b: str, key: str) -> float:
+    """Median over the rounds of a's figure / b's figure in the same round."""
     import statistics
 
-    out = dict(rows[0])
-    for key in ("wall_s", "ratio", "cpu_ms_per_sample", "rerun_s"):
-        out[key] = statistics.median(r[key] for r in rows)
-    out["ok"] = min(r["ok"] for r in rows)
-    out["rounds"] = len(rows)
-    return out
+    return statistics.median(x[key] / y[key] for x, y in zip(rounds_by_path[a], rounds_by_path[b]))
 
 
 def main() -> None:
@@ -185,9 +200,10 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1, help="mock server latency per request, seconds")
     ap.add_argument("--paths", default="fast,litellm,inspect,lm-eval",
                     help="comma list: fast (aiohttp), litellm (acompletion), and the peers inspect, lm-eval")
-    ap.add_argument("--repeat", type=int, default=3, help="rounds of the evalpipe paths and bare loops (medians)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of every path, floor and peer (medians)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
+    check_repeat(args.repeat)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     peers = [p for p in paths if p in PEER_LABELS]
     if peers and not PEERS_PYTHON.exists():
@@ -197,54 +213,60 @@ def main() -> None:
     paths = [p for p in paths if p not in PEER_LABELS]
     from evalpipe.runners.pricing import import_litellm
 
-    if "litellm" in args.paths:
+    if "litellm" in paths:
         import_litellm()  # outside the clock
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
+    load_before = load()
     proc, url = start_server(args.latency)
+    a = (url, args.n, args.concurrency, args.latency)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["DAGSTER_HOME"] = tmp
-            jobs = [lambda work: bench_bare(url, args.n, args.concurrency, args.latency)]
-            jobs += [lambda work, p=p: bench(p, url, args.n, args.concurrency, args.latency, work) for p in paths]
+
+            def work(r: int) -> Path:
+                folder = Path(tmp) / f"round-{r}"
+                folder.mkdir(exist_ok=True)
+                return folder
+
+            jobs = {FLOOR: lambda r: bench_bare(*a)}
+            jobs |= {p: (lambda r, p=p: bench(p, *a, work(r))) for p in paths}
             if "litellm" in paths:
-                jobs.append(lambda work: bench_bare_litellm(url, args.n, args.concurrency, args.latency))
-            # each round runs every path, in an order rotated by one per round, so a slow spell of the shared
-            # machine does not always hit the same path; each path's figures are its medians over the rounds
-            rounds: list[list[dict]] = [[] for _ in jobs]
-            for r in range(args.repeat):
-                work = Path(tmp) / f"round-{r}"
-                work.mkdir()
-                for j in [(r + k) % len(jobs) for k in range(len(jobs))]:
-                    rounds[j].append(jobs[j](work))
-            results = [median_row(rows) for rows in rounds]
-            results += [bench_peer(p, url, args.n, args.concurrency, args.latency, Path(tmp)) for p in peers]
+                jobs[BARE_LITELLM] = lambda r: bench_bare_litellm(*a)
+            # the peers are contenders like any other: in every round, in the rotation, not once after the rest
+            jobs |= {PEER_LABELS[p]: (lambda r, p=p: bench_peer(p, *a, work(r))) for p in peers}
+            by_path = rounds(jobs, args.repeat)
+            results = with_ratios(by_path)
     finally:
         proc.kill()
         proc.wait()
     header = (f"N={args.n}, concurrency={args.concurrency}, mock latency={args.latency * 1000:g} ms "
-              f"(ideal {args.n * args.latency / args.concurrency:.2f} s), evalpipe paths and bare loops: median of "
-              f"{args.repeat} rotated rounds, peers once, {os.cpu_count()} CPUs, "
-              f"load average before: {load}, {datetime.date.today().isoformat()}")
-    floor = results[0]["wall_s"]
-    lines = ["| path | ok | wall (s) | x ideal | x bare loop | client CPU (ms/sample) | journaled re-run (s) |",
-             "|---|---|---|---|---|---|---|"]
+              f"(ideal {args.n * args.latency / args.concurrency:.2f} s); every row the median of {args.repeat} "
+              f"rounds in a rotating order, peers included; ratios to the floor taken within each round; seconds "
+              f"on {machine()}, load average before {load_before}, {today()}")
+    lines = ["| path | ok | x floor, wall | x floor, client CPU | x ideal | wall (s) | client CPU (ms/sample) | "
+             "journaled re-run (s) |", "|---|---|---|---|---|---|---|---|"]
     for r in results:
         rerun = "-" if r["rerun_s"] != r["rerun_s"] else f"{r['rerun_s']:.2f}"
-        lines.append(f"| {r['path']} | {r['ok']}/{r['n']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | "
-                     f"{r['wall_s'] / floor:.2f} | {r['cpu_ms_per_sample']:.2f} | {rerun} |")
+        lines.append(f"| {r['path']} | {r['ok']}/{r['n']} | {r['x_floor_wall']:.2f} | {r['x_floor_cpu']:.2f} | "
+                     f"{r['ratio']:.2f} | {r['wall_s']:.2f} | {r['cpu_ms_per_sample']:.2f} | {rerun} |")
     by = {r["path"]: r for r in results}
-    if "litellm" in by and "bare litellm.acompletion loop" in by:
-        ratio = by["litellm"]["wall_s"] / by["bare litellm.acompletion loop"]["wall_s"]
-        lines.append(f"\nlitellm path / bare litellm.acompletion loop (same run): {ratio:.2f}x wall, "
-                     f"{by['litellm']['cpu_ms_per_sample'] / by['bare litellm.acompletion loop']['cpu_ms_per_sample']:.2f}x "
-                     "CPU (target <= 1.1x)")
-    md = header + "\n\n" + "\n".join(lines)
+    targets = []
+    if "fast" in by:
+        targets.append(target_line("fast path, client CPU per sample", by["fast"]["x_floor_cpu"], "the bare aiohttp "
+                                   "loop", TARGETS["fast_cpu"], detail=f"wall {by['fast']['x_floor_wall']:.2f}x"))
+    if "litellm" in by and BARE_LITELLM in by:
+        targets.append(target_line("litellm path, wall", pair_ratio(by_path, "litellm", BARE_LITELLM, "wall_s"),
+                                   "the bare litellm loop", TARGETS["litellm"],
+                                   detail="CPU " f"{pair_ratio(by_path, 'litellm', BARE_LITELLM, 'cpu_ms_per_sample'):.2f}x"))
+    for p in peers:
+        if "fast" in by:
+            label = PEER_LABELS[p]
+            targets.append(f"- fast path beside {label.split(' in-process')[0]} (same rounds): "
+                           f"{pair_ratio(by_path, 'fast', label, 'wall_s'):.2f}x its wall, "
+                           f"{pair_ratio(by_path, 'fast', label, 'cpu_ms_per_sample'):.2f}x its CPU")
+    md = header + "\n\n" + "\n".join(lines) + ("\n\n" + "\n".join(targets) if targets else "")
     print("\n" + md)
-    if args.json:
-        args.json.write_text(json.dumps({"benchmark": "rollouts", "n": args.n, "concurrency": args.concurrency,
-                                         "latency_s": args.latency, "load_before": load,
-                                         "date": datetime.date.today().isoformat(), "rows": results,
-                                         "markdown": md}, indent=1, default=str))
+    write_json(args.json, "rollouts", md, targets, n=args.n, concurrency=args.concurrency, latency_s=args.latency,
+               repeat=args.repeat, load_before=load_before, rows=results)
 
 
 if __name__ == "__main__":

@@ -4,11 +4,11 @@
     .venv/bin/python benchmarks/bench_sandbox.py --limit 40 --repeat 3 --backends bwrap process
 
 Each round scores the canonical solutions through the `code_execution` metric (the harness: two processes
-per sample) under every backend asked for, interleaved (bwrap, process, bwrap, process, ...) so load on the
-machine hits both alike. Also timed, as "exit-status rule": the old way, the whole program (prompt, solution,
+per sample) under every backend asked for, the contenders in an order rotated each round so load on the
+machine hits them alike; `--repeat` rounds (default 3), every figure the median, a ratio taken within its round. Also timed, as "exit-status rule": the old way, the whole program (prompt, solution,
 tests, `check(...)`) as one `run_python` call under `process`, i.e. what scoring cost before issue 12.
-Reported: wall time per round (median), per sample, ratio to the process backend and to the old rule, and
-the pass count (must be all).
+Reported: the ratios to the process backend (the unisolated run) and to the old rule, wall time per round and per
+sample with the machine named, and the pass count (must be all). `--json FILE` for benchmarks/readme_speed.py.
 """
 from __future__ import annotations
 
@@ -22,15 +22,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import check_repeat, load, machine, rounds, today, write_json  # noqa: E402
+
+PROCESS, BEFORE = "process (harness)", "process, exit-status rule (before)"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--limit", type=int, default=164, help="problems (default: all 164)")
     ap.add_argument("--concurrency", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=1, help="rounds; the median is reported")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds; the median is reported")
     ap.add_argument("--backends", nargs="+", default=["bwrap", "process"])
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
+    check_repeat(args.repeat)
 
     import logging
 
@@ -61,25 +66,36 @@ def main() -> None:
             results = list(pool.map(lambda c: run_python(c, backend="process"), programs))
         return time.perf_counter() - start, sum(r.passed for r in results)
 
-    contenders = {f"{b} (harness)": (lambda b=b: harness_round(b)) for b in backends}
-    contenders["process, exit-status rule (before)"] = exit_status_round
+    contenders = {f"{b} (harness)": (lambda r, b=b: harness_round(b)) for b in backends}
+    contenders[BEFORE] = lambda r: exit_status_round()
     harness_round(backends[0]) if backends else None  # warm-up: imports, page cache
-    times: dict[str, list[float]] = {k: [] for k in contenders}
-    passed: dict[str, int] = {}
-    for _ in range(args.repeat):
-        for name, fn in contenders.items():
-            t, n = fn()
-            times[name].append(t)
-            passed[name] = n
+    load_before = load()
+    by = rounds({name: (lambda r, fn=fn: dict(zip(("wall_s", "passed"), fn(r)))) for name, fn in contenders.items()},
+                args.repeat)
     n = len(problems)
-    base = statistics.median(times["process (harness)"]) if "process (harness)" in times else None
-    before = statistics.median(times["process, exit-status rule (before)"])
-    print(f"HumanEval canonical solutions: {n} problems, concurrency {args.concurrency}, {args.repeat} round(s)")
-    print(f"{'contender':38s} {'wall s':>8s} {'ms/sample':>10s} {'x process':>10s} {'x before':>9s} {'passed':>7s}")
-    for name, ts in times.items():
-        med = statistics.median(ts)
-        ratio = f"{med / base:.2f}" if base else "-"
-        print(f"{name:38s} {med:8.1f} {1000 * med / n:10.0f} {ratio:>10s} {med / before:9.2f} {passed[name]:>4d}/{n}")
+
+    def ratio(name: str, to: str) -> str:
+        if to not in by:
+            return "-"
+        return f"{statistics.median(x['wall_s'] / y['wall_s'] for x, y in zip(by[name], by[to])):.2f}"
+
+    header = (f"HumanEval canonical solutions: {n} problems through `code_execution`, concurrency {args.concurrency}, "
+              f"each figure the median of {args.repeat} rounds in a rotating order (ratios taken within each round); "
+              f"seconds on {machine()}, load average before {load_before}, {today()}")
+    lines = ["| contender | x process backend | x exit-status rule (before) | wall (s) | ms/sample | passed |",
+             "|---|---|---|---|---|---|"]
+    for name, runs in by.items():
+        med = statistics.median(x["wall_s"] for x in runs)
+        passed = min(x["passed"] for x in runs)
+        lines.append(f"| {name} | {ratio(name, PROCESS)} | {ratio(name, BEFORE)} | {med:.1f} | {1000 * med / n:.0f} | "
+                     f"{passed}/{n} |")
+    targets = []
+    if "bwrap (harness)" in by:
+        targets.append(f"- bwrap sandbox: {ratio('bwrap (harness)', PROCESS)}x the unisolated process backend, "
+                       f"{ratio('bwrap (harness)', BEFORE)}x what scoring cost before (same rounds)")
+    md = header + "\n\n" + "\n".join(lines) + ("\n\n" + "\n".join(targets) if targets else "")
+    print(md)
+    write_json(args.json, "sandbox", md, targets, n=n, repeat=args.repeat, load_before=load_before, rounds=by)
 
 
 if __name__ == "__main__":

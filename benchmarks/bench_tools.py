@@ -9,7 +9,10 @@ driver + journal + the output frame) on a generated benchmark whose `web.search`
 The mock runs in its own process (`--tool-turns 3`), so the client's CPU time is the framework's alone.
 Ideal wall time: turns x (N / C) waves x latency (3 x 10 x 100 ms = 3 s). Reported: wall time and its ratio to
 the ideal and to a bare aiohttp loop doing the same three requests per conversation (the floor, same run),
-client CPU per model turn, and the journaled re-run. Warm-up (20 conversations) is not timed.
+client CPU per model turn, and the journaled re-run. Warm-up (20 conversations) is not timed. The floor and each
+path run `--repeat` rounds (default 3) in an order rotated each round; every figure is the median over the rounds,
+a ratio to the floor taken within its round first. Target (issue 24): a tool-using turn's client CPU within 1.2x
+the bare loop's.
 """
 from __future__ import annotations
 
@@ -24,9 +27,12 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from benchmarks.common import check_repeat, load, machine, median_row, rounds, target_line, today, write_json  # noqa: E402
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
+FLOOR = "bare aiohttp loop (floor)"
+TARGET_CPU = 1.2  # issue 24: client CPU per tool-using turn / the bare loop's
 TOOLS = [{"type": "function", "function": {"name": "web.search", "description": "Search the web.", "parameters": {
     "type": "object", "properties": {"q": {"type": "string", "description": "query"}}, "required": ["q"]}}}]
 
@@ -65,6 +71,7 @@ def setup(work: Path, n: int, base_url: str, path: str) -> Path:
 
 
 def bench(path: str, base_url: str, n: int, concurrency: int, latency: float, turns: int, work: Path) -> dict:
+    work.mkdir(parents=True, exist_ok=True)
     from evalpipe.pipeline import stages as pipeline
     from evalpipe.project import load_config
     from evalpipe.runners import RunSettings, build_runner
@@ -126,7 +133,7 @@ def bench_bare(base_url: str, n: int, concurrency: int, latency: float, turns: i
     got = asyncio.run(go(n))
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     ideal = turns * (n / concurrency) * latency
-    return {"path": "bare aiohttp loop (floor)", "n": n, "ok": got, "turns": n * turns, "ideal_s": ideal,
+    return {"path": FLOOR, "n": n, "ok": got, "turns": n * turns, "ideal_s": ideal,
             "wall_s": wall, "ratio": wall / ideal, "cpu_ms_per_turn": 1000 * cpu / (n * turns), "rerun_s": float("nan")}
 
 
@@ -179,35 +186,57 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=0.1)
     ap.add_argument("--turns", type=int, default=3, help="model turns per conversation (turns-1 tool calls)")
     ap.add_argument("--paths", default="fast", help="comma list: fast (aiohttp), litellm (acompletion)")
+    ap.add_argument("--repeat", type=int, default=3, help="rounds of the floor and every path (medians)")
+    ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
-    if "litellm" in args.paths:
+    check_repeat(args.repeat)
+    paths = [p.strip() for p in args.paths.split(",") if p.strip()]
+    if "litellm" in paths:
         from evalpipe.runners.pricing import import_litellm
 
         import_litellm()
-    load = " ".join(Path("/proc/loadavg").read_text().split()[:3]) if Path("/proc/loadavg").exists() else "n/a"
-    loop_only = bench_loop_only(args.n, args.concurrency, args.turns)
+    load_before = load()
+    loop_only = sorted(bench_loop_only(args.n, args.concurrency, args.turns) for _ in range(args.repeat))
     proc, url = start_server(args.latency, args.turns)
+    a = (url, args.n, args.concurrency, args.latency, args.turns)
     try:
         with tempfile.TemporaryDirectory() as tmp:
             os.environ["DAGSTER_HOME"] = tmp
-            results = [bench_bare(url, args.n, args.concurrency, args.latency, args.turns)]
-            results += [bench(p.strip(), url, args.n, args.concurrency, args.latency, args.turns, Path(tmp))
-                        for p in args.paths.split(",") if p.strip()]
+            jobs = {FLOOR: lambda r: bench_bare(*a)}
+            jobs |= {p: (lambda r, p=p: bench(p, *a, Path(tmp) / f"round-{r}")) for p in paths}
+            by_path = rounds(jobs, args.repeat)
     finally:
         proc.kill()
         proc.wait()
-    print(f"\nN={args.n} conversations x {args.turns} turns, concurrency={args.concurrency}, mock latency="
-          f"{args.latency * 1000:g} ms (ideal {args.turns * args.n / args.concurrency * args.latency:.2f} s), "
-          f"{os.cpu_count()} CPUs, load average before: {load}\n")
-    floor = results[0]["wall_s"]
-    print("| path | ok | model turns | wall (s) | x ideal | x bare loop | client CPU (ms/turn) | journaled re-run (s) |")
-    print("|---|---|---|---|---|---|---|---|")
+    results = []
+    for rows in by_path.values():
+        for r, f in zip(rows, by_path[FLOOR]):
+            r["x_floor_wall"], r["x_floor_cpu"] = r["wall_s"] / f["wall_s"], r["cpu_ms_per_turn"] / f["cpu_ms_per_turn"]
+        results.append(median_row(rows, ("wall_s", "ratio", "cpu_ms_per_turn", "rerun_s", "x_floor_wall",
+                                         "x_floor_cpu")) | {"ok": min(r["ok"] for r in rows)})
+    header = (f"N={args.n} conversations x {args.turns} turns, concurrency={args.concurrency}, mock latency="
+              f"{args.latency * 1000:g} ms (ideal {args.turns * args.n / args.concurrency * args.latency:.2f} s); "
+              f"every row the median of {args.repeat} rounds in a rotating order, ratios to the floor taken within "
+              f"each round; seconds on {machine()}, load average before {load_before}, {today()}")
+    lines = ["| path | ok | model turns | x floor, wall | x floor, client CPU | x ideal | wall (s) | "
+             "client CPU (ms/turn) | journaled re-run (s) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         rerun = "-" if r["rerun_s"] != r["rerun_s"] else f"{r['rerun_s']:.2f}"
-        print(f"| {r['path']} | {r['ok']}/{r['n']} | {r['turns']} | {r['wall_s']:.2f} | {r['ratio']:.2f} | "
-              f"{r['wall_s'] / floor:.2f} | {r['cpu_ms_per_turn']:.2f} | {rerun} |")
-    print(f"\nframework alone (loop, replayed tools, driver, redaction; no HTTP client, no journal): "
-          f"{loop_only:.2f} ms CPU per model turn")
+        lines.append(f"| {r['path']} | {r['ok']}/{r['n']} | {r['turns']} | {r['x_floor_wall']:.2f} | "
+                     f"{r['x_floor_cpu']:.2f} | {r['ratio']:.2f} | {r['wall_s']:.2f} | {r['cpu_ms_per_turn']:.2f} | "
+                     f"{rerun} |")
+    by = {r["path"]: r for r in results}
+    floor_cpu = by[FLOOR]["cpu_ms_per_turn"]
+    median_loop = loop_only[len(loop_only) // 2]
+    targets = [target_line(f"{p} path, client CPU per tool-using turn", by[p]["x_floor_cpu"], "the bare aiohttp loop",
+                           TARGET_CPU, detail=f"wall {by[p]['x_floor_wall']:.2f}x") for p in paths]
+    note = (f"The framework alone (loop, replayed tools, driver, redaction; an in-process chat step, no HTTP client, "
+            f"no journal): {median_loop:.2f} ms CPU per model turn, {median_loop / floor_cpu:.2f}x the bare loop's "
+            f"client CPU per turn (median of {args.repeat}).")
+    md = header + "\n\n" + "\n".join(lines) + "\n\n" + note + "\n\n" + "\n".join(targets)
+    print("\n" + md)
+    write_json(args.json, "tools", md, targets, n=args.n, turns=args.turns, repeat=args.repeat,
+               load_before=load_before, rows=results, loop_only_ms_per_turn=median_loop)
 
 
 if __name__ == "__main__":

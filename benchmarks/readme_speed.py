@@ -5,9 +5,10 @@ figures just measured into README.md's Speed section, so it never shows stale on
     .venv/bin/python benchmarks/readme_speed.py --write-readme   # ... and regenerate README's tables (make bench-readme)
     .venv/bin/python benchmarks/readme_speed.py --results DIR --skip-run --write-readme   # from earlier results
 
-bench_rollouts.py and bench_light_run.py write their figures with `--json`; each one's table, with its parameters,
-load average and date, replaces the block between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in README.md.
-bench_sandbox.py runs too (its figures are in docs/sandbox.md, written by hand).
+Every benchmark writes its figures with `--json`: its table (ratios to a floor or peer from the same run first,
+seconds with the machine named), its parameters, load average and date, and its target lines. Each table replaces
+the block between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in README.md; at the end every target is printed
+again beside its floor or peer, in one list.
 """
 from __future__ import annotations
 
@@ -21,20 +22,33 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-GENERATED = ("rollouts", "light_run")  # benchmarks whose table README shows, in the order they run
-OTHERS = ("sandbox",)
+GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch")  # README shows each one's table
+OTHERS: tuple[str, ...] = ()
 
 
-def run_all(results: Path, names: list[str], light_run_args: list[str]) -> None:
+def run_all(results: Path, names: list[str], repeat: int | None, light_run_args: list[str]) -> None:
     for name in names:
         cmd = [sys.executable, str(ROOT / "benchmarks" / f"bench_{name}.py")]
         if name in GENERATED:
             cmd += ["--json", str(results / f"{name}.json")]
+        if repeat:
+            cmd += ["--repeat", str(repeat)]
         if name == "light_run":
             cmd += light_run_args
         print(f"\n== {' '.join(cmd[1:])}", flush=True)
         if subprocess.run(cmd, cwd=ROOT).returncode != 0:
             raise SystemExit(f"bench_{name}.py failed (its output is above); README.md left as it was")
+
+
+def print_targets(results: Path, names: list[str]) -> None:
+    """Every target of the run, each beside its floor or peer (the benchmarks' own lines, gathered)."""
+    lines = []
+    for name in names:
+        file = results / f"{name}.json"
+        if file.exists():
+            lines += [f"[{name}] {t.lstrip('- ')}" for t in json.loads(file.read_text()).get("targets", [])]
+    if lines:
+        print("\n== targets, each beside its floor or peer from the same run\n" + "\n".join(lines))
 
 
 def write_readme(results: Path, names: list[str]) -> None:
@@ -64,7 +78,7 @@ def main() -> None:
                     help=f"comma list of benchmarks to run (default: {','.join(GENERATED + OTHERS)})")
     ap.add_argument("--results", type=Path, default=None, help="folder for the JSON results (default: a temp one)")
     ap.add_argument("--skip-run", action="store_true", help="measure nothing; use the JSON already in --results")
-    ap.add_argument("--repeat", type=int, default=None, help="bench_light_run.py's --repeat")
+    ap.add_argument("--repeat", type=int, default=None, help="rounds of every benchmark (default: theirs, 3)")
     ap.add_argument("--contenders", default=None, help="bench_light_run.py's --contenders")
     args = ap.parse_args()
     names = [x.strip() for x in args.only.split(",") if x.strip()]
@@ -77,9 +91,8 @@ def main() -> None:
         results = args.results or Path(tmp)
         results.mkdir(parents=True, exist_ok=True)
         if not args.skip_run:
-            light_run_args = (["--repeat", str(args.repeat)] if args.repeat else []) + \
-                (["--contenders", args.contenders] if args.contenders else [])
-            run_all(results, names, light_run_args)
+            run_all(results, names, args.repeat, ["--contenders", args.contenders] if args.contenders else [])
+        print_targets(results, names)
         if args.write_readme:
             write_readme(results, names)
 

@@ -1,0 +1,48 @@
+"""The benchmarks' shared rules (benchmarks/common.py) and README regeneration (benchmarks/readme_speed.py):
+contenders rotate each round, figures are medians, every table lands between its markers."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import common, readme_speed
+
+
+def test_every_contender_runs_each_round_in_a_rotated_order():
+    seen: list[tuple[int, str]] = []
+    jobs = {name: (lambda r, name=name: seen.append((r, name)) or {"wall_s": float(r)}) for name in "abc"}
+    out = common.rounds(jobs, 3)
+    assert [n for r, n in seen] == list("abc" "bca" "cab")  # each one first once: no fixed slot for the peers
+    assert [x["wall_s"] for x in out["c"]] == [0.0, 1.0, 2.0]
+
+
+def test_median_row_takes_the_median_and_skips_nan():
+    rows = [{"path": "fast", "wall_s": 3.0, "rerun_s": float("nan")}, {"path": "fast", "wall_s": 1.0,
+            "rerun_s": 0.2}, {"path": "fast", "wall_s": 2.0, "rerun_s": 0.4}]
+    row = common.median_row(rows, ("wall_s", "rerun_s"))
+    assert (row["wall_s"], row["rerun_s"], row["rounds"]) == (2.0, pytest.approx(0.3), 3)
+
+
+def test_target_line_names_the_floor_and_the_verdict():
+    assert common.target_line("x", 1.25, "the bare loop", 1.2) == "- x: 1.25x the bare loop (target <= 1.2x): not met"
+    assert common.target_line("y", 3.6, "unbatched", 3.5, higher_is_better=True).endswith(": met")
+    assert "CPUs" in common.machine()
+
+
+def test_write_readme_replaces_every_block_and_says_which_marker_is_missing(tmp_path, monkeypatch):
+    readme = tmp_path / "README.md"
+    readme.write_text("## Speed\n<!-- bench:tools -->\nold\n<!-- /bench:tools -->\ntail\n")
+    monkeypatch.setattr(readme_speed, "README", readme)
+    (tmp_path / "tools.json").write_text(json.dumps({"markdown": "new table", "targets": ["- t: 1.00x floor"]}))
+    readme_speed.write_readme(tmp_path, ["tools"])
+    assert readme.read_text() == "## Speed\n<!-- bench:tools -->\nnew table\n<!-- /bench:tools -->\ntail\n"
+    (tmp_path / "sandbox.json").write_text(json.dumps({"markdown": "m", "targets": []}))
+    with pytest.raises(SystemExit, match="no <!-- bench:sandbox -->"):
+        readme_speed.write_readme(tmp_path, ["sandbox"])
+
+
+def test_the_repository_readme_has_a_block_for_every_generated_benchmark():
+    text = readme_speed.README.read_text()
+    for name in readme_speed.GENERATED:
+        assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
