@@ -115,6 +115,21 @@ def test_filter_by_tool_fixture_miss_and_stop_reason(client, params, expected):
     assert f"{len(rows)} sample(s)" in html
 
 
+def test_a_link_to_the_samples_that_failed_a_gate(client):
+    """Issue 25: a failed gate's metadata links to the sample list narrowed to the samples that failed it."""
+    from urllib.parse import urlsplit
+
+    from evalpipe.viewer.links import viewer_url
+
+    url = viewer_url(SPLIT, "smollm2-135m", sample_ids=["task-000008", "task-000020"], fixture_miss="1")
+    data = client.get("/samples.json?" + urlsplit(url).query).json()
+    assert [r["sample_id"] for r in data["page"]["rows"]] == ["task-000008", "task-000020"]
+    assert data["filters"]["ids"] == "task-000008,task-000020"  # kept by the pager's links
+    assert "Only the sample(s) the link named (2)" in client.get("/samples?" + urlsplit(url).query).text
+    r = client.get("/samples.json", params={"split": SPLIT, "ids": ",".join(f"s{i}" for i in range(1001))})
+    assert r.status_code == 400 and "at most 1000" in r.json()["error"]
+
+
 def test_tool_and_stop_filters_refuse_unknown_values(client):
     r = client.get("/samples.json", params={"split": SPLIT, "tool": "nope"})
     assert r.status_code == 400 and r.json()["error"] == f"unknown tool 'nope' on {SPLIT}; called: math.eval, web.search"

@@ -193,6 +193,12 @@ def _pickable(all_models: list[str], tries: bool, *chosen: str | None) -> tuple[
     return picker, len(all_models) - len(shown)
 
 
+def _ids(request) -> list[str] | None:
+    """`ids=a,b,c`: only these samples (a failed gate links to the samples that failed it)."""
+    v = _arg(request, "ids")
+    return [i.strip() for i in v.split(",") if i.strip()] if v else None
+
+
 def _index(request, con) -> dict[str, Any]:
     tries = _tries(request)
     rows = queries.partitions(con, include_tries=tries)
@@ -214,6 +220,7 @@ def _samples(request, con) -> dict[str, Any]:
                              outcome=_arg(request, "outcome"), slice=_arg(request, "slice"), q=_arg(request, "q"),
                              tool=_arg(request, "tool"), fixture_miss=request.query_params.get("fixture_miss") == "1",
                              stop=_arg(request, "stop"), models=None if len(shown) == len(all_models) else shown,
+                             ids=_ids(request),
                              sort=_arg(request, "sort") or "index", page=_int(request, "page", 1, 1, queries.MAX_PAGE),
                              page_size=_int(request, "page_size", queries.DEFAULT_PAGE_SIZE, 1, queries.MAX_PAGE_SIZE))
     page = queries.samples(con, f)

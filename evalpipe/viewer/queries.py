@@ -15,6 +15,7 @@ from evalpipe.viewer import transcript
 MAX_PAGE_SIZE = 200
 MAX_PAGE = 10**9  # beyond any warehouse (and far inside DuckDB's 64-bit OFFSET); larger is refused before SQL
 DEFAULT_PAGE_SIZE = 50
+MAX_IDS = 1000  # sample ids in one `ids` filter (a link's address stays a sane length)
 DETAIL_CHARS = 20_000  # longer texts are cut on the detail page unless `full` is asked for
 OUTCOMES = ("correct", "incorrect", "unscored", "error")
 SORTS = {"index": "j.sample_index, j.model", "id": "j.sample_id, j.model", "score": "j.score DESC NULLS LAST, j.sample_index",
@@ -156,6 +157,7 @@ class SampleFilter:
     fixture_miss: bool = False  # samples with a tool call that missed its fixture
     stop: str | None = None  # the conversation's stop reason
     models: list[str] | None = None  # with no `model`: only these models' rows (try runs left out)
+    ids: list[str] | None = None  # only these sample ids (a gate's link to the samples that failed it)
     sort: str = "index"
     page: int = 1
     page_size: int = DEFAULT_PAGE_SIZE
@@ -213,6 +215,11 @@ def samples(con, f: SampleFilter) -> SamplePage:
     elif f.models is not None:
         where.append(f"j.model IN ({', '.join('?' for _ in f.models) or 'NULL'})")
         params += list(f.models)
+    if f.ids is not None:
+        if len(f.ids) > MAX_IDS:
+            raise ValueError(f"ids lists at most {MAX_IDS} sample ids, got {len(f.ids)}")
+        where.append(f"j.sample_id IN ({', '.join('?' for _ in f.ids) or 'NULL'})")
+        params += list(f.ids)
     if f.outcome == "correct":
         where.append("j.correct AND j.status = 'scored'")
     elif f.outcome == "incorrect":
@@ -290,7 +297,8 @@ def samples(con, f: SampleFilter) -> SamplePage:
     return SamplePage(rows=rows, total=int(total), page=page, page_size=size, metric=metric,
                       filters={"split": f.split, "metric": metric, "model": f.model, "outcome": f.outcome,
                                "slice": f.slice, "q": f.q, "tool": f.tool,
-                               "fixture_miss": 1 if f.fixture_miss else None, "stop": f.stop, "sort": f.sort,
+                               "fixture_miss": 1 if f.fixture_miss else None, "stop": f.stop,
+                               "ids": ",".join(f.ids) if f.ids is not None else None, "sort": f.sort,
                                # (the pager's links keep a chosen size; the default is left out of them)
                                "page_size": size if size != DEFAULT_PAGE_SIZE else None})
 
