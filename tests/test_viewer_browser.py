@@ -119,9 +119,31 @@ def test_open_a_sample(page, server):
     assert page.locator("#verdicts tbody tr").count() == 2
     assert page.locator(".msg.system").count() >= 1 and page.locator("#output").inner_text()
     page.goto(server + f"/sample?split={SPLIT}&model=smollm2-135m&id=task-000004")
-    assert page.locator("#tool-calls tbody tr").count() == 1
-    assert "math.eval" in page.locator("#tool-calls").inner_text()
+    assert page.locator("#transcript .call").count() == 1
+    assert "math.eval" in page.locator("#call-1 .tool-name").inner_text()
     _shot(page, "viewer-sample.png")
+
+
+def test_find_tool_calls_that_missed_their_fixture(page, server):
+    """Issue 25: filter the list by tool and fixture miss, then read the calls of one sample as calls."""
+    page.goto(server + f"/samples?split={SPLIT}&model=smollm2-135m")
+    page.select_option("select[name=tool]", "web.search")
+    page.check("input[name=fixture_miss]")
+    page.click("#apply")
+    page.wait_for_load_state()
+    assert "tool=web.search" in page.url and "fixture_miss=1" in page.url
+    rows = page.locator("#samples tbody tr")
+    assert rows.count() == 5 and "5 sample(s)" in page.locator("#count").inner_text()
+    assert all(t == "2 1 miss" for t in page.locator("#samples tbody td.calls").all_inner_texts())
+    page.locator("a.sample-link").first.click()
+    page.wait_for_load_state()
+    first, second = page.locator("#call-1"), page.locator("#call-2")
+    assert first.locator(".tool-name").inner_text() == "web.search" and "fixture miss" in first.inner_text()
+    assert first.locator("table.args th").all_inner_texts() == ["query", "max_results"]
+    assert "fixture hit" in second.inner_text() and second.locator("table.result td").first.inner_text() == "true"
+    page.locator("h2", has_text="Transcript").scroll_into_view_if_needed()
+    page.evaluate("() => window.scrollBy(0, document.querySelector('#transcript').getBoundingClientRect().top - 60)")
+    _shot(page, "viewer-transcript.png")
 
 
 def test_compare_two_models(page, server):

@@ -52,7 +52,10 @@ def test_slice_text_and_model_filters(con):
     assert page.total > 0
     for r in page.rows:
         assert r["slices"] == {"level": "2"}
-        assert "gold" in (r["prediction"] or "").lower() + r["sample_id"] + (r["target"] or "") + (r["reason"] or "")
+        question = con.execute("SELECT prompt_text FROM prompts WHERE model = ? AND sample_id = ?",
+                               [r["model"], r["sample_id"]]).fetchone()[0]
+        assert "gold" in ((r["prediction"] or "") + r["sample_id"] + (r["target"] or "") + (r["reason"] or "")
+                          + question).lower()
     both = queries.samples(con, queries.SampleFilter(split=SPLIT, page_size=200)).total
     one = queries.samples(con, queries.SampleFilter(split=SPLIT, model="gpt-4o-mini", page_size=200)).total
     assert (both, one) == (120, 60)
@@ -99,6 +102,52 @@ def test_sample_detail(con):
     cut = queries.sample(con, SPLIT, "smollm2-135m", "task-000005")  # i % 17 == 5: cut at max_tokens
     assert cut["truncated_output"] is True
     assert queries.sample(con, SPLIT, "smollm2-135m", "nope") is None
+
+
+def test_transcript_pairs_calls_with_their_records():
+    from evalpipe.viewer import transcript
+
+    def call(cid, name, args):
+        return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+    traj = [{"role": "user", "content": "q"},
+            {"role": "assistant", "content": "let me look", "tool_calls": [call("a", "read", '{"path": "x.txt"}'),
+                                                                           call("b", "run", "not json")]},
+            {"role": "tool", "tool_call_id": "a", "name": "read", "content": "line 1\nline 2"},
+            {"role": "tool", "tool_call_id": "b", "name": "run", "content": '{"ok": false}'},
+            {"role": "assistant", "content": "done"}]
+    records = [{"call_index": 1, "name": "run", "arguments": "not json", "arguments_valid": False,
+                "result": '{"ok": false, "error": "invalid_arguments"}', "fixture_hit": None,
+                "error": "invalid_arguments", "latency_s": 0.0},
+               {"call_index": 0, "name": "read", "arguments": '{"path": "x.txt"}', "arguments_valid": True,
+                "result": "line 1\nline 2", "fixture_hit": True, "error": None, "latency_s": 0.01}]
+    events = transcript.build(traj, records)
+    assert [e.get("role") or e["name"] for e in events] == ["user", "assistant", "read", "run", "assistant"]
+    read, run = events[2], events[3]
+    assert read["arguments"] == [{"key": "path", "value": "x.txt"}] and read["fixture"] == "hit"
+    assert read["result_text"] == "line 1\nline 2" and read["number"] == 1  # real line breaks, not escapes
+    assert run["arguments"] is None and run["arguments_text"] == "not json" and run["arguments_valid"] is False
+    assert run["error"] == "invalid_arguments" and run["result"][1] == {"key": "error", "value": "invalid_arguments"}
+    # no records (an older row): the call and its tool message still pair up
+    bare = transcript.build(traj, [])
+    assert bare[2]["result_text"] == "line 1\nline 2" and bare[2]["recorded"] is False
+    # records with no trajectory (an agent runner): every record is a call
+    assert [e["name"] for e in transcript.build([], records)] == ["read", "run"]
+    # a record whose name does not match is not pinned on the wrong call; a cut trajectory appends none
+    other = [{**records[1], "call_index": 0, "name": "other"}]
+    calls = [e for e in transcript.build(traj, other) if e["kind"] == "call"]
+    assert [(e["name"], e["recorded"]) for e in calls] == [("read", False), ("run", False), ("other", True)]
+    assert len([e for e in transcript.build(traj, other, complete=False) if e["kind"] == "call"]) == 2
+
+
+def test_try_run_keys():
+    from evalpipe.core.run_marks import is_try_run
+
+    assert [k for k in ("echo", "adhoc:openai-gpt-4o", "echo@limit5", "echo@exp1-limit3", "echo@exp1", "a/b")
+            if is_try_run(k)] == ["adhoc:openai-gpt-4o", "echo@limit5", "echo@exp1-limit3", "echo@exp1"]
+    assert queries.shown_models(["adhoc:x", "echo", "echo@limit5"]) == ["echo"]
+    assert queries.shown_models(["adhoc:x", "echo@limit5"]) == ["adhoc:x", "echo@limit5"]  # all there is
+    assert queries.shown_models(["adhoc:x", "echo"], include_tries=True) == ["adhoc:x", "echo"]
 
 
 def test_compare_counts_and_mcnemar(con):

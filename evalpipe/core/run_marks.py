@@ -68,6 +68,12 @@ def is_adhoc(model_key: str) -> bool:
     return str(model_key).startswith(ADHOC_PREFIX)
 
 
+def is_try_run(model_key: str) -> bool:
+    """A throw-away key: ad-hoc (`adhoc:*`), `--limit` (`<model>@limit<N>`) or experiment (`<model>@<experiment>`).
+    Pickers, charts and default comparisons leave these out unless asked (docs/viewer.md "Try runs")."""
+    return is_adhoc(model_key) or "@" in str(model_key)
+
+
 def looks_like_model_string(name: str) -> bool:
     """`provider/model` (litellm's form) rather than a config key."""
     return "/" in name

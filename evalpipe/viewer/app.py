@@ -126,7 +126,7 @@ def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "
         routes.append(Route(path, page(template, build)))
         routes.append(Route(("/index" if path == "/" else path) + ".json", page(template, build)))
     routes += [Route("/chart/heatmap.svg", svg(lambda r, con: charts.heatmap_svg(
-                   queries.heatmap(con, include_limited=r.query_params.get("limited") == "1")))),
+                   queries.heatmap(con, include_tries=_tries(r))))),
                Route("/chart/slices.svg", svg(_slices_svg)), Route("/chart/cost.svg", svg(_cost_svg)),
                Route("/favicon.ico", lambda request: Response(status_code=204)),
                Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
@@ -181,12 +181,30 @@ def _int(request, name: str, default: int, lo: int | None = None, hi: int | None
     return n
 
 
+def _tries(request) -> bool:
+    """`tries=1`: also show try runs (`adhoc:*`, `@limit<N>`, `@<experiment>` keys); `limited=1` is its old name."""
+    return "1" in (request.query_params.get("tries"), request.query_params.get("limited"))
+
+
+def _pickable(all_models: list[str], tries: bool, *chosen: str | None) -> tuple[list[str], int]:
+    """A picker's models (try runs left out unless asked, a chosen one always kept) and how many were left out."""
+    shown = queries.shown_models(all_models, tries)
+    picker = [m for m in all_models if m in shown or m in chosen]
+    return picker, len(all_models) - len(shown)
+
+
+def _ids(request) -> list[str] | None:
+    """`ids=a,b,c`: only these samples (a failed gate links to the samples that failed it)."""
+    v = _arg(request, "ids")
+    return [i.strip() for i in v.split(",") if i.strip()] if v else None
+
+
 def _index(request, con) -> dict[str, Any]:
-    limited = request.query_params.get("limited") == "1"
-    rows = queries.partitions(con, include_limited=limited)
-    hidden = 0 if limited else len({r["model"] for r in queries.partitions(con) if queries.is_limited(r["model"])})
+    tries = _tries(request)
+    rows = queries.partitions(con, include_tries=tries)
+    hidden = 0 if tries else len({r["model"] for r in queries.partitions(con)} - {r["model"] for r in rows})
     return {"partitions": rows, "splits": queries.splits(con), "models": queries.models(con),
-            "show_limited": limited, "hidden_limited_models": hidden}
+            "show_tries": tries, "hidden_try_models": hidden}
 
 
 def _samples(request, con) -> dict[str, Any]:
@@ -194,15 +212,24 @@ def _samples(request, con) -> dict[str, Any]:
     if split is None:
         return {"page": None, "split": None, "splits": [], "models": [], "metrics": [], "slices": [],
                 "outcomes": queries.OUTCOMES, "sorts": list(queries.SORTS)}
-    f = queries.SampleFilter(split=split, metric=_arg(request, "metric"), model=_arg(request, "model"),
+    tries, model = _tries(request), _arg(request, "model")
+    all_models = queries.models(con, split)
+    picker, hidden = _pickable(all_models, tries, model)
+    shown = queries.shown_models(all_models, tries)
+    f = queries.SampleFilter(split=split, metric=_arg(request, "metric"), model=model,
                              outcome=_arg(request, "outcome"), slice=_arg(request, "slice"), q=_arg(request, "q"),
+                             tool=_arg(request, "tool"), fixture_miss=request.query_params.get("fixture_miss") == "1",
+                             stop=_arg(request, "stop"), models=None if len(shown) == len(all_models) else shown,
+                             ids=_ids(request),
                              sort=_arg(request, "sort") or "index", page=_int(request, "page", 1, 1, queries.MAX_PAGE),
                              page_size=_int(request, "page_size", queries.DEFAULT_PAGE_SIZE, 1, queries.MAX_PAGE_SIZE))
     page = queries.samples(con, f)
+    filters = {**page.filters, "tries": 1 if tries else None}
     return {"page": {"rows": page.rows, "total": page.total, "page": page.page, "pages": page.pages,
-                     "page_size": page.page_size, "metric": page.metric}, "filters": page.filters, "split": split,
-            "splits": queries.splits(con), "models": queries.models(con, split),
+                     "page_size": page.page_size, "metric": page.metric}, "filters": filters, "split": split,
+            "splits": queries.splits(con), "models": picker, "hidden_try_models": hidden,
             "metrics": queries.metric_names(con, split), "slices": queries.slice_values(con, split),
+            "tools": queries.tool_names(con, split), "stop_reasons": queries.stop_reasons(con, split),
             "outcomes": queries.OUTCOMES, "sorts": list(queries.SORTS)}
 
 
@@ -213,26 +240,33 @@ def _sample(request, con) -> dict[str, Any] | None:
 
 def _compare(request, con) -> dict[str, Any]:
     split = _arg(request, "split") or next(iter(queries.splits(con)), None)
-    models = queries.models(con, split) if split else []
+    tries = _tries(request)
+    all_models = queries.models(con, split) if split else []
     a, b = _arg(request, "a"), _arg(request, "b")
-    if split and not a and len(models) >= 2:
-        a, b = models[0], models[1]
+    picker, hidden = _pickable(all_models, tries, a, b)
+    if split and not a:  # a bare /compare: the first two models that are not try runs
+        shown = queries.shown_models(all_models, tries)
+        if len(shown) >= 2:
+            a, b = shown[0], shown[1]
     result = None
     if split and a and b:
-        if a not in models or b not in models:
-            raise ValueError(f"both models need results on {split}; available: {', '.join(models) or 'none'}")
+        if a not in all_models or b not in all_models:
+            raise ValueError(f"both models need results on {split}; available: {', '.join(all_models) or 'none'}")
         result = queries.compare(con, split, a, b, _arg(request, "metric"))
-    return {"split": split, "splits": queries.splits(con), "models": models, "a": a, "b": b,
-            "metrics": queries.metric_names(con, split) if split else [], "result": result}
+    return {"split": split, "splits": queries.splits(con), "models": picker, "a": a, "b": b, "show_tries": tries,
+            "hidden_try_models": hidden, "metrics": queries.metric_names(con, split) if split else [],
+            "result": result}
 
 
 def _charts(request, con) -> dict[str, Any]:
     split = _arg(request, "split") or next(iter(queries.splits(con)), None)
     metric = _arg(request, "metric") or (queries.primary_metric(con, split) if split else None)
-    return {"split": split, "metric": metric, "splits": queries.splits(con),
+    tries = _tries(request)
+    return {"split": split, "metric": metric, "splits": queries.splits(con), "show_tries": tries,
             "metrics": queries.metric_names(con, split) if split else [],
-            "heatmap": queries.heatmap(con), "slices": queries.slice_bars(con, split, metric) if split else [],
-            "cost": queries.cost_accuracy(con, split, metric) if split else []}
+            "heatmap": queries.heatmap(con, include_tries=tries),
+            "slices": queries.slice_bars(con, split, metric, include_tries=tries) if split else [],
+            "cost": queries.cost_accuracy(con, split, metric, include_tries=tries) if split else []}
 
 
 def _split_metric(request, con) -> tuple[str, str]:
@@ -243,14 +277,15 @@ def _split_metric(request, con) -> tuple[str, str]:
 def _slices_svg(request, con) -> bytes:
     split, metric = _split_metric(request, con)
     hib, kind = queries.direction(con, split, metric)
-    return charts.slice_bars_svg(queries.slice_bars(con, split, metric), metric, higher_is_better=hib, kind=kind)
+    return charts.slice_bars_svg(queries.slice_bars(con, split, metric, include_tries=_tries(request)), metric,
+                                 higher_is_better=hib, kind=kind)
 
 
 def _cost_svg(request, con) -> bytes:
     split, metric = _split_metric(request, con)
     hib, kind = queries.direction(con, split, metric)
-    return charts.cost_accuracy_svg(queries.cost_accuracy(con, split, metric), metric, higher_is_better=hib,
-                                    kind=kind)
+    return charts.cost_accuracy_svg(queries.cost_accuracy(con, split, metric, include_tries=_tries(request)), metric,
+                                    higher_is_better=hib, kind=kind)
 
 
 def serve(warehouse, host: str = "127.0.0.1", port: int = 8585, allowed_hosts: list[str] | None = None) -> None:

@@ -67,24 +67,39 @@ def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135
             "benchmark_split": split, "model": model, "sample_id": ids, "sample_index": range(n), "messages": messages,
             "prompt_text": [q[0] for q in qs], "target": targets, "metadata": [json.dumps({"Level": lv}) for lv in levels],
             "slices": slices, "prompt_fingerprint": "fp"}), part)
-        tool_rows, trajectories, n_calls = [], [], []
+        tool_rows, trajectories, n_calls, misses, turns, stops = [], [], [], [], [], []
         for i, sid in enumerate(ids):
             if with_tools and i % 4 == 0:
-                args = json.dumps({"expression": "6*7"})
-                tool_rows.append({"benchmark_split": split, "model": model, "sample_id": sid, "turn": 0, "call_index": 0,
-                                  "name": "math.eval", "arguments": args, "arguments_valid": True,
-                                  "normalized_key": args, "result": json.dumps({"ok": True, "value": 42}),
-                                  "fixture_hit": True, "error": None, "latency_s": 0.002})
-                trajectories.append(json.dumps([
-                    {"role": "user", "content": qs[i][0]},
-                    {"role": "assistant", "content": None, "tool_calls": [
-                        {"id": "c0", "type": "function", "function": {"name": "math.eval", "arguments": args}}]},
-                    {"role": "tool", "tool_call_id": "c0", "name": "math.eval", "content": '{"ok": true, "value": 42}'},
-                    {"role": "assistant", "content": outs[i]}]))
-                n_calls.append(1)
+                # every 4th sample calls math.eval (a fixture hit); every 12th from 8 first searches the web and
+                # misses its fixture, and every 24th from 20 ends at max_turns
+                calls = []
+                if i % 12 == 8:
+                    calls.append(("web.search", json.dumps({"query": qs[i][0], "max_results": 3}),
+                                  {"ok": False, "error": "fixture_miss", "detail": "no recorded result for this call"},
+                                  False, "fixture_miss", 0.0004))
+                calls.append(("math.eval", json.dumps({"expression": "6*7"}), {"ok": True, "value": 42}, True, None,
+                              0.002))
+                traj = [{"role": "user", "content": qs[i][0]}]
+                for k, (name, args, result, hit, error, latency) in enumerate(calls):
+                    tool_rows.append({"benchmark_split": split, "model": model, "sample_id": sid, "turn": k,
+                                      "call_index": k, "name": name, "arguments": args, "arguments_valid": True,
+                                      "normalized_key": args, "result": json.dumps(result), "fixture_hit": hit,
+                                      "error": error, "latency_s": latency})
+                    traj += [{"role": "assistant", "content": None, "tool_calls": [
+                                 {"id": f"c{k}", "type": "function", "function": {"name": name, "arguments": args}}]},
+                             {"role": "tool", "tool_call_id": f"c{k}", "name": name, "content": json.dumps(result)}]
+                traj.append({"role": "assistant", "content": outs[i]})
+                trajectories.append(json.dumps(traj))
+                n_calls.append(len(calls))
+                misses.append(sum(1 for c in calls if c[3] is False))
+                turns.append(len(calls) + 1)
+                stops.append("max_turns" if i % 24 == 20 else "final")
             else:
                 trajectories.append(None)
                 n_calls.append(None)
+                misses.append(None)
+                turns.append(None)
+                stops.append(None)
         out_tokens = [len(o.split()) * 2 for o in outs]
         wh.write("rollouts", pd.DataFrame({
             "benchmark_split": split, "model": model, "sample_id": ids, "fingerprint": "x", "status": status,
@@ -94,8 +109,8 @@ def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135
             "finish_reason": [f if s == "ok" else None for f, s in zip(finish, status)],
             "latency_s": [round(0.2 + rng.random(), 3) for _ in ids], "input_tokens": 40, "output_tokens": out_tokens,
             "cost": [t * (0.0 if mi == 0 else 6e-7) for t in out_tokens], "attempts": 1, "cached": False,
-            "trajectory": trajectories, "tool_calls": n_calls,
-            "turns": [2 if c else None for c in n_calls], "stop_reason": ["final" if c else None for c in n_calls]}), part)
+            "trajectory": trajectories, "tool_calls": n_calls, "fixture_misses": misses, "turns": turns,
+            "stop_reason": stops}), part)
         if tool_rows:
             wh.write("tool_calls", pd.DataFrame(tool_rows), part)
         jrows = []
@@ -161,7 +176,9 @@ def build_large(path: str | Path, n: int = 100_000, models: tuple[str, ...] = ("
         status = np.where(rng.random(n) < 0.01, "error", "ok").astype(object)
         pred = np.where(correct, target, "something else").astype(object)
         put("prompts", pd.DataFrame({"benchmark_split": split, "model": model, "sample_id": ids,
-                                     "sample_index": np.arange(n), "target": target, "slices": slices}), part)
+                                     "sample_index": np.arange(n), "target": target, "slices": slices,
+                                     "prompt_text": "system: Answer briefly.\nuser: a question about " + target}),
+            part)
         put("rollouts", pd.DataFrame({"benchmark_split": split, "model": model, "sample_id": ids, "status": status,
                                       "prediction": pred, "raw_output": pred,
                                       "finish_reason": np.where(rng.random(n) < 0.05, "length", "stop").astype(object),

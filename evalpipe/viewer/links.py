@@ -11,10 +11,15 @@ DEFAULT_VIEWER_URL = "http://127.0.0.1:8585"
 BAR_WIDTH = 20
 
 
-def viewer_url(split: str, model: str, metric: str | None = None) -> str:
-    """The sample list of one partition in `evalpipe view --web` (base address: $EVALS_VIEWER_URL)."""
+def viewer_url(split: str, model: str, metric: str | None = None, sample_ids: list[str] | None = None,
+               **filters: str) -> str:
+    """The sample list of one partition in `evalpipe view --web` (base address: $EVALS_VIEWER_URL), narrowed to
+    `sample_ids` (e.g. the samples that failed a gate) and the list's other `filters` (outcome, tool,
+    fixture_miss, stop, ...: docs/viewer.md "Pages")."""
     base = (os.environ.get(VIEWER_URL_ENV) or DEFAULT_VIEWER_URL).rstrip("/")
-    q = {"split": split, "model": model, **({"metric": metric} if metric else {})}
+    q = {"split": split, "model": model, **({"metric": metric} if metric else {}),
+         **({"ids": ",".join(sample_ids)} if sample_ids is not None else {}),
+         **{k: v for k, v in filters.items() if v not in (None, "")}}
     return f"{base}/samples?{urlencode(q)}"
 
 

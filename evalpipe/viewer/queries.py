@@ -10,14 +10,20 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalpipe.viewer import transcript
+
 MAX_PAGE_SIZE = 200
 MAX_PAGE = 10**9  # beyond any warehouse (and far inside DuckDB's 64-bit OFFSET); larger is refused before SQL
 DEFAULT_PAGE_SIZE = 50
+MAX_IDS = 1000  # sample ids in one `ids` filter (a link's address stays a sane length)
 DETAIL_CHARS = 20_000  # longer texts are cut on the detail page unless `full` is asked for
 OUTCOMES = ("correct", "incorrect", "unscored", "error")
 SORTS = {"index": "j.sample_index, j.model", "id": "j.sample_id, j.model", "score": "j.score DESC NULLS LAST, j.sample_index",
          "latency": "r.latency_s DESC NULLS LAST, j.sample_index", "tokens": "r.output_tokens DESC NULLS LAST, j.sample_index",
-         "cost": "r.cost DESC NULLS LAST, j.sample_index", "model": "j.model, j.sample_index"}
+         "cost": "r.cost DESC NULLS LAST, j.sample_index", "model": "j.model, j.sample_index",
+         "turns": "r.turns DESC NULLS LAST, j.sample_index", "tool_calls": "r.tool_calls DESC NULLS LAST, j.sample_index"}
+ROLLOUT_LIST_COLUMNS = ("rollout_status", "finish_reason", "latency_s", "output_tokens", "cost", "turns", "tool_calls",
+                        "fixture_misses", "stop_reason")
 USAGE_SLICE = "usage"
 
 
@@ -42,11 +48,12 @@ def _loads(s: Any, default: Any = None) -> Any:
 
 
 # ---- runs and partitions --------------------------------------------------------------------------------------
-def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
+def partitions(con, include_tries: bool = True) -> list[dict[str, Any]]:
     """One row per (benchmark_split, model, metric) with slice `all`: value, n, unscored, errors, 95% CI, and its
     direction and rank among the models shown (docs/metrics.md "Direction"): `rank` (competition ranking, best
     first by `higher_is_better`), `tied`, `rank_label` (`=1` when tied), `value_text` (a count without decimals),
-    `best` (this row holds the split's best value of the metric)."""
+    `best` (this row holds the split's best value of the metric). Without `include_tries`, a split's try-run
+    keys (`is_try_run`) are left out where it has other models."""
     import pandas as pd
 
     from evalpipe.metrics.aggregate import format_value, rank_by_direction, rank_label, with_directions
@@ -54,7 +61,10 @@ def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
     rows = _records(con.execute(
         "SELECT benchmark_split, model, metric, value, n, n_unscored, n_errors, ci_low, ci_high, higher_is_better, "
         "kind FROM metrics WHERE slice = 'all' ORDER BY benchmark_split, model, metric"))
-    rows = [r for r in rows if include_limited or not is_limited(r["model"])]
+    if not include_tries:
+        kept = {split: set(shown_models([r["model"] for r in rows if r["benchmark_split"] == split]))
+                for split in {r["benchmark_split"] for r in rows}}
+        rows = [r for r in rows if r["model"] in kept[r["benchmark_split"]]]
     if not rows:
         return rows
     df = with_directions(pd.DataFrame(rows))
@@ -72,23 +82,42 @@ def partitions(con, include_limited: bool = True) -> list[dict[str, Any]]:
     return rows
 
 
-def is_limited(model_key: str) -> bool:
-    """Partitions of `evalpipe run --limit N` runs carry `@limit<N>` in their model key (evalpipe/core/run_marks.py)."""
-    from evalpipe.core.run_marks import is_limited as limited
+def is_try_run(model_key: str) -> bool:
+    """A throw-away model key: `adhoc:*`, `<model>@limit<N>`, `<model>@<experiment>` (evalpipe/core/run_marks.py)."""
+    from evalpipe.core.run_marks import is_try_run as try_run
 
-    return limited(model_key)
+    return try_run(model_key)
+
+
+def shown_models(keys: list[str], include_tries: bool = False) -> list[str]:
+    """The keys a picker or chart offers: try runs left out unless asked, or unless they are all there is (a
+    first `evalpipe run --limit 5` must not read as an empty warehouse)."""
+    kept = [k for k in keys if include_tries or not is_try_run(k)]
+    return kept if kept else list(keys)
 
 
 def splits(con) -> list[str]:
     return [r[0] for r in con.execute("SELECT DISTINCT benchmark_split FROM judgements ORDER BY 1").fetchall()]
 
 
-def models(con, split: str | None = None) -> list[str]:
+def models(con, split: str | None = None, include_tries: bool = True) -> list[str]:
     if split:
         cur = con.execute("SELECT DISTINCT model FROM judgements WHERE benchmark_split = ? ORDER BY 1", [split])
     else:
         cur = con.execute("SELECT DISTINCT model FROM judgements ORDER BY 1")
-    return [r[0] for r in cur.fetchall()]
+    return shown_models([r[0] for r in cur.fetchall()], include_tries)
+
+
+def tool_names(con, split: str) -> list[str]:
+    """Names of the tools called on the split, for the sample list's tool filter."""
+    return [r[0] for r in con.execute("SELECT DISTINCT name FROM tool_calls WHERE benchmark_split = ? "
+                                      "AND name IS NOT NULL ORDER BY 1", [split]).fetchall()]
+
+
+def stop_reasons(con, split: str) -> list[str]:
+    """Why the split's conversations ended (`final`, `max_turns`, `timeout`, ...), for the stop-reason filter."""
+    return [r[0] for r in con.execute("SELECT DISTINCT stop_reason FROM rollouts WHERE benchmark_split = ? "
+                                      "AND stop_reason IS NOT NULL ORDER BY 1", [split]).fetchall()]
 
 
 def metric_names(con, split: str, model: str | None = None) -> list[str]:
@@ -123,7 +152,12 @@ class SampleFilter:
     model: str | None = None
     outcome: str | None = None  # correct | incorrect | unscored | error
     slice: str | None = None  # key=value
-    q: str | None = None  # free text: sample id, prediction, target, reason
+    q: str | None = None  # free text: sample id, prompt (the question), prediction, target, reason
+    tool: str | None = None  # samples that called this tool
+    fixture_miss: bool = False  # samples with a tool call that missed its fixture
+    stop: str | None = None  # the conversation's stop reason
+    models: list[str] | None = None  # with no `model`: only these models' rows (try runs left out)
+    ids: list[str] | None = None  # only these sample ids (a gate's link to the samples that failed it)
     sort: str = "index"
     page: int = 1
     page_size: int = DEFAULT_PAGE_SIZE
@@ -152,6 +186,12 @@ def _like(text: str) -> str:
     return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+def _has_call(condition: str) -> str:
+    """The sample made a tool call matching `condition` (over the `tool_calls` rows, alias t)."""
+    return ("EXISTS (SELECT 1 FROM tool_calls t WHERE t.benchmark_split = j.benchmark_split AND t.model = j.model "
+            f"AND t.sample_id = j.sample_id AND {condition})")
+
+
 def samples(con, f: SampleFilter) -> SamplePage:
     """A page of samples with the chosen metric's verdict, filtered. Raises ValueError on a bad filter."""
     metric = f.metric
@@ -172,6 +212,14 @@ def samples(con, f: SampleFilter) -> SamplePage:
     if f.model:
         where.append("j.model = ?")
         params.append(f.model)
+    elif f.models is not None:
+        where.append(f"j.model IN ({', '.join('?' for _ in f.models) or 'NULL'})")
+        params += list(f.models)
+    if f.ids is not None:
+        if len(f.ids) > MAX_IDS:
+            raise ValueError(f"ids lists at most {MAX_IDS} sample ids, got {len(f.ids)}")
+        where.append(f"j.sample_id IN ({', '.join('?' for _ in f.ids) or 'NULL'})")
+        params += list(f.ids)
     if f.outcome == "correct":
         where.append("j.correct AND j.status = 'scored'")
     elif f.outcome == "incorrect":
@@ -188,16 +236,34 @@ def samples(con, f: SampleFilter) -> SamplePage:
         params += ["$." + json.dumps(key), value]
     if f.q:
         like = _like(f.q)
+        # the prompt text holds the question (the rendered messages), so a word of the question finds its samples
         where.append("(j.sample_id ILIKE ? ESCAPE '\\' OR j.prediction ILIKE ? ESCAPE '\\' "
-                     "OR j.target ILIKE ? ESCAPE '\\' OR j.reason ILIKE ? ESCAPE '\\')")
-        params += [like] * 4
+                     "OR j.target ILIKE ? ESCAPE '\\' OR j.reason ILIKE ? ESCAPE '\\' "
+                     "OR j.prompt_text ILIKE ? ESCAPE '\\')")
+        params += [like] * 5
+    if f.tool:
+        known = tool_names(con, f.split)
+        if f.tool not in known:
+            raise ValueError(f"unknown tool {f.tool!r} on {f.split}; called: {', '.join(known) or 'none'}")
+        where.append(_has_call("t.name = ?"))
+        params.append(f.tool)
+    if f.fixture_miss:
+        where.append(_has_call("t.fixture_hit = FALSE"))
+    if f.stop:
+        known = stop_reasons(con, f.split)
+        if f.stop not in known:
+            raise ValueError(f"unknown stop reason {f.stop!r} on {f.split}; known: {', '.join(known) or 'none'}")
+        where.append("r.stop_reason = ?")
+        params.append(f.stop)
     # Two steps, so a page stays fast at 100k+ samples: the page's keys from judgements (joined to rollouts only
     # when a filter or the sort needs them), then the narrow rollout columns for those keys only.
-    need_rollouts = f.outcome == "error" or f.sort in ("latency", "tokens", "cost")
+    need_rollouts = f.outcome == "error" or bool(f.stop) or f.sort in ("latency", "tokens", "cost", "turns",
+                                                                         "tool_calls")
     join_r = ("LEFT JOIN rollouts r ON r.benchmark_split = j.benchmark_split AND r.model = j.model "
               "AND r.sample_id = j.sample_id") if need_rollouts else ""
+    prompt_text = ", d.prompt_text" if f.q else ""  # (read only for a search: prompts are the widest column)
     base = f"""
-        FROM (SELECT jj.*, d.sample_index FROM judgements jj
+        FROM (SELECT jj.*, d.sample_index{prompt_text} FROM judgements jj
               LEFT JOIN prompts d ON d.benchmark_split = jj.benchmark_split AND d.model = jj.model
                    AND d.sample_id = jj.sample_id
               WHERE jj.benchmark_split = ? AND jj.metric = ?) j
@@ -216,20 +282,23 @@ def samples(con, f: SampleFilter) -> SamplePage:
     if rows:
         keys = sorted({r["sample_id"] for r in rows})
         for e in _records(con.execute(
-                "SELECT model, sample_id, status AS rollout_status, finish_reason, latency_s, output_tokens, cost "
+                "SELECT model, sample_id, status AS rollout_status, finish_reason, latency_s, output_tokens, cost, "
+                "turns, tool_calls, fixture_misses, stop_reason "
                 f"FROM rollouts WHERE benchmark_split = ? AND sample_id IN ({', '.join('?' for _ in keys)})",
                 [f.split, *keys])):
             extra[(e["model"], e["sample_id"])] = e
     for r in rows:
         e = extra.get((r["model"], r["sample_id"]), {})
-        for k in ("rollout_status", "finish_reason", "latency_s", "output_tokens", "cost"):
+        for k in ROLLOUT_LIST_COLUMNS:
             r[k] = e.get(k)
     for r in rows:
         r["slices"] = _loads(r["slices"], {})
         r["outcome"] = outcome_of(r["verdict"], r["correct"], r["rollout_status"])
     return SamplePage(rows=rows, total=int(total), page=page, page_size=size, metric=metric,
                       filters={"split": f.split, "metric": metric, "model": f.model, "outcome": f.outcome,
-                               "slice": f.slice, "q": f.q, "sort": f.sort,
+                               "slice": f.slice, "q": f.q, "tool": f.tool,
+                               "fixture_miss": 1 if f.fixture_miss else None, "stop": f.stop,
+                               "ids": ",".join(f.ids) if f.ids is not None else None, "sort": f.sort,
                                # (the pager's links keep a chosen size; the default is left out of them)
                                "page_size": size if size != DEFAULT_PAGE_SIZE else None})
 
@@ -280,6 +349,10 @@ def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> d
     traj_text = json.dumps(trajectory, ensure_ascii=False)
     if not full and len(traj_text) > DETAIL_CHARS * 5:
         trajectory, truncated["trajectory"] = trajectory[:50], True
+    for call in t:
+        call["result"], cut = _cut(call.get("result"), full)
+        truncated["tool_calls"] = truncated.get("tool_calls", False) or cut
+    events = transcript.build(trajectory, t, complete=not truncated.get("trajectory"))
     roll.pop("tool_trace", None)  # the same records as the tool_calls table, shown from there
     for v in j:
         v["details"] = _loads(v["details"], None)
@@ -294,7 +367,8 @@ def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> d
         "messages": messages, "tools": _loads(prompt.get("tools"), None),
         "metadata": _loads(prompt.get("metadata"), {}), "slices": _loads(prompt.get("slices"), {}),
         "rollout": roll, "truncated_output": roll.get("finish_reason") == "length",
-        "trajectory": trajectory, "tool_calls": t, "verdicts": j,
+        "trajectory": trajectory, "tool_calls": t, "verdicts": j, "transcript": events,
+        "n_calls": sum(1 for e in events if e["kind"] == "call"),
         "cut": sorted(k for k, v in truncated.items() if v),
     }
 
@@ -380,16 +454,19 @@ def primary_metric(con, split: str) -> str | None:
     return names[0] if names else None
 
 
-def heatmap(con, include_limited: bool = False) -> dict[str, Any]:
-    """models x benchmark splits: each split's official (first non-lenient) metric, slice `all`."""
+def heatmap(con, include_tries: bool = False) -> dict[str, Any]:
+    """models x benchmark splits: each split's official (first non-lenient) metric, slice `all`; try-run keys
+    left out unless `include_tries` (or unless they are all there is)."""
     cells, directions = {}, {}
     for s in splits(con):
         m = primary_metric(con, s)
         for r in _records(con.execute("SELECT model, value FROM metrics WHERE benchmark_split = ? AND metric = ? "
                                       "AND slice = 'all'", [s, m])):
-            if include_limited or not is_limited(r["model"]):
-                cells[(r["model"], f"{s} ({m})")] = r["value"]
-                directions[f"{s} ({m})"] = (s, m)
+            cells[(r["model"], f"{s} ({m})")] = r["value"]
+            directions[f"{s} ({m})"] = (s, m)
+    kept = set(shown_models(sorted({k[0] for k in cells}), include_tries))
+    cells = {k: v for k, v in cells.items() if k[0] in kept}
+    directions = {c: directions[c] for c in {k[1] for k in cells}}
     models_ = sorted({k[0] for k in cells})
     cols = sorted({k[1] for k in cells})
     dirs = [direction(con, *directions[c]) for c in cols]
@@ -411,16 +488,21 @@ def direction(con, split: str, metric: str) -> tuple[bool | None, str]:
     return d.higher_is_better, d.kind
 
 
-def slice_bars(con, split: str, metric: str) -> list[dict[str, Any]]:
+def _shown_rows(rows: list[dict[str, Any]], include_tries: bool) -> list[dict[str, Any]]:
+    kept = set(shown_models(sorted({r["model"] for r in rows}), include_tries))
+    return [r for r in rows if r["model"] in kept]
+
+
+def slice_bars(con, split: str, metric: str, include_tries: bool = True) -> list[dict[str, Any]]:
     """Per model and slice (all, level=1, ...): value and 95% CI."""
-    return _records(con.execute(
+    return _shown_rows(_records(con.execute(
         "SELECT model, slice, value, ci_low, ci_high, n FROM metrics WHERE benchmark_split = ? AND metric = ? "
-        "AND slice <> ? ORDER BY slice = 'all' DESC, slice, model", [split, metric, USAGE_SLICE]))
+        "AND slice <> ? ORDER BY slice = 'all' DESC, slice, model", [split, metric, USAGE_SLICE])), include_tries)
 
 
-def cost_accuracy(con, split: str, metric: str) -> list[dict[str, Any]]:
+def cost_accuracy(con, split: str, metric: str, include_tries: bool = True) -> list[dict[str, Any]]:
     """Per model: the metric (slice all) and the partition's total cost and output tokens."""
-    return _records(con.execute(
+    return _shown_rows(_records(con.execute(
         """SELECT m.model, m.value, m.ci_low, m.ci_high, c.value AS cost_usd, t.value AS output_tokens
            FROM metrics m
            LEFT JOIN metrics c ON c.benchmark_split = m.benchmark_split AND c.model = m.model
@@ -428,4 +510,4 @@ def cost_accuracy(con, split: str, metric: str) -> list[dict[str, Any]]:
            LEFT JOIN metrics t ON t.benchmark_split = m.benchmark_split AND t.model = m.model
                 AND t.metric = 'output_tokens_total' AND t.slice = ?
            WHERE m.benchmark_split = ? AND m.metric = ? AND m.slice = 'all' ORDER BY m.model""",
-        [USAGE_SLICE, USAGE_SLICE, split, metric]))
+        [USAGE_SLICE, USAGE_SLICE, split, metric])), include_tries)
