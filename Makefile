@@ -33,8 +33,9 @@ test: install  ## the whole test suite (offline)
 lint: install  ## the import contracts of .importlinter: each floor imports only from those below it (docs/architecture.md)
 	$(BIN)/lint-imports
 
-dev: install  ## the Dagster UI on http://127.0.0.1:3000 and the daemon; the first Ctrl-C stops both
-	$(BIN)/python -m evalpipe.cli.dev --host 127.0.0.1 --port 3000 --workspace workspace.yaml
+PORT ?= 3000
+dev: install  ## the Dagster UI on http://127.0.0.1:$(PORT) (make dev PORT=3001) and the daemon; the first Ctrl-C stops both
+	$(BIN)/python -m evalpipe.cli.dev --host 127.0.0.1 --port $(PORT) --workspace workspace.yaml
 
 validate: install
 	$(BIN)/dagster definitions validate -w workspace.yaml

@@ -60,8 +60,30 @@ run_coordinator:              # runs launch when submitted (the compose file use
     celery_yaml = tmp_path / "celery.yaml"
     celery_yaml.write_text(f"execution:\n  config:\n    broker: {redis_url}\n    backend: {redis_url}\n")
 
-    # the instance schema, the dataset and the model partitions (the CLI's own helpers, on the Postgres instance)
-    subprocess.run([sys.executable, "-c", f"""
+    # first start, as documented (docs/deployment.md; the compose file's `migrate` service): Dagster's tables are
+    # created once, before any worker starts; workers that each created them at the same moment raced
+    # (DuplicateObject on a fresh Postgres)
+    subprocess.run([str(bindir / "dagster"), "instance", "migrate"], cwd=ROOT, env=env, check=True, timeout=300,
+                   capture_output=True)
+
+    workers, logs = [], []
+    try:
+        # two workers started at the same moment on the fresh instance: both come up, neither creates tables
+        logs = [tmp_path / f"worker{i}.log" for i in range(2)]
+        commands = [[str(bindir / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y",
+                     str(celery_yaml), "-n", f"w{i}", "--", "--concurrency=1"] for i in range(2)]
+        outs = [log.open("w") for log in logs]
+        workers = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+                   for cmd, out in zip(commands, outs)]
+        deadline = time.time() + 240
+        while not all("ready" in log.read_text() for log in logs):
+            assert time.time() < deadline, [log.read_text()[-2000:] for log in logs]
+            assert all(w.poll() is None for w in workers), [log.read_text()[-2000:] for log in logs]
+            time.sleep(1)
+        assert not any("database creation" in log.read_text() for log in logs), [log.read_text() for log in logs]
+
+        # the dataset and the model partitions (the CLI's own helpers, on the Postgres instance)
+        subprocess.run([sys.executable, "-c", f"""
 from evalpipe.project import load_config
 from eval_assets.launch import get_instance, run_assets, sync_model_partitions
 inst = get_instance()
@@ -69,21 +91,6 @@ assert type(inst.run_storage).__name__ == "PostgresRunStorage", type(inst.run_st
 sync_model_partitions(inst, {MODELS!r})
 assert run_assets(["dataset"], {SPLIT!r}, inst).success
 """], cwd=ROOT, env=env, check=True, timeout=300)
-
-    workers, logs = [], []
-    try:
-        for i in range(2):
-            log = tmp_path / f"worker{i}.log"
-            logs.append(log)
-            workers.append(subprocess.Popen(
-                [str(bindir / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y", str(celery_yaml),
-                 "-n", f"w{i}", "--", "--concurrency=1"],
-                cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT, start_new_session=True))
-        deadline = time.time() + 240
-        while not all("ready" in log.read_text() for log in logs):
-            assert time.time() < deadline, [log.read_text()[-2000:] for log in logs]
-            assert all(w.poll() is None for w in workers), [log.read_text()[-2000:] for log in logs]
-            time.sleep(1)
 
         # a backfill of the 4 model partitions with Dagster's CLI: 4 runs, their steps on the celery workers
         keys = ",".join(f"{SPLIT}|{m}" for m in MODELS)
@@ -130,6 +137,21 @@ assert run_assets(["dataset"], {SPLIT!r}, inst).success
     metrics = wh.query("SELECT model, value FROM metrics WHERE slice = 'all' AND metric = 'exact_match' ORDER BY model")
     assert dict(zip(metrics["model"], metrics["value"]))["m1"] == 1.0
     assert dict(zip(metrics["model"], metrics["value"]))["m2"] == 0.0
+
+
+def test_deploy_files_migrate_once_and_pool_by_op():
+    """What docs/deployment.md says of the shipped deployment files: the compose file's `migrate` service runs before
+    every process that opens the instance, and the pools are per step as in dagster_home/dagster.yaml."""
+    import yaml
+
+    compose = yaml.safe_load((ROOT / "deploy" / "compose.yaml").read_text())
+    services = compose["services"]
+    assert services["migrate"]["command"] == ["dagster", "instance", "migrate"]
+    for name in ("webserver", "daemon", "worker"):
+        assert services[name]["depends_on"]["migrate"] == {"condition": "service_completed_successfully"}, name
+    pools = yaml.safe_load((ROOT / "deploy" / "dagster.yaml").read_text())["concurrency"]["pools"]
+    local = yaml.safe_load((ROOT / "dagster_home" / "dagster.yaml").read_text())["concurrency"]["pools"]
+    assert pools == local == {"granularity": "op"}
 
 
 @pytest.mark.parametrize("kind,name", [("celery", "celery_executor"), ("k8s", "k8s"), ("in_process", "in_process")])

@@ -87,3 +87,44 @@ def test_plugins_key_imports_a_module_without_installing(home, tmp_path):
     r = _run(["run", "--split", "smoke/extra", "--model", "fixed", "--no-progress"], home, cfg, EXAMPLE)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "contains_answer" in r.stdout
+
+
+def _env_without_pythonpath(home, config):
+    env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(config)}
+    for key in ("PYTHONPATH", "EVALS_WAREHOUSE"):
+        env.pop(key, None)
+    return env
+
+
+def test_plugin_module_next_to_the_config_loads_in_the_code_location_without_pythonpath(home, tmp_path):
+    """The webserver, daemon and workers load the code location with no PYTHONPATH (`make dev`): a `plugins:` module
+    in the config file's folder must still import there."""
+    shutil.copytree(EXAMPLE / "evalpipe_plugin_example", tmp_path / "evalpipe_plugin_example")
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text(CONFIG.format(plugins="plugins: [evalpipe_plugin_example.register]"))
+    d = subprocess.run([str(Path(sys.executable).parent / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
+                       env=_env_without_pythonpath(home, cfg), capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert d.returncode == 0, d.stdout[-2000:] + d.stderr[-3000:]
+    assert "inline_qa" not in d.stderr  # no "unknown adapter" and no import error on the way
+
+
+def test_plugin_that_registers_nothing_is_named_in_the_unknown_adapter_error(home, tmp_path):
+    (tmp_path / "my_plugins").mkdir()
+    (tmp_path / "my_plugins" / "__init__.py").write_text('"""The registrations live in my_plugins.register."""\n')
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text(CONFIG.format(plugins="plugins: [my_plugins]"))
+    env = _env_without_pythonpath(home, cfg)
+    r = subprocess.run([sys.executable, "-m", "evalpipe.cli.main", "run", "--split", "smoke/extra", "--no-progress"],
+                       env=env, capture_output=True, text=True, cwd=REPO, timeout=600)
+    assert r.returncode == 2, r.stdout + r.stderr
+    err = r.stderr.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "unknown adapter 'inline_qa'" in err
+    assert "plugin module my_plugins loaded but registered no adapter" in err
+    # the registry's own lookup (what a worker hits) says the same
+    code = ("from evalpipe.project.plugins import load_plugins; load_plugins()\n"
+            "from evalpipe.benchmarks import get_adapter\n"
+            "try:\n    get_adapter('inline_qa')\nexcept Exception as exc:\n    print(exc)\n")
+    g = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, cwd=REPO, timeout=300)
+    assert "unknown benchmark adapter 'inline_qa'" in g.stdout, g.stdout + g.stderr
+    assert "my_plugins loaded but registered no adapter" in g.stdout, g.stdout

@@ -30,7 +30,8 @@ class Registry(Generic[T]):
         try:
             return self._factories[name]
         except KeyError:
-            raise ConfigError(f"unknown {self.kind} {name!r}; available: {', '.join(sorted(self._factories))}") from None
+            raise ConfigError(f"unknown {self.kind} {name!r}; available: {', '.join(sorted(self._factories))}"
+                              f"{unknown_hint(self.kind)}") from None
 
     def names(self) -> list[str]:
         _load_plugins()
@@ -46,6 +47,19 @@ def on_miss(hook: Callable[[], None]) -> None:
     """Install `hook` (idempotent): called when a name is not registered, e.g. to load plugins."""
     if hook not in _MISS_HOOKS:
         _MISS_HOOKS.append(hook)
+
+
+_UNKNOWN_HINTS: list[Callable[[str], str]] = []
+
+
+def on_unknown(hint: Callable[[str], str]) -> None:
+    """Install `hint(kind)` (idempotent): text added to an unknown-name error, e.g. what the plugins registered."""
+    if hint not in _UNKNOWN_HINTS:
+        _UNKNOWN_HINTS.append(hint)
+
+
+def unknown_hint(kind: str) -> str:
+    return "".join(hint(kind) for hint in _UNKNOWN_HINTS)
 
 
 def _load_plugins() -> None:

@@ -19,7 +19,6 @@ Layers:
 from __future__ import annotations
 
 import difflib
-import importlib
 import types
 import typing
 from pathlib import Path
@@ -29,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.project.plugins import import_module, nothing_registered_hint
 
 Loc = tuple  # a path into the config: ("benchmarks", "smoke", "options", "limit")
 
@@ -450,10 +450,10 @@ JUDGE_FIX = ("add one under 'judges:' (the first one is used) or set 'judge:' in
              "(docs/metrics.md#model-graded-verdicts)")
 
 
-def _load_plugins(report: _Report, data: dict[str, Any]) -> None:
+def _load_plugins(report: _Report, data: dict[str, Any], path: Path) -> None:
     for i, name in enumerate(data.get("plugins") or []):
         try:
-            importlib.import_module(str(name))
+            import_module(str(name), path)
         except Exception as exc:  # a plugin that can't be imported is a config mistake
             report.add(("plugins", i), f"cannot import plugin module {name!r}: {type(exc).__name__}: "
                                        f"{str(exc).splitlines()[0] if str(exc) else ''}")
@@ -464,7 +464,7 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
     runner = str(raw.get("runner", "echo"))
     if runner not in runners:
         report.add((section, name, "runner"), f"unknown runner {runner!r}{did_you_mean(runner, runners)} "
-                                              "(`evalpipe runners` lists them)")
+                                              f"(`evalpipe runners` lists them){nothing_registered_hint('runner')}")
         factory = None
     else:
         factory = runners[runner]
@@ -514,7 +514,8 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
                                    "row: keep one entry per metric")
         elif str(name) not in metrics:
             at = loc + (i,) if isinstance(spec, str) else loc + (i, "name")
-            report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)")
+            report.add(at, f"unknown metric {name!r}{did_you_mean(name, metrics)} (`evalpipe metrics` lists them)"
+                           f"{nothing_registered_hint('metric')}")
         if name is not None:
             first.setdefault(str(name), i)
         factory = get_metric(str(name)) if name is not None and str(name) in metrics else None
@@ -574,7 +575,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         TopLevel.model_validate(data)
     except ValidationError as exc:
         report.add_pydantic(exc, TopLevel)
-    _load_plugins(report, data)
+    _load_plugins(report, data, Path(path))
 
     from evalpipe.benchmarks import get_adapter, list_adapters
     from evalpipe.metrics import list_metrics
@@ -592,7 +593,8 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         adapter = b.get("adapter")
         if isinstance(adapter, str) and adapter not in adapters:
             report.add(("benchmarks", bname, "adapter"),
-                       f"unknown adapter {adapter!r}{did_you_mean(adapter, adapters)} (`evalpipe adapters` lists them)")
+                       f"unknown adapter {adapter!r}{did_you_mean(adapter, adapters)} (`evalpipe adapters` lists them)"
+                       f"{nothing_registered_hint('adapter')}")
         if isinstance(b.get("metrics"), list):
             _check_metrics(report, ("benchmarks", bname, "metrics"), b["metrics"], metrics, judge_names, notes)
         factory = adapters.get(adapter) if isinstance(adapter, str) else None
