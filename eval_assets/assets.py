@@ -434,8 +434,13 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
        automation_condition=(AutomationCondition.any_deps_updated().since_last_handled()
                              & ~AutomationCondition.in_progress()))
 def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
-    df = pipeline.build_leaderboard(warehouse.get().read_table("metrics"))
+    wh = warehouse.get()
+    # a partition whose blocking gate failed is listed unranked, with the reason (docs/metrics.md "Gates")
+    df = pipeline.build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
+    blocked = sorted({f"{s} x {m}: {g}" for s, m, g in zip(df["benchmark_split"], df["model"], df["gate"])
+                      if isinstance(g, str)}) if len(df) else []
     context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
+                                 "not_ranked": MetadataValue.md("\n".join(f"- {b}" for b in blocked) or "_none_"),
                                  # ranks as read (`=1` tied), counts as counts, which side is better (issue 20)
                                  "preview": _preview(pipeline.leaderboard_display(df), ["benchmark_split", "metric",
                                                      "rank", "model", "value", "better", "n"], 30)})

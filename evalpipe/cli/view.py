@@ -168,7 +168,8 @@ def leaderboard_frame(wh, include_limited: bool = False):
     from evalpipe.pipeline.stages import build_leaderboard
 
     metrics = wh.query("SELECT * FROM metrics WHERE slice = 'all'")
-    return build_leaderboard(metrics, include_limited=include_limited)
+    # a partition whose blocking gate failed is listed unranked, with the reason (the `gates` table)
+    return build_leaderboard(metrics, include_limited=include_limited, gates=wh.read_table("gates"))
 
 
 def leaderboard_table(board):
