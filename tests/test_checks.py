@@ -158,6 +158,8 @@ def test_a_failed_gate_keeps_a_partition_unranked_with_the_reason():
     shown = leaderboard_display(board).set_index("model")
     assert shown.loc["b", "rank"] == "gate failed" and "coverage" in shown.loc["b", "gate"]
     assert list(build_leaderboard(metrics)["rank"]) == [1, 2, 3]  # no gates: as before
+    only_blocked = build_leaderboard(metrics[metrics["model"] == "b"], gates=gates)  # nothing left to rank
+    assert only_blocked["tied"].dtype == bool and only_blocked["rank"].isna().all()
 
 
 @pytest.mark.slow

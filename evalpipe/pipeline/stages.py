@@ -716,7 +716,7 @@ def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False,
     ranked["rank"], ranked["tied"] = rank_by_direction(ranked, ["benchmark_split", "metric"]) if len(ranked) else ([], [])
     off = df[df["gate"].notna()].assign(rank=pd.NA, tied=False)
     df = pd.concat([ranked, off], ignore_index=True) if len(off) else ranked
-    df["rank"] = df["rank"].astype("Int64")
+    df["rank"], df["tied"] = df["rank"].astype("Int64"), df["tied"].astype(bool)
     return df.sort_values(["benchmark_split", "metric", "rank", "model"], na_position="last").reset_index(drop=True)
 
 
