@@ -5,6 +5,10 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 """
 
 import pandas as pd
+import hashlib
+import warnings
+
+from dagster import BetaWarning
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
 
 from evalpipe.benchmarks import dataset_header
@@ -23,7 +27,8 @@ from evalpipe.project.redaction import worker_init_for  # rollout_shards workers
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.project import Project
 from evalpipe.core.errors import RunFailed
-from evalpipe.core.fingerprint import fingerprint
+from evalpipe.core.schema import TABLES
+from evalpipe.core.fingerprint import canonical_json, fingerprint
 from evalpipe.metrics import judgements_version
 from evalpipe.metrics.aggregate import AGGREGATE_COLUMNS, USAGE_COLUMNS, compact_judgements
 from evalpipe.metrics.code_execution import sandbox_used
@@ -35,6 +40,13 @@ from partitions import benchmark_split_partitions, eval_partitions, partition_di
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
+# `Output(data_version=...)` is a Dagster beta parameter we rely on on purpose: no notice in every run's log
+warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.*")
+# [versions] Each asset's code version: bump an entry when its stage's code would write different rows for the same
+# inputs (Dagster then shows every partition of it stale). `judgements` adds the project's judging version and
+# `rollouts` its Python agents' source fingerprints (judgements_asset, rollouts_asset).
+CODE_VERSIONS = {"dataset": "1", "prompts": "1", "rollouts": "1", "judgements": "1", "metrics": "1",
+                 "leaderboard": "1"}
 RUN_ID_TAG = "evalpipe/run_id"  # [reproducibility] `evalpipe run --run-id`
 IO = "warehouse_io_manager"
 
@@ -79,6 +91,34 @@ def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue
 
 
 # ---- [reproducibility] fingerprints (evalpipe/pipeline/fingerprints.py, docs/reproducibility.md) -------------------------
+# ---- [versions] content-based data versions (docs/reproducibility.md "Data versions") ------------------------------
+# Every asset returns a data version computed from what it wrote (or from the fingerprints already computed), never
+# from the run: a re-run that changes nothing gives the same version, so nothing downstream shows stale; a change
+# shows exactly the downstream partitions that read the changed one.
+class ContentVersion:
+    """A hash over a partition's frames, fed batch by batch in write order (only `columns`, where given)."""
+
+    def __init__(self, columns: list[str] | None = None, **fixed) -> None:
+        self.columns = columns
+        self.sha = hashlib.sha256(canonical_json(fixed).encode())
+
+    def add(self, df: pd.DataFrame) -> None:
+        cols = [c for c in (self.columns or sorted(df.columns)) if c in df.columns]
+        self.sha.update(canonical_json(cols).encode())
+        if len(df):
+            # as text, so that object columns (JSON strings, lists, None) hash alike in every process
+            self.sha.update(pd.util.hash_pandas_object(df[cols].astype(str), index=False).values.tobytes())
+
+    def version(self) -> DataVersion:
+        return DataVersion(self.sha.hexdigest()[:16])
+
+
+def frame_version(df: pd.DataFrame, columns: list[str] | None = None, **fixed) -> DataVersion:
+    v = ContentVersion(columns, **fixed)
+    v.add(df)
+    return v.version()
+
+
 def _dataset_fingerprint_metadata(df: pd.DataFrame) -> dict:
     header = df.attrs.get("header")
     shard = df.attrs.get("shard")
@@ -119,9 +159,9 @@ def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
 
 
 @asset(partitions_def=benchmark_split_partitions, io_manager_key=IO, group_name=GROUP,
-       description="The benchmark split's samples, loaded by its adapter.")
+       code_version=CODE_VERSIONS["dataset"], description="The benchmark split's samples, loaded by its adapter.")
 def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
-            warehouse: WarehouseResource) -> PartitionReader:
+            warehouse: WarehouseResource) -> Output[PartitionReader]:
     if "limit" in (eval_config.split_options or {}):  # every model key reads this partition: it holds the whole split
         from evalpipe.core.errors import ConfigError
 
@@ -139,9 +179,11 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
     cfg = eval_config.get()
     split = cfg.split(context.partition_key)
     wh, part, attrs, n = warehouse.get(), {"benchmark_split": split.key}, {}, _Counts()
+    content = ContentVersion()  # the rows as written: the split's `limit`, shard, slices and template included
     with wh.writer("datasets", part) as out:
         for df in pipeline.dataset_batches(split, _batch_rows(cfg), attrs):
             out.write(df)
+            content.add(df)
             n.add(df, with_ground_truth=int(df["target"].notna().sum()))
     for name, want, got in attrs.get("fingerprint_mismatches") or []:  # fail_on_fingerprint_mismatch: false
         context.log.warning(f"fingerprint mismatch (ignored): {name} header {want} != loaded {got}")
@@ -152,13 +194,13 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
         "rows": n.rows, "adapter": split.adapter, "with_ground_truth": int(n.sums.get("with_ground_truth", 0)),
         "preview": _preview(n.head, ["sample_id", "input", "target"]),
     })
-    return wh.reader("datasets", part)
+    return Output(wh.reader("datasets", part), data_version=content.version())
 
 
-@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["prompts"],
        ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-            warehouse: WarehouseResource, dataset: PartitionReader) -> PartitionReader:
+            warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     model = cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
@@ -167,16 +209,24 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
     wrapper = wrapper_for(split, model_runner.model_config_for(model))
     wh, n = warehouse.get(), _Counts()
     limit = limit_of(dims["model"])  # a `<model>@limit<N>` key: the first N samples (build_prompts), from the key
+    # the messages as built (the prompt wrapper, template and limit included; the partition's own keys left out)
+    content = ContentVersion([c for c in TABLES["prompts"].names if c not in ("benchmark_split", "model")],
+                             prompt_wrapper_sha256=wrapper.sha256 if wrapper is not None else None)
     with wh.writer("prompts", dims) as out:
         for batch in dataset.batches(_batch_rows(cfg)):
             if limit is not None and len(batch) and int(batch["sample_index"].iloc[0]) >= limit:
                 break  # (the partition is in load order: no later batch has a sample below N)
             df = pipeline.build_prompts(split, dims["model"], batch, wrapper=wrapper)
             out.write(df)
+            content.add(df)
             n.add(df)
     context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"]),
                                  **({"limit": limit} if limit is not None else {})})
-    return wh.reader("prompts", dims)
+    return Output(wh.reader("prompts", dims), data_version=content.version())
+
+
+ROLLOUT_VERSION_COLUMNS = ["sample_id", "fingerprint", "status", "error", "prediction", "finish_reason", "turns",
+                           "tool_calls", "stop_reason"]
 
 
 class _ToolCalls:
@@ -222,11 +272,11 @@ class _ToolCalls:
         return meta
 
 
-@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["rollouts"],
        pool="model_calls",  # [scale] a limit on this Dagster pool caps rollouts steps across runs (docs/deployment.md)
        description="Each sample run through the model: prediction, raw output, usage, cost, latency, errors.")
 def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-             warehouse: WarehouseResource, tools: ToolsResource, prompts: PartitionReader) -> PartitionReader:
+             warehouse: WarehouseResource, tools: ToolsResource, prompts: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
     cfg = eval_config.get()
     split, model = cfg.split(dims["benchmark_split"]), cfg.model(dims["model"])
@@ -248,6 +298,9 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
                                                     _dataset_sha(context, split), context.log.warning)
         wh, n = warehouse.get(), _Counts()
         calls = _ToolCalls(wh, dims)  # [tools] the tool_calls table, same partition
+        # the partition's fingerprints (dataset, wrapper, runner settings, model, tools) and what each sample
+        # answered; not latency or cost, which differ between two runs that answer alike
+        content = ContentVersion(ROLLOUT_VERSION_COLUMNS, **fps)
         try:
             with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
                     split, model_runner.model_config_for(model), runner, model_runner.settings(model, cfg.raw.get("rate_limits")), progress,
@@ -258,6 +311,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
                 for batch in prompts.batches(_batch_rows(cfg)):
                     df = session.run(batch)
                     out.write(df)
+                    content.add(df)
                     calls.add(df)
                     ok = df["status"] == "ok"
                     if first_error is None and not ok.all():
@@ -284,7 +338,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         "cost_usd": float(n.sums.get("cost_usd", 0.0)),
         "preview": _preview(n.head, ["sample_id", "status", "prediction", "error"]),
     })
-    return wh.reader("rollouts", dims)
+    return Output(wh.reader("rollouts", dims), data_version=content.version())
 
 
 def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
@@ -328,13 +382,13 @@ def judgements_asset(project: Project):
     stale, and re-materializing it reads rollouts from the warehouse (no model calls)."""
     return asset(name="judgements", partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
                  description="Per-sample verdicts of each metric on each rollout.",
-                 code_version=judging_version(project.config))(judgements)
+                 code_version=f'{CODE_VERSIONS["judgements"]}-{judging_version(project.config)}')(judgements)
 
 
-@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
+@asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["metrics"],
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
 def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
-            judgements: PartitionReader, rollouts: PartitionReader) -> pd.DataFrame:
+            judgements: PartitionReader, rollouts: PartitionReader) -> Output[pd.DataFrame]:
     dims = partition_dims(context.partition_key)
     rows = _batch_rows(eval_config.get())
     # only the columns aggregation reads, held compactly (~150 bytes per judgement; docs/scale.md)
@@ -370,22 +424,27 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
         if report is not None:
             meta["tool_integration_report"] = MetadataValue.path(str(report))
     context.add_output_metadata(meta)
-    return df
+    return Output(df, data_version=frame_version(df))
 
 
-@asset(deps=[metrics], io_manager_key=IO, group_name=GROUP,
+@asset(deps=[metrics], io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["leaderboard"],
        description="Every materialized metrics partition, slice `all`, ranked per benchmark split and metric.",
        # declarative automation (eval_assets/schedules.py runs the sensor): rebuilt after any metrics partition
        # changes, once per change, never while it is already being rebuilt
        automation_condition=(AutomationCondition.any_deps_updated().since_last_handled()
                              & ~AutomationCondition.in_progress()))
-def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> pd.DataFrame:
-    df = pipeline.build_leaderboard(warehouse.get().read_table("metrics"))
+def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
+    wh = warehouse.get()
+    # a partition whose blocking gate failed is listed unranked, with the reason (docs/metrics.md "Gates")
+    df = pipeline.build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
+    blocked = sorted({f"{s} x {m}: {g}" for s, m, g in zip(df["benchmark_split"], df["model"], df["gate"])
+                      if isinstance(g, str)}) if len(df) else []
     context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
+                                 "not_ranked": MetadataValue.md("\n".join(f"- {b}" for b in blocked) or "_none_"),
                                  # ranks as read (`=1` tied), counts as counts, which side is better (issue 20)
                                  "preview": _preview(pipeline.leaderboard_display(df), ["benchmark_split", "metric",
                                                      "rank", "model", "value", "better", "n"], 30)})
-    return df
+    return Output(df, data_version=frame_version(df))
 
 
 def rollouts_asset(project: Project):
@@ -394,7 +453,7 @@ def rollouts_asset(project: Project):
     model's own identity is checked per sample by the journal)."""
     version = functions_version(project.config.models.values())
     return rollouts if version is None else rollouts.map_asset_specs(
-        lambda spec: spec.replace_attributes(code_version=version))
+        lambda spec: spec.replace_attributes(code_version=f'{CODE_VERSIONS["rollouts"]}-{version}'))
 
 
 def eval_assets(project: Project) -> list:

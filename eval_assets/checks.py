@@ -24,8 +24,9 @@ from eval_assets.assets import dataset, metrics, rollouts
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
 from evalpipe.store.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
-from partitions import benchmark_split_partitions, eval_partitions
-from resources import EvalConfigResource
+from evalpipe.project import Project
+from partitions import benchmark_split_partitions, eval_partitions, partition_dims
+from resources import EvalConfigResource, WarehouseResource
 
 DEFAULTS = {"max_error_rate": 0.1, "max_parse_error_rate": 0.05, "severity": "error"}
 
@@ -100,29 +101,92 @@ def rollouts_error_rate(context: AssetCheckExecutionContext, eval_config: EvalCo
 # The metrics checks run as one Dagster step (a multi-asset check: one op, each check its own result, spec and UI
 # row, each still selectable alone): one step and one load of `judgements` instead of three of each, which were
 # ~15% of the Dagster work of a small run. Tool-integration gates: issue 10 (evalpipe/tooleval/gates.py, docs/metrics.md).
+# Blocking checks are gates: when one fails (severity ERROR), Dagster skips what depends on `metrics` in the same run,
+# the `evalpipe run` exits 3, and the partition stays off the leaderboard (the `gates` table) until it passes.
 METRICS_CHECK_SPECS = {
     "samples_accounted": AssetCheckSpec(
         "samples_accounted", asset=metrics, partitions_def=eval_partitions, blocking=True,
         additional_deps=["prompts", "judgements"],
-        description="Every sample is scored, unscored (no ground truth) or counted as an error, for every metric."),
+        description="Gate: every sample is scored, unscored (no ground truth) or counted as an error, for every "
+                    "metric. Failing means the partition's numbers leave samples out: it is not ranked on the "
+                    "leaderboard (its metrics stay viewable) and `evalpipe run` exits 3."),
     "judge_parse_failures": AssetCheckSpec(
         "judge_parse_failures", asset=metrics, partitions_def=eval_partitions, additional_deps=["judgements"],
-        description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05)."),
-    # Not Dagster-blocking: a gate the dataset marks `blocking` fails with severity ERROR (the CLI exits 3) while
-    # the partition's results stay materialized and visible; non-blocking gates and "insufficient" ones are WARN.
+        description="Share of unreadable judge verdicts is at most checks.max_parse_error_rate (default 0.05). "
+                    "Failing is a warning about the judge: the partition stays ranked."),
     "tool_integration_gates": AssetCheckSpec(
-        "tool_integration_gates", asset=metrics, partitions_def=eval_partitions, additional_deps=["judgements"],
-        description="The tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, F1 "
-                    "thresholds from the header). A failed blocking gate is an ERROR (CLI exit 3); a gate with "
-                    "too few eligible items is 'insufficient' (WARN, never a pass). Other partitions: passes."),
+        "tool_integration_gates", asset=metrics, partitions_def=eval_partitions, blocking=True,
+        additional_deps=["judgements"],
+        description="Gate: the tool-integration dataset's gates (controls_with_integration == 0, coverage >= 0.95, "
+                    "F1 thresholds from the header). A failed gate the header marks blocking fails this check: the "
+                    "partition is not ranked on the leaderboard (its samples and metrics stay viewable) and "
+                    "`evalpipe run` exits 3. Non-blocking or 'insufficient' gates (too few eligible items) warn. "
+                    "Declared only in projects with a tool_integration metric; other splits' partitions pass."),
 }
+BLOCKING_CHECKS = tuple(k for k, spec in METRICS_CHECK_SPECS.items() if spec.blocking)
 
 
-@multi_asset_check(
-    name="metrics_checks", specs=list(METRICS_CHECK_SPECS.values()), can_subset=True,
-    ins={"metrics": AssetIn("metrics"), "prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")})
-def metrics_checks(context: AssetCheckExecutionContext, eval_config: EvalConfigResource, metrics: pd.DataFrame,
-                   prompts: PartitionReader, judgements: PartitionReader) -> Iterator[AssetCheckResult]:
+def _record_gates(warehouse: WarehouseResource, partition_key: str, results: list[AssetCheckResult]) -> None:
+    """The partition's blocking gate outcomes into the warehouse's `gates` table (the leaderboard reads it):
+    the checks evaluated now replace their earlier rows; others are kept."""
+    from datetime import datetime, timezone
+
+    from evalpipe.core.errors import WarehouseError
+
+    dims = partition_dims(partition_key)
+    wh = warehouse.get()
+    now = datetime.now(timezone.utc).isoformat()
+    rows = pd.DataFrame([{**dims, "check": r.check_name, "passed": bool(r.passed), "severity": r.severity.value,
+                          "description": r.description, "checked_at": now}
+                         for r in results if r.check_name in BLOCKING_CHECKS])
+    if not len(rows):
+        return
+    try:
+        before = wh.read("gates", dims)
+    except WarehouseError:  # the partition's first gates
+        before = rows.iloc[0:0]
+    kept = before[~before["check"].isin(rows["check"])] if len(before) else before
+    wh.write("gates", pd.concat([kept, rows], ignore_index=True) if len(kept) else rows, dims)
+
+
+def splits_with_tool_integration(project: Project) -> list[str]:
+    """The project's splits whose metrics include `tool_integration` (where its gates apply)."""
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.tooleval.report import METRIC
+
+    out = []
+    for key, split in sorted(project.config.splits.items()):
+        try:
+            names = adapter_for(split).metrics()
+        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
+            names = split.metrics or []
+        if any((m if isinstance(m, str) else (m or {}).get("name")) == METRIC for m in names):
+            out.append(key)
+    return out
+
+
+def metrics_checks_for(project: Project | None):
+    """The metrics checks of a project: `tool_integration_gates` only where a split has the tool_integration
+    metric (None: every check, for callers without a project)."""
+    names = [k for k in METRICS_CHECK_SPECS
+             if k != "tool_integration_gates" or project is None or splits_with_tool_integration(project)]
+
+    @multi_asset_check(
+        name="metrics_checks", specs=[METRICS_CHECK_SPECS[k] for k in names], can_subset=True,
+        ins={"metrics": AssetIn("metrics"), "prompts": AssetIn("prompts"), "judgements": AssetIn("judgements")})
+    def metrics_checks(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                       warehouse: WarehouseResource, metrics: pd.DataFrame, prompts: PartitionReader,
+                       judgements: PartitionReader) -> Iterator[AssetCheckResult]:
+        results = list(_metrics_check_results(context, eval_config, metrics, prompts, judgements))
+        _record_gates(warehouse, context.partition_key, results)
+        yield from results
+
+    return metrics_checks
+
+
+def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
+                           metrics: pd.DataFrame, prompts: PartitionReader,
+                           judgements: PartitionReader) -> Iterator[AssetCheckResult]:
     selected = {key.name for key in context.selected_asset_check_keys}
     t = thresholds(eval_config)
     # [scale] only the columns the checks read (the readers are lazy: resources/warehouse.py)
@@ -132,7 +196,8 @@ def metrics_checks(context: AssetCheckExecutionContext, eval_config: EvalConfigR
     if "samples_accounted" in selected:
         rows = metrics[~metrics["metric"].isin(USAGE_METRICS)] if len(metrics) else metrics
         ok, meta = accounted_result(prompts, judgements, rows)
-        yield AssetCheckResult(check_name="samples_accounted", passed=ok, severity=_severity(t), metadata=meta)
+        yield AssetCheckResult(check_name="samples_accounted", passed=ok, severity=_severity(t), metadata=meta,
+                               description=None if ok else "some samples are not accounted for")
     if "judge_parse_failures" in selected:
         ok, meta = parse_failure_result(judgements, float(t["max_parse_error_rate"]))
         yield AssetCheckResult(check_name="judge_parse_failures", passed=ok, severity=_severity(t), metadata=meta)
@@ -141,12 +206,20 @@ def metrics_checks(context: AssetCheckExecutionContext, eval_config: EvalConfigR
 
         out = gate_outcome(judgements)
         meta = {"gates": MetadataValue.json(out.gates)} if out.applicable else {}
+        # only a failed gate the header marks blocking is an ERROR (blocks); other failures warn
         yield AssetCheckResult(check_name="tool_integration_gates", passed=out.passed, metadata=meta,
                                description=out.description[:1000],
                                severity=AssetCheckSeverity.ERROR if out.error else AssetCheckSeverity.WARN)
 
 
-EVAL_CHECKS = [rollouts_error_rate, metrics_checks]
+metrics_checks = metrics_checks_for(None)
+
+
+def eval_checks(project: Project | None) -> list:
+    """The asset checks of a project (eval_assets/factory.py): each declared only where it applies."""
+    return [rollouts_error_rate, metrics_checks_for(project), dataset_tool_fixtures]
+
+
 
 
 # ---- tool fixtures (issue 9; evalpipe/tools/replay.py, docs/tools.md) --------------------------------------------
@@ -173,4 +246,4 @@ def dataset_tool_fixtures(context: AssetCheckExecutionContext, eval_config: Eval
         description=f"{r['hits']}/{r['variants']} fixture lookups hit ({r['hit_rate']:.1%})")
 
 
-EVAL_CHECKS.append(dataset_tool_fixtures)
+EVAL_CHECKS = eval_checks(None)  # every check (tests and callers without a project)

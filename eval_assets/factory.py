@@ -4,7 +4,8 @@
     defs = build_definitions(Project.from_dict({...}))      # the Python API: a config built in memory
 
 Assets, checks, jobs and schedules are the same for every project; what depends on the project is bound here:
-the resources (its config, its warehouse), the `judgements` code version (its judges and metrics) and the sensors
+the resources (its config, its warehouse), the `judgements` code version (its judges and metrics), the asset checks
+that apply to it (`tool_integration_gates` only with a tool_integration metric) and the sensors
 (its file's splits, models and checkpoints). Partitions are dynamic (partitions/__init__.py), so two projects on
 one instance share the graph and the warehouse.
 """
@@ -15,7 +16,7 @@ import warnings
 from dagster import Definitions, PreviewWarning
 
 from eval_assets.assets import eval_assets
-from eval_assets.checks import EVAL_CHECKS
+from eval_assets.checks import eval_checks
 from eval_assets.jobs import dataset_job, evaluate_job, forget_model_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
 from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
@@ -30,7 +31,7 @@ def build_definitions(project: Project) -> Definitions:
     """Everything Dagster loads for `project`: assets, asset checks, jobs, sensors, schedules, resources."""
     return Definitions(
         assets=eval_assets(project),
-        asset_checks=EVAL_CHECKS,
+        asset_checks=eval_checks(project),  # each declared only where it applies (tool gates: tool splits)
         jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job],
         sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
         schedules=[retry_failed_partitions_schedule],

@@ -131,7 +131,9 @@ def project_graph(project: Project) -> list:
     if hit is None or hit[0] is not project.config:
         if len(_GRAPHS) > 16:
             _GRAPHS.clear()
-        hit = _GRAPHS[id(project.config)] = (project.config, [*eval_assets(project), *asset_checks()])
+        from eval_assets.checks import eval_checks  # the project's checks, as the factory declares them
+
+        hit = _GRAPHS[id(project.config)] = (project.config, [*eval_assets(project), *eval_checks(project)])
     return hit[1]
 
 

@@ -58,9 +58,8 @@ def test_checks_run_with_the_assets_and_gate_errors_and_parse_failures(instance,
     assert all(p.success for p in result.partitions), result  # checks report; they don't fail the runs
     runs = {p.model: p.run_id for p in result.partitions}
     good, flaky = check_outcomes(instance, runs["good"]), check_outcomes(instance, runs["flaky"])
-    assert set(good) == {("rollouts", "error_rate"), ("metrics", "samples_accounted"), ("metrics", "judge_parse_failures"),
-                         ("metrics", "tool_integration_gates")}
-    assert good[("metrics", "tool_integration_gates")].passed  # not a tool-integration split: nothing to gate
+    # no tool_integration metric in this project: its gates are not declared (test_tool_gates_are_declared_...)
+    assert set(good) == {("rollouts", "error_rate"), ("metrics", "samples_accounted"), ("metrics", "judge_parse_failures")}
     assert good[("rollouts", "error_rate")].passed
     assert not flaky[("rollouts", "error_rate")].passed  # 2 of 4 failed > 0.3
     assert flaky[("rollouts", "error_rate")].metadata["error_rate"].value == 0.5
@@ -103,3 +102,97 @@ def test_check_functions_on_hand_made_frames():
     ok, meta = parse_failure_result(j2, 0.4)
     assert not ok and meta["worst_parse_error_rate"] == 0.5  # unscored and failed rollouts were never judged
     assert parse_failure_result(j2, 0.5)[0]
+
+
+# ---- gates that block (issue 25) -------------------------------------------------------------------------------------
+def _spec_names(project) -> dict[str, bool]:
+    from eval_assets.checks import eval_checks
+
+    return {spec.name: spec.blocking for c in eval_checks(project) for spec in c.check_specs}
+
+
+def test_tool_gates_are_declared_only_where_a_split_has_the_metric(project_from):
+    from tests.helpers.configs import SMOKE_JSONL
+
+    def project(metrics):
+        return project_from({"benchmarks": {"smoke": {
+            "adapter": "file", "splits": {"extra": {"path": str(SMOKE_JSONL)}}, "metrics": metrics,
+            "options": {"columns": {"prompt": "question", "target": "answer", "id": "id"}}}},
+            "models": {"m": {"runner": "echo"}}})
+
+    plain = _spec_names(project(["exact_match"]))
+    assert "tool_integration_gates" not in plain and plain["samples_accounted"] is True
+    assert plain["judge_parse_failures"] is False
+    assert _spec_names(project(["exact_match", "tool_integration"]))["tool_integration_gates"] is True
+    # the Definitions the code location serves declare the same checks
+    from dagster import AssetCheckKey, AssetKey
+
+    from eval_assets.factory import build_definitions
+
+    keys = build_definitions(project(["exact_match"])).resolve_asset_graph().asset_check_keys
+    assert AssetCheckKey(AssetKey("metrics"), "samples_accounted") in keys
+    assert AssetCheckKey(AssetKey("metrics"), "tool_integration_gates") not in keys
+    from eval_assets.checks import METRICS_CHECK_SPECS
+
+    assert all(spec.description for spec in METRICS_CHECK_SPECS.values())  # each says what failing means
+    assert "not ranked" in METRICS_CHECK_SPECS["tool_integration_gates"].description
+
+
+def test_a_failed_gate_keeps_a_partition_unranked_with_the_reason():
+    from evalpipe.pipeline.stages import build_leaderboard, leaderboard_display
+
+    metrics = pd.DataFrame([{"benchmark_split": "s/t", "model": m, "metric": "exact_match", "slice": "all", "value": v,
+                             "n": 4, "n_unscored": 0, "n_errors": 0} for m, v in (("a", 0.5), ("b", 0.9), ("c", 0.2))])
+    gates = pd.DataFrame([
+        {"benchmark_split": "s/t", "model": "b", "check": "tool_integration_gates", "passed": False, "severity": "ERROR",
+         "description": "coverage: fail (0.5)"},
+        {"benchmark_split": "s/t", "model": "c", "check": "samples_accounted", "passed": False, "severity": "WARN",
+         "description": "a warning does not block"},
+        {"benchmark_split": "s/t", "model": "a", "check": "samples_accounted", "passed": True, "severity": "ERROR",
+         "description": None}])
+    board = build_leaderboard(metrics, gates=gates)
+    by = board.set_index("model")
+    assert by.loc["a", "rank"] == 1 and by.loc["c", "rank"] == 2  # b's higher value does not rank
+    assert pd.isna(by.loc["b", "rank"]) and by.loc["b", "gate"] == "tool_integration_gates failed: coverage: fail (0.5)"
+    assert by.loc["b", "value"] == 0.9  # its numbers stay listed
+    shown = leaderboard_display(board).set_index("model")
+    assert shown.loc["b", "rank"] == "gate failed" and "coverage" in shown.loc["b", "gate"]
+    assert list(build_leaderboard(metrics)["rank"]) == [1, 2, 3]  # no gates: as before
+    only_blocked = build_leaderboard(metrics[metrics["model"] == "b"], gates=gates)  # nothing left to rank
+    assert only_blocked["tied"].dtype == bool and only_blocked["rank"].isna().all()
+
+
+@pytest.mark.slow
+def test_a_partition_whose_blocking_gate_failed_is_off_the_leaderboard(instance, home, write_config, monkeypatch):
+    """samples_accounted fails for one model only: its run stops before anything downstream, the CLI exits 3, its
+    metrics stay in the warehouse, and the leaderboard (asset and `evalpipe leaderboard`) lists it unranked saying
+    why; the other model ranks."""
+    from evalpipe.core.types import Score
+    from evalpipe.metrics import register_metric
+    from evalpipe.metrics.base import Metric
+    from evalpipe.store.warehouse import Warehouse
+    from tests.helpers.cli import invoke, restore_cli_env
+
+    class LosesWrongAnswers(Metric):
+        name = "loses_wrong"
+
+        def score(self, item):  # a wrong answer's verdict has an unknown status: the sample is unaccounted
+            return Score(value=1.0, status="scored") if item.prediction == item.target else Score(value=None, status="lost")
+
+    register_metric("loses_wrong", LosesWrongAnswers, replace=True)
+    restore_cli_env(monkeypatch)
+    write_config(smoke_benchmark(limit=2, metrics="[loses_wrong]") + """models:
+  right: {runner: echo, reply: target}
+  wrong: {runner: echo, reply: input}
+""")
+    r = invoke("run", "--model", "right", "--model", "wrong", "--no-progress")
+    assert r.exit_code == 3, r.output
+    assert "check samples_accounted on metrics [smoke/extra|wrong]: FAILED" in r.output
+    wh = Warehouse(home / "warehouse.duckdb")
+    assert set(wh.query("select model from metrics")["model"]) == {"right", "wrong"}  # still viewable
+    board = wh.read_table("leaderboard").set_index("model")
+    assert board.loc["right", "rank"] == 1 and pd.isna(board.loc["right", "gate"])
+    assert pd.isna(board.loc["wrong", "rank"]) and board.loc["wrong", "gate"].startswith("samples_accounted failed")
+    out = invoke("leaderboard").output
+    line = next(x for x in out.splitlines() if " wrong " in x)
+    assert "gate failed" in line and "samples_accounted failed" in line

@@ -168,15 +168,17 @@ def leaderboard_frame(wh, include_limited: bool = False):
     from evalpipe.pipeline.stages import build_leaderboard
 
     metrics = wh.query("SELECT * FROM metrics WHERE slice = 'all'")
-    return build_leaderboard(metrics, include_limited=include_limited)
+    # a partition whose blocking gate failed is listed unranked, with the reason (the `gates` table)
+    return build_leaderboard(metrics, include_limited=include_limited, gates=wh.read_table("gates"))
 
 
 def leaderboard_table(board):
     """`leaderboard_frame` as people read it: rank `=1` when tied, counts as whole numbers, which side is better;
-    rows with no value left out."""
+    rows with no value left out, unless a failed gate keeps them unranked."""
     from evalpipe.pipeline.stages import leaderboard_display
 
-    board = board[board["value"].notna()] if len(board) else board
+    # (a partition off the ranking by a failed gate stays listed, saying why, even without a value)
+    board = board[board["value"].notna() | (board["gate"].notna() if "gate" in board else False)] if len(board) else board
     return leaderboard_display(board) if len(board) else board
 
 

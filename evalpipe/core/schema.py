@@ -63,6 +63,13 @@ TABLES: dict[str, pa.Schema] = {
         ("n_errors", I), ("stderr", F), ("ci_low", F), ("ci_high", F), ("rank", I),
         # rank: competition ranking (1, 1, 3) by direction; tied: the rank is shared
         ("higher_is_better", B), ("kind", S), ("tied", B),
+        # gate: why the partition is not ranked (a failed blocking gate, docs/metrics.md "Gates"); null when ranked
+        ("gate", S),
+    ]),
+    # the latest outcome of each blocking gate (Dagster blocking asset check) per partition (eval_assets/checks.py)
+    "gates": pa.schema([
+        ("benchmark_split", S), ("model", S), ("check", S), ("passed", B), ("severity", S), ("description", S),
+        ("checked_at", S),
     ]),
 }
 

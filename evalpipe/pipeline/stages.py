@@ -681,10 +681,26 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
     return with_directions(df)  # (the n=0 rows above get theirs too)
 
 
-def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False) -> pd.DataFrame:
+def failed_gates(gates: pd.DataFrame | None) -> dict[tuple[str, str], str]:
+    """{(benchmark_split, model): why} for each partition whose latest blocking gate outcome failed with severity
+    ERROR (the `gates` table, written by the blocking asset checks)."""
+    if gates is None or not len(gates):
+        return {}
+    bad = gates[(gates["passed"] == False) & (gates["severity"].fillna("ERROR") == "ERROR")]  # noqa: E712
+    out: dict[tuple[str, str], str] = {}
+    for r in bad.sort_values("check").itertuples(index=False):
+        why = f"{r.check} failed" + (f": {r.description}" if isinstance(r.description, str) and r.description else "")
+        key = (r.benchmark_split, r.model)
+        out[key] = f"{out[key]}; {why}" if key in out else why
+    return out
+
+
+def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False,
+                      gates: pd.DataFrame | None = None) -> pd.DataFrame:
     """Slice `all` of every partition, ranked per benchmark split and metric by the metric's direction
     (docs/metrics.md "Direction"): competition ranking, best first (lower first for a lower-is-better metric),
-    `tied` where a rank is shared; no rank for a missing value or a value with no better side."""
+    `tied` where a rank is shared; no rank for a missing value or a value with no better side. A partition whose
+    blocking gate failed (`gates`) keeps its rows, unranked, with the reason in `gate`."""
     df = metrics[metrics["slice"] == "all"].drop(columns=["slice"]).copy()
     if not include_limited and len(df):  # `evalpipe run --limit N` partitions (<model>@limit<N>) never rank
         from evalpipe.core.run_marks import is_limited
@@ -692,10 +708,16 @@ def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False) -> p
         df = df[~df["model"].map(is_limited)]
     df = with_directions(df)  # partitions written before the columns existed: from the declarations
     if df.empty:
-        return df.assign(rank=pd.Series(dtype="Int64"), tied=pd.Series(dtype="bool"))
+        return df.assign(rank=pd.Series(dtype="Int64"), tied=pd.Series(dtype="bool"), gate=pd.Series(dtype=object))
+    blocked = failed_gates(gates)
+    df["gate"] = [blocked.get((s, m)) for s, m in zip(df["benchmark_split"], df["model"])]
+    ranked = df[df["gate"].isna()].copy()
     # a split whose samples are all unscored (GAIA test: answers hidden) has value NaN: no rank, not a crash
-    df["rank"], df["tied"] = rank_by_direction(df, ["benchmark_split", "metric"])
-    return df.sort_values(["benchmark_split", "metric", "rank", "model"]).reset_index(drop=True)
+    ranked["rank"], ranked["tied"] = rank_by_direction(ranked, ["benchmark_split", "metric"]) if len(ranked) else ([], [])
+    off = df[df["gate"].notna()].assign(rank=pd.NA, tied=False)
+    df = pd.concat([ranked, off], ignore_index=True) if len(off) else ranked
+    df["rank"], df["tied"] = df["rank"].astype("Int64"), df["tied"].astype(bool)
+    return df.sort_values(["benchmark_split", "metric", "rank", "model"], na_position="last").reset_index(drop=True)
 
 
 def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
@@ -703,11 +725,15 @@ def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
     decimals), and which side is better."""
     if not len(board):
         return pd.DataFrame(columns=["benchmark_split", "metric", "rank", "model", "value", "better", "kind", "n"])
+    gate = board["gate"] if "gate" in board.columns else pd.Series([None] * len(board), index=board.index)
     out = pd.DataFrame({
         "benchmark_split": board["benchmark_split"], "metric": board["metric"],
-        "rank": [rank_label(r, t) for r, t in zip(board["rank"], board["tied"])], "model": board["model"],
+        "rank": ["gate failed" if isinstance(g, str) else rank_label(r, t)
+                 for r, t, g in zip(board["rank"], board["tied"], gate)], "model": board["model"],
         "value": [format_value(v, k) for v, k in zip(board["value"], board["kind"])],
         "better": [{True: "higher", False: "lower"}.get(h if h is not pd.NA else None, "-")
                    for h in board["higher_is_better"]],
         "kind": board["kind"], "n": board["n"]})
+    if gate.notna().any():  # why a partition is off the ranking, said where it is listed
+        out["gate"] = gate.fillna("").values
     return out.reset_index(drop=True)
