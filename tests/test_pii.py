@@ -23,7 +23,8 @@ def test_entities_are_masked_in_text_and_in_stored_json_text(pii_redactor):
     r = pii_redactor
     assert r.redact(f"Write to {EMAIL} or call {PHONE}.") == "Write to [EMAIL] or call [PHONE]."
     # a message list stored as JSON text: a phone number right after an escaped newline is found, the JSON stays valid
-    text = json.dumps([{"role": "user", "content": f'Say "hi" to {EMAIL}.\nTel:\n{PHONE}; key sk-abcdefghijklmnopqrst'}])
+    content = f'Say "hi" to {EMAIL}.\nTel:\n{PHONE}; key sk-abcdefghijklmnopqrst'
+    text = json.dumps([{"role": "user", "content": content}])
     out = r.redact(text)
     assert EMAIL not in out and "415-555-0132" not in out
     assert json.loads(out)[0]["content"] == f'Say "hi" to [EMAIL].\nTel:\n[PHONE]; key {MASK}'
@@ -39,6 +40,14 @@ def test_scored_fields_ids_and_model_output_keep_pii(pii_redactor):
     assert r.for_field("target")(EMAIL) == EMAIL
     assert r.for_field("prompt_text")(EMAIL) == "[EMAIL]"
     assert r.for_field("target")("sk-abcdefghijklmnopqrst") == MASK  # secrets are masked everywhere, as before
+
+
+def test_column_scan_flags_every_cell_that_holds_pii(pii_redactor):
+    # the warehouse and the artifacts redact only the cells this scan flags: it must not miss one
+    cells = [f"mail {EMAIL}", "what is 2+2?", json.dumps({"q": f"call:\n{PHONE}"}), None, "no digits, no at"]
+    assert pii_redactor.could_match_cells(cells).tolist() == [True, False, True, False, False]
+    assert pii_redactor.could_match_cells(cells, json_text=True).tolist()[:3] == [True, False, True]
+    assert not Redactor().could_match_cells(cells).any()  # pii off: nothing to look at, as before
 
 
 def test_off_by_default():
@@ -83,7 +92,8 @@ models:
                                   "--no-progress"], catch_exceptions=False)
     assert r.exit_code == 0, r.output
     files = all_text(home)
-    where = {str(p.relative_to(home)).split("/")[0] for p, text in files.items() if EMAIL in text or "415-555-0132" in text}
+    where = {str(p.relative_to(home)).split("/")[0] for p, text in files.items()
+             if EMAIL in text or "415-555-0132" in text}
     samples = [p for p in files if p.name == "samples.jsonl"]
     assert samples and any(p.suffix == ".parquet" for p in files)
     if pii_on:

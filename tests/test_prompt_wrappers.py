@@ -22,7 +22,8 @@ def test_documented_template_escapes_quotes_backslashes_and_newlines(tmp_path):
 
 
 def test_tojson_templates_and_text_around_values_are_unchanged(tmp_path):
-    (tmp_path / "t.j2").write_text('{"system": {{ system | tojson }}, "user": "Q: {{ user }} ({{ tools | length }} tools)"}')
+    (tmp_path / "t.j2").write_text(
+        '{"system": {{ system | tojson }}, "user": "Q: {{ user }} ({{ tools | length }} tools)"}')
     (tmp_path / "u.j2").write_text('{"system": {{ system | tojson }}, "user": {{ ("Q: " ~ user) | tojson }}}')
     tools = [{"type": "function", "function": {"name": "f"}}]
     assert load_wrapper("t.j2", tmp_path).render(HARD, system="S", tools=tools)[1]["content"] == f"Q: {HARD} (1 tools)"

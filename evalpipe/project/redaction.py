@@ -1,7 +1,7 @@
 """What the project hands the redactor (evalpipe.core.redact): the credentials written in the config, the env
 var names its models' `api_key_env` give, its `redact_patterns`, its `pii:` setting (the entities to mask), and
-the same for the models the checkpoint sensor discovered. Every entry point (the CLI, the code location, the Python API) installs one with
-`install_redaction` before it writes anything.
+the same for the models the checkpoint sensor discovered. Every entry point (the CLI, the code location, the
+Python API) installs one with `install_redaction` before it writes anything.
 """
 from __future__ import annotations
 
