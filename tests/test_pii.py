@@ -74,7 +74,7 @@ def test_pii_in_prompts_is_masked_on_disk_and_targets_still_score(pii_on, home, 
     rows = [{"id": "c1", "q": f"Who owns {EMAIL}? Call {PHONE}.", "a": answer},
             {"id": "c2", "q": "What is 2+2?", "a": "4"}]
     data.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    write_config(f"""
+    config = f"""
 benchmarks:
   smoke:
     adapter: file
@@ -84,8 +84,9 @@ benchmarks:
 models:
   parrot: {{runner: echo}}
   teller: {{runner: echo, reply: target}}
-{"pii: {entities: [email, phone]}" if pii_on else ""}
-""")
+PII_SETTING
+"""
+    write_config(config.replace("PII_SETTING", "pii: {entities: [email, phone]}" if pii_on else ""))
     from evalpipe.cli.main import main
 
     r = CliRunner().invoke(main, ["run", "--benchmark", "smoke", "--model", "parrot", "--model", "teller",
@@ -114,3 +115,11 @@ models:
     parrot = wh.query("select raw_output from rollouts where model = 'parrot' and sample_id = 'c1'")["raw_output"][0]
     # the prompt the model got is the one stored: masked with pii on
     assert parrot == ("Who owns [EMAIL]? Call [PHONE]." if pii_on else rows[0]["q"])
+    if not pii_on:  # turning pii on changes what the model is sent: the rollouts re-run, not taken from the journal
+        write_config(config.replace("PII_SETTING", "pii: {entities: [email, phone]}"))
+        again = CliRunner().invoke(main, ["run", "--benchmark", "smoke", "--model", "parrot", "--no-progress"],
+                                   catch_exceptions=False)
+        assert again.exit_code == 0, again.output
+        roll = wh.query("select cached, raw_output from rollouts where model = 'parrot' order by sample_id")
+        assert not roll["cached"].any()
+        assert roll["raw_output"][0] == "Who owns [EMAIL]? Call [PHONE]."
