@@ -53,6 +53,7 @@ def render(df, fmt: str = "table", floatfmt: str = ".4f", width: int | None = No
         return "(no rows)"
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     if width is None:  # wrap to a terminal; piped output (files, CI logs, scripts) keeps each row on one line
         width = shutil.get_terminal_size((120, 24)).columns if sys.stdout.isatty() else 100_000
@@ -61,13 +62,26 @@ def render(df, fmt: str = "table", floatfmt: str = ".4f", width: int | None = No
     for c in df.columns:
         t.add_column(str(c), justify="right" if c in numeric else "left", overflow="fold")
     for row in df.itertuples(index=False):
-        t.add_row(*[cell(v, floatfmt) for v in row])
+        # Text, not str: rich reads "[value]" in a str as markup and drops it ("answers as @name[value]")
+        t.add_row(*[Text(cell(v, floatfmt)) for v in row])
     console = Console(width=width, record=True, file=open("/dev/null", "w"), color_system=None)
     console.print(t)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()).rstrip()
 
 
 # ---- evalpipe list ------------------------------------------------------------------------------------------------
+def _is_header_line(line: str) -> bool:
+    from evalpipe.core.dataset_header import HEADER_KEY
+
+    if HEADER_KEY not in line:
+        return False
+    try:
+        obj = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(obj, dict) and HEADER_KEY in obj
+
+
 def _split_count(split: Any) -> Any:
     """Samples in a split when known without loading it: a local JSONL/CSV/Parquet file, or already in the
     warehouse (`datasets`)."""
@@ -83,7 +97,9 @@ def _split_count(split: Any) -> Any:
                 return len(list(adapter_for(split).load()))
             if p.is_file() and p.suffix == ".jsonl":
                 with open(p, encoding="utf-8") as fh:
-                    return sum(1 for line in fh if line.strip())
+                    lines = [line for line in fh if line.strip()]
+                # a first line `{"__header__": ...}` is the dataset header (core/dataset_header.py), not a sample
+                return len(lines) - (bool(lines) and _is_header_line(lines[0]))
             if p.is_file() and p.suffix == ".parquet":
                 import pyarrow.parquet as pq
 

@@ -12,6 +12,11 @@ What the config says (its secrets, `api_key_env` names, `redact_patterns`) is ha
 project: `install_secret_source` (evalpipe/project/redaction.py; every entry point installs one).
 In mappings, every value under a key whose name says "secret" (`redact_obj`) is replaced whole.
 
+PII (opt-in, the config's `pii: {entities: [email, phone, ...]}`, handed in by the source like the secrets):
+scrubadub's detectors (regexes and libphonenumber, offline) find the entities, each replaced by `[EMAIL]`,
+`[PHONE]`, ... in the same places secrets are masked, except what gets scored (`SCORED_FIELDS`, the model's
+own output `GENERATED_FIELDS`) and identifiers (`sample_id`, fingerprints), which stay as written.
+
 The regex is rebuilt only when one of its inputs changes (a cheap signature check per call), so redacting a
 short string costs one `re.sub` call.
 """
@@ -152,6 +157,97 @@ def secrets_in_config(obj: Any, key: str | None = None, out: set[str] | None = N
     return out
 
 
+# ---- PII ----------------------------------------------------------------------------------------------------------
+# scrubadub's detectors that work offline (text_blob_name needs NLTK corpora downloaded; tagged/user_supplied are
+# for its own evaluation). The config schema checks `pii.entities` against this list.
+PII_ENTITIES = ("credential", "credit_card", "date_of_birth", "drivers_licence", "email",
+                "national_insurance_number", "phone", "postalcode", "skype", "social_security_number",
+                "tax_reference_number", "twitter", "url", "vehicle_licence_plate")
+PII_DEFAULT_LOCALE = "en_US"  # phone numbers without a +country prefix are read as this locale's
+# Fields a metric compares with the model's output: PII in them is kept, or an answer that is an e-mail address
+# could never match. (The model's own output, GENERATED_FIELDS, is kept as written too.)
+SCORED_FIELDS = frozenset({"target", "normalized_target", "choices"})
+# Identifiers join tables and runs: a digit run in a sample id must not become `[PHONE]`.
+_IDENTIFIER_NAME = re.compile(r"(?i)(^|_)(id|ids|fingerprint|fingerprints|sha256|hash|index)$|"
+                              r"^(model|benchmark|benchmark_split|split|status|partition)$")
+# JSON escapes (`\n`, `\"`, `\u00e9`) in stored JSON text: read as blanks when detecting, so "call:\n415..."
+# is found as in the plain text, and a masked span never cuts an escape in half.
+_JSON_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|.)")
+
+
+# Cheap tests that rule text out before scrubadub runs (~0.2 ms a string with `phone`), as regexes both Python and
+# RE2 (`could_match_cells`) read: an entity listed here can't be in a text its regex does not match. Phone and card
+# numbers have 5+ digits, a few separators apart.
+_DIGITS = r"\d(?:\D{0,4}\d){4}"
+_PII_HINTS = {"email": "@", "twitter": "@", "phone": _DIGITS, "credit_card": _DIGITS}
+
+
+def _keeps_pii(key: str | None) -> bool:
+    return key is not None and (key in SCORED_FIELDS or key in GENERATED_FIELDS or bool(_IDENTIFIER_NAME.search(key)))
+
+
+class PiiMasker:
+    """Finds PII entities in text with scrubadub and replaces each with `[ENTITY]`."""
+
+    def __init__(self, entities: Iterable[str], locale: str | None = None):
+        self.entities = tuple(sorted(set(entities)))
+        self.locale = locale or PII_DEFAULT_LOCALE
+        unknown = [e for e in self.entities if e not in PII_ENTITIES]
+        if unknown:
+            raise ConfigError(f"pii.entities: unknown {unknown}; known: {', '.join(PII_ENTITIES)}")
+        try:
+            import scrubadub
+        except ImportError:
+            raise ConfigError("pii masking needs scrubadub: pip install scrubadub "
+                              "(or remove 'pii' from the config)") from None
+        import warnings
+
+        with warnings.catch_warnings():  # "detector does not support the locale": it still runs, locale-free
+            warnings.simplefilter("ignore")
+            self._scrubber = scrubadub.Scrubber(detector_list=list(self.entities), locale=self.locale)
+        # None: some entity has no cheap test, scrubadub looks at every text
+        hints = sorted({_PII_HINTS.get(e) for e in self.entities}, key=str)
+        self.hint_pattern = None if None in hints else "|".join(hints)
+        self._hint = re.compile(self.hint_pattern) if self.hint_pattern else None
+
+    def could_hold(self, text: str) -> bool:
+        """False only where no configured entity can be (the cheap regexes; JSON escapes don't hide digits or @)."""
+        return self._hint is None or self._hint.search(text) is not None
+
+    def mask(self, text: str) -> str:
+        if not text:
+            return text
+        shadow = _JSON_ESCAPE.sub(lambda m: " " * len(m.group()), text) if "\\" in text else text
+        if self._hint is not None and not self._hint.search(shadow):
+            return text
+        spans = sorted((f.beg, f.end, f.type) for f in self._scrubber.iter_filth(shadow, run_post_processors=False))
+        if not spans:
+            return text
+        out, pos = [], 0
+        for beg, end, kind in spans:
+            if end <= pos:  # inside a span already masked (two detectors, one text)
+                continue
+            out.append(text[pos:max(beg, pos)])
+            out.append(f"[{kind.upper()}]")
+            pos = end
+        out.append(text[pos:])
+        return "".join(out)
+
+
+@functools.lru_cache(maxsize=8)  # building a scrubber costs ~ms; the same spec comes back on every rebuild
+def pii_masker(entities: tuple[str, ...], locale: str | None = None) -> PiiMasker:
+    return PiiMasker(entities, locale)
+
+
+def pii_spec(value: Any) -> tuple[tuple[str, ...], str | None] | None:
+    """The config's `pii:` value as (entities, locale); None when off (absent, empty, or `enabled: false`)."""
+    if not isinstance(value, dict) or value.get("enabled") is False:
+        return None
+    entities = value.get("entities") or ()
+    entities = (entities,) if isinstance(entities, str) else tuple(str(e) for e in entities)
+    return (tuple(sorted(set(entities))), value.get("locale")) if entities else None
+
+
 class SecretSource(Protocol):
     """What the project knows that is secret, handed down by whoever builds the project (evalpipe.project.
     redaction installs one at each entry point): this module reads no config itself (core is the lowest floor)."""
@@ -162,6 +258,8 @@ class SecretSource(Protocol):
 
     def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
         """(literal secret values, names of env vars holding secrets (`api_key_env`), `redact_patterns`)."""
+
+    # Optional: `pii(self) -> Any`, the config's `pii:` value (see `pii_spec`); a source without it masks no PII.
 
 
 _source: SecretSource | None = None
@@ -186,6 +284,16 @@ def _source_inputs() -> tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]
     return tuple(literals), tuple(names), tuple(str(p) for p in patterns)
 
 
+def _source_pii() -> tuple[tuple[str, ...], str | None] | None:
+    reader = getattr(_source, "pii", None)
+    if reader is None:
+        return None
+    try:
+        return pii_spec(reader())
+    except Exception:  # an unreadable config: no PII settings to read
+        return None
+
+
 def _env_patterns() -> tuple[str, ...]:
     return tuple(p for p in os.environ.get(PATTERNS_ENV, "").splitlines() if p.strip())
 
@@ -193,7 +301,8 @@ def _env_patterns() -> tuple[str, ...]:
 class Redactor:
     """One compiled regex over every rule; `redact` masks matches in a string."""
 
-    def __init__(self, literals: Iterable[str] = (), patterns: Iterable[str] = ()):
+    def __init__(self, literals: Iterable[str] = (), patterns: Iterable[str] = (), pii: PiiMasker | None = None):
+        self.pii = pii
         alts = [rf"(?P<pair>{_PAIR})", rf"(?P<userinfo>{_URL_USERINFO})", rf"(?P<query>{_URL_QUERY})"]
         for i, p in enumerate(patterns):
             try:
@@ -226,11 +335,15 @@ class Redactor:
         return MASK
 
     def could_match(self, text: str) -> bool:
+        """False only where `redact` would change nothing (with PII on: True for every text)."""
+        return (self.pii is not None and self.pii.could_hold(text)) or self._could_hold_secret(text)
+
+    def _could_hold_secret(self, text: str) -> bool:
         if self.always:
             return True
         if len(text) >= _LONG_TEXT:  # one RE2 pass instead of ~20 substring scans
             try:
-                return bool(self.could_match_cells([text])[0])
+                return bool(self._secret_cells([text])[0])
             except UnicodeEncodeError:  # a lone surrogate: not UTF-8, so the substring scans below
                 pass
         low = text.lower()
@@ -244,7 +357,22 @@ class Redactor:
         Plain cells: True wherever `could_match(cell)` is (a superset: RE2's case folding matches at least what
         `str.lower()` does). `json_text=True`, cells holding JSON text: True also wherever `redact_obj(json.loads(
         cell))` could change anything: a trigger or literal spelled as JSON escapes it, any `\\u`/`\\/` escape (which
-        could hide one), an object key containing a secret word (`is_secret_name`). Nulls are False."""
+        could hide one), an object key containing a secret word (`is_secret_name`). Nulls are False.
+        With PII on, True also wherever the entities' cheap regexes match (every cell when an entity has none)."""
+        if self.pii is not None:
+            if self.pii.hint_pattern is None:
+                return self._ones(cells)
+            return self._secret_cells(cells, json_text, extra=self.pii.hint_pattern)
+        return self._secret_cells(cells, json_text)
+
+    @staticmethod
+    def _ones(cells: Any) -> Any:
+        import numpy as np
+
+        return np.ones(len(cells), dtype=bool)
+
+    def _secret_cells(self, cells: Any, json_text: bool = False, extra: str | None = None) -> Any:
+        """`could_match_cells` for the secret rules (and `extra`, an RE2 pattern, besides)."""
         import numpy as np
         import pyarrow as pa
         import pyarrow.compute as pc
@@ -255,22 +383,36 @@ class Redactor:
             return np.ones(len(cells), dtype=bool)
         if self._re2 is None:
             self._re2 = _re2_patterns(self.literals)
-        pattern = self._re2[json_text]
+        pattern = self._re2[json_text] + (f"|{extra}" if extra else "")
         chunks = cells.chunks if isinstance(cells, pa.ChunkedArray) else [cells]
         out = [np.zeros(len(c), dtype=bool) if _nothing_in(c, pattern)
                else pc.match_substring_regex(c, pattern).fill_null(False).to_numpy(zero_copy_only=False)
                for c in chunks]
         return np.concatenate(out) if out else np.zeros(0, dtype=bool)
 
-    def redact(self, text: Any) -> Any:
-        if not isinstance(text, str) or not text or not self.could_match(text):
+    def redact_secrets(self, text: Any) -> Any:
+        """Secrets only, PII kept (scored fields, identifiers)."""
+        if not isinstance(text, str) or not text or not self._could_hold_secret(text):
             return text
         return self.regex.sub(self._sub, text)
+
+    def redact(self, text: Any) -> Any:
+        text = self.redact_secrets(text)
+        if self.pii is not None and isinstance(text, str):
+            text = self.pii.mask(text)
+        return text
+
+    def for_field(self, name: str) -> Any:
+        """How a column or top-level field named `name` is masked: `redact_generated` for model output, secrets
+        only for scored fields and identifiers, else `redact`."""
+        if name in GENERATED_FIELDS:
+            return self.redact_generated
+        return self.redact_secrets if _keeps_pii(name) else self.redact
 
     def redact_generated(self, obj: Any) -> Any:
         """Model-written content (see `generated_regex`): known secrets masked, key names not consulted."""
         if isinstance(obj, str):
-            if not obj or not self.could_match(obj):
+            if not obj or not self._could_hold_secret(obj):
                 return obj
             return self.generated_regex.sub(MASK, obj)
         if isinstance(obj, dict):
@@ -279,16 +421,20 @@ class Redactor:
             return [self.redact_generated(v) for v in obj]
         return obj
 
-    def redact_obj(self, obj: Any, key: str | None = None) -> Any:
-        """Strings anywhere in a JSON-like structure; whole values under secret-looking keys."""
+    def redact_obj(self, obj: Any, key: str | None = None, keep_pii: bool = False) -> Any:
+        """Strings anywhere in a JSON-like structure; whole values under secret-looking keys. PII is kept under
+        scored and identifier keys (`target`, `sample_id`, ...) and everything inside them (`keep_pii`)."""
+        keep_pii = keep_pii or (self.pii is not None and _keeps_pii(key))
         if isinstance(obj, str):
-            return MASK if (key is not None and obj and is_secret_name(key)) else self.redact(obj)
+            if key is not None and obj and is_secret_name(key):
+                return MASK
+            return self.redact_secrets(obj) if keep_pii else self.redact(obj)
         if key is not None and isinstance(obj, (int, float)) and not isinstance(obj, bool) and is_secret_name(key):
             return MASK
         if isinstance(obj, dict):
-            return {k: self.redact_obj(v, str(k)) for k, v in obj.items()}
+            return {k: self.redact_obj(v, str(k), keep_pii) for k, v in obj.items()}
         if isinstance(obj, (list, tuple)):
-            return [self.redact_obj(v) for v in obj]
+            return [self.redact_obj(v, None, keep_pii) for v in obj]
         return obj
 
 
@@ -374,7 +520,8 @@ def get_redactor() -> Redactor:
     with _lock:
         secrets, key_env_names, patterns = _source_inputs()
         literals = sorted(set(_env_secret_values(key_env_names)) | set(secrets), key=lambda v: (-len(v), v))
-        r = Redactor(literals=literals, patterns=patterns + _env_patterns())
+        spec = _source_pii()
+        r = Redactor(literals=literals, patterns=patterns + _env_patterns(), pii=pii_masker(*spec) if spec else None)
         _cached = (sig, r)
         return r
 
@@ -399,7 +546,7 @@ def redact_frame(df):
     out = df.copy()
     for col in out.columns:
         if out[col].dtype == object:
-            out[col] = out[col].map(r.redact_generated if col in GENERATED_FIELDS else r.redact)
+            out[col] = out[col].map(r.for_field(str(col)))
     return out
 
 

@@ -2,8 +2,11 @@
 
 A wrapper is a file:
 - `*.j2` (also `.jinja`, `.jinja2`): a Jinja2 template that renders a JSON object `{"system": ..., "user": ...}`;
-  the request gets a system turn (when `system` is non-empty) and a user turn. `tojson` is the way to put text
-  into it safely: `{"system": {{ system | tojson }}, "user": {{ ("Q: " ~ user) | tojson }}}`.
+  the request gets a system turn (when `system` is non-empty) and a user turn. A template that is itself a JSON
+  object (its text starts with `{` and not with `{{`/`{%`/`{#`) gets every `{{ ... }}` value JSON-escaped, so
+  the plain `{"system": "{{ system }}", "user": "Q: {{ user }}"}` works for text holding quotes, backslashes or
+  newlines; `tojson` (which renders a whole JSON value, quotes included) is left as it is:
+  `{"system": {{ system | tojson }}, "user": {{ ("Q: " ~ user) | tojson }}}`.
 - `*.tmpl`: flat text with `$system`, `$user`, `$tools` (`string.Template`); the rendered text is the single
   user turn (no separate system turn).
 
@@ -52,7 +55,8 @@ class PromptWrapper:
             return string.Template(self.source)
         import jinja2
 
-        env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False)
+        finalize = _json_string_escape if is_json_object_template(self.source) else None
+        env = jinja2.Environment(undefined=jinja2.StrictUndefined, autoescape=False, finalize=finalize)
         return env.from_string(self.source)
 
     def render(self, user: str, system: str | None = None, tools: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
@@ -76,7 +80,8 @@ class PromptWrapper:
             obj = json.loads(out)
         except json.JSONDecodeError as exc:
             raise DataError(f"prompt wrapper {self.path} must render a JSON object {{\"system\": ..., \"user\": ...}} "
-                            f"({exc.msg} at column {exc.colno}; use the tojson filter for text)") from None
+                            f"({exc.msg} at column {exc.colno}; put each value in quotes, \"{{{{ user }}}}\", or "
+                            "use the tojson filter unquoted, {{ user | tojson }})") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("user"), str):
             raise DataError(f"prompt wrapper {self.path} must render a JSON object with a string \"user\" "
                             "(and optionally \"system\")")
@@ -85,6 +90,23 @@ class PromptWrapper:
             messages.append({"role": "system", "content": str(obj["system"])})
         messages.append({"role": "user", "content": obj["user"]})
         return messages
+
+
+def is_json_object_template(source: str) -> bool:
+    """True for a template written as a JSON object (`{"user": "{{ user }}"}`), not one that starts with a Jinja2
+    tag (`{% set ... %}`), whose output can't be told apart from its JSON."""
+    head = source.lstrip()
+    return head.startswith("{") and not head.startswith(("{{", "{%", "{#"))
+
+
+def _json_string_escape(value: Any) -> Any:
+    """Jinja2's `finalize` for a JSON-object template: each `{{ ... }}` value as the inside of a JSON string
+    (quotes, backslashes, newlines escaped). `tojson`'s output (markupsafe.Markup, a whole JSON value) is kept."""
+    from markupsafe import Markup
+
+    if isinstance(value, Markup):
+        return value
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)[1:-1]
 
 
 def _spec_parts(spec: Any) -> tuple[str, str | None]:

@@ -19,6 +19,7 @@ from evalpipe.benchmarks import adapter_for
 from evalpipe.core.config import EvalConfig, ModelConfig, SplitConfig, dagster_home
 from evalpipe.core.errors import DataError, RunFailed
 from evalpipe.core.fingerprint import canonical_json, fingerprint
+from evalpipe.core.redact import get_redactor
 from evalpipe.pipeline.fingerprints import canonical_sample
 from evalpipe.store.journal import Journal
 from evalpipe.core.jsontext import dumps as _dump
@@ -291,6 +292,9 @@ def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wra
     if not samples:
         return pd.DataFrame([])
     wrapper_id = {"wrapper": wrapper.sha256} if wrapper is not None else {}
+    pii = get_redactor().pii  # [pii] the model is sent the prompts as stored, PII masked: part of what it is asked
+    if pii is not None:
+        wrapper_id = wrapper_id | {"pii": [list(pii.entities), pii.locale]}
     all_messages, all_tools, identities = [], [], []
     for s in samples:
         tools = merge_tools(s.tools, config_tools)

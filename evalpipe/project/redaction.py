@@ -1,7 +1,7 @@
 """What the project hands the redactor (evalpipe.core.redact): the credentials written in the config, the env
-var names its models' `api_key_env` give, its `redact_patterns`, and the same for the models the checkpoint
-sensor discovered. Every entry point (the CLI, the code location, the Python API) installs one with
-`install_redaction` before it writes anything.
+var names its models' `api_key_env` give, its `redact_patterns`, its `pii:` setting (the entities to mask), and
+the same for the models the checkpoint sensor discovered. Every entry point (the CLI, the code location, the
+Python API) installs one with `install_redaction` before it writes anything.
 """
 from __future__ import annotations
 
@@ -75,6 +75,21 @@ class ConfigFileSecrets:
         _discovered_inputs(secrets, names)
         return secrets, names, patterns
 
+    def pii(self) -> Any:
+        """The config's `pii:` value (read leniently, like the secrets: an invalid config still masks PII)."""
+        try:
+            return load_config().raw.get("pii")
+        except Exception:
+            pass
+        try:
+            import yaml
+
+            p = config_path()
+            raw = yaml.safe_load(p.read_text(encoding="utf-8")) if p.exists() else None
+            return raw.get("pii") if isinstance(raw, dict) else None
+        except Exception:
+            return None
+
 
 class ProjectSecrets:
     """One project's (e.g. built in memory by the Python API), together with the environment's config file and
@@ -94,6 +109,11 @@ class ProjectSecrets:
         secrets = set(secrets) | set(self.project.secrets)
         names = list(names) + [m.api_key_env for m in self.project.config.models.values() if m.api_key_env]
         return secrets, names, [*patterns, *self.project.redact_patterns]
+
+    def pii(self) -> Any:
+        """The project's `pii:` (an in-memory project's wins over the environment's config file)."""
+        own = self.project.config.raw.get("pii")
+        return own if own is not None else self._file.pii()
 
 
 _installed: tuple[str, int] | None = None
@@ -115,8 +135,10 @@ def install_redaction(project: Project | None = None) -> None:
 class GivenSecrets:
     """Secrets handed over as values (a spawned worker gets those of an in-memory project this way)."""
 
-    def __init__(self, secrets: Iterable[str], key_env_names: Iterable[str], patterns: Iterable[str]) -> None:
+    def __init__(self, secrets: Iterable[str], key_env_names: Iterable[str], patterns: Iterable[str],
+                 pii: Any = None) -> None:
         self._inputs = (tuple(secrets), tuple(key_env_names), tuple(patterns))
+        self._pii = pii
 
     def signature(self, env_key: int) -> Hashable:
         return None
@@ -124,8 +146,11 @@ class GivenSecrets:
     def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
         return self._inputs
 
+    def pii(self) -> Any:
+        return self._pii
 
-def prepare_worker(given: tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]] | None = None) -> None:
+
+def prepare_worker(given: tuple[Any, ...] | None = None) -> None:
     """First thing in a spawned worker process (rollout_shards): the plugins, and the secrets of the project of
     the process that spawned it (a spawned process starts with neither). None: the environment's config file."""
     from evalpipe.project.plugins import load_plugins
@@ -141,5 +166,6 @@ def worker_init_for(project: Project) -> Callable[[], None]:
     """`prepare_worker` bound to what `project` masks, picklable (a Project is not)."""
     if project.config_path is not None:
         return functools.partial(prepare_worker, None)
-    secrets, names, patterns = ProjectSecrets(project).inputs()
-    return functools.partial(prepare_worker, (tuple(secrets), tuple(names), tuple(patterns)))
+    source = ProjectSecrets(project)
+    secrets, names, patterns = source.inputs()
+    return functools.partial(prepare_worker, (tuple(secrets), tuple(names), tuple(patterns), source.pii()))

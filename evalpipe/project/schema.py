@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.redact import PII_ENTITIES
 from evalpipe.project.plugins import import_module, nothing_registered_hint
 
 Loc = tuple  # a path into the config: ("benchmarks", "smoke", "options", "limit")
@@ -243,6 +244,13 @@ class Tracing(_Strict):
     endpoint: Optional[str] = None
 
 
+class Pii(_Strict):
+    """`pii:` opt-in PII masking on every write path (docs/config.md "PII masking")."""
+    entities: list[Literal[PII_ENTITIES]] = Field(min_length=1)  # type: ignore[valid-type]
+    locale: Optional[str] = Field(default=None, pattern=r"^[a-z]{2}_[A-Z]{2}$")  # phone numbers without +country
+    enabled: Optional[bool] = None
+
+
 class TopLevel(_Strict):
     benchmarks: Optional[dict[str, Benchmark]] = None
     models: Optional[dict[str, ModelEntry]] = None
@@ -255,6 +263,7 @@ class TopLevel(_Strict):
     artifacts: Optional[Artifacts] = None
     tracing: Optional[Tracing] = None
     redact_patterns: Union[list[str], str, None] = None
+    pii: Optional[Pii] = None
     # added this round (docs/interfaces.md)
     sandbox: Optional[Literal["auto", "bwrap", "docker", "process"]] = None
     sandbox_disk_mb: Optional[int] = Field(default=None, ge=0)  # [sandbox] work folder quota (docs/sandbox.md)

@@ -401,7 +401,7 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     through `redact` (`redact_generated` for model output) in Python; a column with none is kept as it is."""
     import numpy as np
 
-    from evalpipe.core.redact import GENERATED_FIELDS, get_redactor
+    from evalpipe.core.redact import get_redactor
 
     r = get_redactor()
     for i, field in enumerate(data.schema):
@@ -410,7 +410,7 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
         flagged = np.flatnonzero(r.could_match_cells(data.column(i)))
         if not len(flagged):
             continue
-        redact = r.redact_generated if field.name in GENERATED_FIELDS else r.redact
+        redact = r.for_field(field.name)  # model output: known secrets only; scored fields and ids: no PII masking
         values = data.column(i).to_pylist()
         for j in flagged.tolist():
             values[j] = redact(values[j])
