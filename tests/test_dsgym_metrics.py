@@ -101,6 +101,6 @@ def test_leaderboard_placement_follows_dsgyms_medal_tiers():
     tie = leaderboard_placement([3.0, 2.0, 1.0], 2.0)
     assert tie["percentile"] == pytest.approx(100 * 1.5 / 3) and tie["above_median"] is False
     big = [float(1000 - i) for i in range(299)]  # 300 teams: gold is the top 10 + ceil(0.6) = 11
-    assert leaderboard_placement(big, 989.5)["medal"] == "gold"  # rank 11
-    assert leaderboard_placement(big, 988.5)["medal"] == "silver"  # rank 12 <= 50
+    assert leaderboard_placement(big, 990.5)["medal"] == "gold"  # rank 11
+    assert leaderboard_placement(big, 989.5)["medal"] == "silver"  # rank 12 <= 50
     assert leaderboard_placement([], 1.0)["medal"] == "gold"
