@@ -19,7 +19,7 @@ _PUBLIC = {
     "evalpipe.core.types": ("Generation", "RolloutRequest", "Sample", "Score"),
     "evalpipe.store.warehouse": ("Warehouse",),
     # the Python API (evalpipe/api/, docs/api.md)
-    "evalpipe.api": ("EvalResult", "Evaluator", "GAIA", "Results", "agent", "evaluate", "evaluate_async", "metric",
+    "evalpipe.api": ("DatasetRegistry", "EvalResult", "Evaluator", "GAIA", "Results", "agent", "evaluate", "evaluate_async", "metric",
                      "stale_status", "tool"),
 }
 _WHERE = {name: module for module, names in _PUBLIC.items() for name in names}

@@ -30,9 +30,9 @@ from evalpipe.api.config_run import evaluate as evaluate_configured
 from evalpipe.api.decorators import AgentFunction, MetricFunction, ToolFunction, agent, metric, tool
 from evalpipe.api.results import Results
 from evalpipe.api.run import PYTHON_OPTION_NAMES, evaluate_python, stale_status
-from evalpipe.api.wrappers import GAIA, Evaluator
+from evalpipe.api.wrappers import GAIA, DatasetRegistry, Evaluator
 
-__all__ = ["AgentFunction", "EvalResult", "Evaluator", "GAIA", "MetricFunction", "OPTION_NAMES", "PYTHON_OPTION_NAMES",
+__all__ = ["AgentFunction", "DatasetRegistry", "EvalResult", "Evaluator", "GAIA", "MetricFunction", "OPTION_NAMES", "PYTHON_OPTION_NAMES",
            "PartitionOutcome",
            "Results", "ToolFunction", "agent", "evaluate", "evaluate_async", "evaluate_configured", "evaluate_python",
            "metric", "stale_status", "tool"]

@@ -1,6 +1,7 @@
 """Thin wrappers for the calls of the design references (docs/design_refs.md), over `evalpipe.evaluate`:
 
     Evaluator(metrics=["exact_match"]).evaluate(agent, samples)          # DSGym (002_*)
+    DatasetRegistry.load("qrdata").load(split="test", limit=10)          # DSGym, without a config file
     await GAIA().run(run_task, level=1, max_n=5, parallel=2, timeout=60)  # the GAIA lab (003_*)
 
 Both return `Results` (evalpipe/api/results.py); the evaluation is an ordinary evalpipe run, in the warehouse and
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from evalpipe.api.results import Results
 from evalpipe.api.run import evaluate_python
+from evalpipe.store.dsgym_layout import write_dsgym_layout
 
 SHIPPED_GAIA = Path(__file__).resolve().parents[2] / "data" / "gaia_sample"  # the GAIA-format sample we ship
 
@@ -26,13 +28,78 @@ def _field(config: Any, name: str) -> Any:
 
 
 def save(results: Results, output_dir: str | Path) -> Path:
-    """`samples.jsonl` and `metrics.json` of `results` in `output_dir` (the references' "save results")."""
+    """`samples.jsonl` and `metrics.json` of `results` in `output_dir` (the references' "save results"), and DSGym's
+    layout of its finished partitions beside them: `evaluation_results.json`, `metrics_summary.json`,
+    `sample_predictions/` (evalpipe/store/dsgym_layout.py)."""
     out = Path(output_dir).expanduser()
     out.mkdir(parents=True, exist_ok=True)
+    finished = [(p.benchmark_split, p.model) for p in results.result.partitions if p.success]
+    if finished:
+        write_dsgym_layout(finished, results.result.warehouse, out)
     results.samples.to_json(out / "samples.jsonl", orient="records", lines=True, force_ascii=False)
     (out / "metrics.json").write_text(json.dumps(results.metrics.to_dict("records"), indent=2, default=str),
                                       encoding="utf-8")
     return out
+
+
+class DatasetSamples(list):
+    """The samples `Dataset.load` returns (dicts: `id`, `input`, `target`, `metadata`, `choices`, `files`); handed
+    to `Evaluator.evaluate` they are run as the benchmark itself (its prompts and default metrics), not as records."""
+
+    def __init__(self, rows: list[dict[str, Any]], entry: dict[str, Any], limit: int | None):
+        super().__init__(rows)
+        self.entry, self.limit = entry, limit
+
+
+class Dataset:
+    """One benchmark adapter with its options, no config file: DSGym's `DatasetRegistry.load(name)` result."""
+
+    def __init__(self, name: str, options: dict[str, Any]):
+        self.name, self.options = name, dict(options)
+
+    def entry(self, split: str = "test") -> dict[str, Any]:
+        """The benchmark entry (as in evals.yaml) for `split`."""
+        return {"adapter": self.name, "splits": [split], "options": dict(self.options)}
+
+    def _adapter(self, split: str) -> Any:
+        from evalpipe.benchmarks import adapter_for
+        from evalpipe.core.config import SplitConfig
+
+        return adapter_for(SplitConfig(key=f"{self.name}/{split}", benchmark=self.name, split=split,
+                                       adapter=self.name, options=dict(self.options), metrics=None,
+                                       prompt_template=None, base_dir=Path.cwd()))
+
+    def load(self, split: str = "test", limit: int | None = None) -> DatasetSamples:
+        """The split's samples (the first `limit`; evaluated, the split's `limit` option, as `evaluate(limit=)`)."""
+        rows = []
+        for sample in self._adapter(split).load():
+            if limit is not None and len(rows) >= limit:
+                break
+            rows.append({"id": sample.id, "input": sample.input, "target": sample.target,
+                         "metadata": dict(sample.metadata), "choices": sample.choices, "files": list(sample.files)})
+        return DatasetSamples(rows, self.entry(split), limit)
+
+    def get_metrics(self, split: str = "test") -> list[Any]:
+        """The metrics the benchmark is scored with by default (DSGym's `get_metrics()`)."""
+        return self._adapter(split).metrics()
+
+
+class DatasetRegistry:
+    """DSGym's `DatasetRegistry`: `load(name, **options)` gives a benchmark adapter by name (`evalpipe adapters`
+    lists them) with its options (`path`, `limit`, ...), no config file needed."""
+
+    @staticmethod
+    def list_datasets() -> list[str]:
+        from evalpipe.benchmarks import list_adapters
+
+        return list_adapters()
+
+    @staticmethod
+    def load(name: str, **options: Any) -> Dataset:
+        from evalpipe.benchmarks import get_adapter
+
+        get_adapter(name)  # an unknown name fails here, listing the known ones
+        return Dataset(name, options)
 
 
 class Evaluator:
@@ -49,8 +116,17 @@ class Evaluator:
 
         data = samples if samples is not None else self.dataset
         if data is None:
-            raise ConfigError("Evaluator.evaluate needs samples, or Evaluator(dataset=<benchmark name>)")
+            raise ConfigError("Evaluator.evaluate needs samples, or Evaluator(dataset=<benchmark name or "
+                              "DatasetRegistry.load(name)>)")
         options = dict(self.options)
+        if isinstance(data, DatasetSamples):  # run as the benchmark itself, its prompts and default metrics
+            if data.limit is not None:
+                options.setdefault("limit", data.limit)
+            options.setdefault("name", data.entry["adapter"])
+            data = data.entry
+        elif isinstance(data, Dataset):
+            options.setdefault("name", data.name)
+            data = data.entry()
         for ours, theirs in (("model_name", "model_name"), ("name", "dataset_name")):
             if _field(config, theirs) and ours not in options:
                 options[ours] = _field(config, theirs)

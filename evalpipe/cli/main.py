@@ -186,6 +186,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     dry_run = repro.pop("dry_run", False)  # [scale] --dry-run (evalpipe/cli/dryrun.py)
     reload_datasets = repro.pop("reload_datasets", False)
     tools_mode = repro.pop("tools_mode", None)  # [tools] --tools-mode (resources/tools.py)
+    output_dir = repro.pop("output_dir", None)  # [dsgym] --output-dir (evalpipe/cli/run.py)
     if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
         from evalpipe.cli.view import list_cmd
 
@@ -291,6 +292,11 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     for line in teaching_lines(metrics[metrics["model"].isin(model_keys)]):
         _out(line)
     _out(f"\nwarehouse: {wh.duckdb_path}")
+    if output_dir:
+        from evalpipe.cli.run import write_output_dir
+
+        for line in write_output_dir(output_dir, result.partitions, wh):
+            _out(line)
     from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
 
     if artifacts_enabled(cfg):

@@ -15,6 +15,10 @@ def run_options(f):
     f = click.option("--tasks", default=None, metavar="NAMES",
                      help="lm-evaluation-harness style: comma-separated benchmark names (like --benchmark); "
                           "`--tasks list` lists them.")(f)
+    f = click.option("--output-dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
+                     help="Also write DSGym's layout of each finished partition to DIR: evaluation_results.json, "
+                          "metrics_summary.json, sample_predictions/ (a folder per partition when there are "
+                          "several; docs/api.md).")(f)
     f = click.option("--include-limited", is_flag=True,
                      help="Also show --limit runs in the leaderboard printed at the end.")(f)
     f = click.option("--api-key-env", default=None, metavar="VAR",
@@ -62,6 +66,14 @@ def resolve_models(cfg: Any, keys: list[str], api_base: str | None, api_key_env:
         raise ConfigError("--api-base/--api-key-env only apply to an ad-hoc --model (a litellm model string such as "
                           "openai/gpt-4o-mini that is not a key in the config)")
     return out
+
+
+def write_output_dir(out_dir: str, partitions: list[Any], wh: Any) -> list[str]:
+    """`--output-dir`: DSGym's layout of the finished partitions; the lines to print."""
+    from evalpipe.store.dsgym_layout import write_dsgym_layout
+
+    finished = [(p.benchmark_split, p.model) for p in partitions if p.success]
+    return [f"DSGym results: {folder}" for folder in write_dsgym_layout(finished, wh, out_dir)] if finished else []
 
 
 def limit_keys(keys: list[str], limit: int | None) -> list[str]:
