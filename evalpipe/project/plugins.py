@@ -100,7 +100,8 @@ def config_plugin_modules(path: str | os.PathLike | None = None) -> list[str]:
 
     p = Path(path) if path else config_path()
     try:
-        data = yaml.safe_load(p.read_text(encoding="utf-8")) or {}
+        # libyaml's loader when built in: read on every CLI start, ~6x faster than pure Python
+        data = yaml.load(p.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}
     except (OSError, yaml.YAMLError):
         return []
     mods = data.get("plugins") if isinstance(data, dict) else None

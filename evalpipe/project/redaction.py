@@ -62,7 +62,9 @@ class ConfigFileSecrets:
 
             p = config_path()
             if p.exists():
-                secrets_in_config(yaml.safe_load(p.read_text(encoding="utf-8")), None, secrets)
+                # libyaml's loader when built in: this parse runs on every CLI start, ~6x faster than pure Python
+                loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+                secrets_in_config(yaml.load(p.read_text(encoding="utf-8"), Loader=loader), None, secrets)
         except Exception:  # unreadable YAML: the key-name and shape rules still apply
             pass
         patterns: Any = ()
