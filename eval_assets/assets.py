@@ -147,10 +147,10 @@ def _dataset_sha(context: AssetExecutionContext, split) -> str | None:
     return fingerprints.dataset_sha256(adapter_for(split).load())
 
 
-def _record_fingerprints(wh, dims: dict, fps: dict) -> dict:
+def _record_fingerprints(wh, dims: dict, fps: dict, params: dict | None = None) -> dict:
     before = fingerprints.previous(wh, dims["benchmark_split"], dims["model"])
     changed = fingerprints.changes(before, fps)
-    fingerprints.record(wh, dims["benchmark_split"], dims["model"], fps)
+    fingerprints.record(wh, dims["benchmark_split"], dims["model"], fps, params)
     meta = {f"fp_{k}": MetadataValue.text(str(v)) for k, v in fps.items()}
     meta["fingerprints_changed"] = MetadataValue.md(
         ("**fingerprints changed since the last materialization:**\n" + "\n".join(f"- {c}" for c in changed))
@@ -330,7 +330,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         except BaseException:
             calls.abort()
             raise
-    fp_meta = _record_fingerprints(wh, dims, fps)
+    fp_meta = _record_fingerprints(wh, dims, fps, model_runner.model_config_for(model).params)  # [tool report] decoding
     tool_meta = calls.close(session.tool_registry_sha256)
     context.add_output_metadata({
         **fp_meta, **tool_meta, "rows": n.rows,

@@ -45,6 +45,7 @@ TABLES: dict[str, pa.Schema] = {
         ("benchmark_split", S), ("model", S), ("dataset_sha256", S), ("tool_registry_sha256", S),
         ("tokenizer_fingerprint", S), ("prompt_wrapper_sha256", S), ("runner_fingerprint", S),
         ("model_fingerprint", S), ("recorded_at", S),
+        ("params", S),  # the decoding params and seed the run used (overrides included), canonical JSON
     ]),
     "judgements": pa.schema([
         ("benchmark_split", S), ("model", S), ("sample_id", S), ("metric", S), ("score", F), ("correct", B),

@@ -42,6 +42,7 @@ class ToolIntegration(Metric):
         "negative_control_hallucination_rate": Direction(False),
         "controls_with_integration": Direction(False, COUNT),
         "span_cap_exceeded": Direction(False, COUNT),
+        "fixture_misses": Direction(False, COUNT),
         "span_histogram": Direction(None, COUNT),
         "strict_minus_lax": Direction(None),
     }

@@ -322,10 +322,12 @@ def previous(wh: Any, split_key: str, model_key: str) -> dict[str, Any] | None:
     return df.iloc[-1].to_dict() if len(df) else None
 
 
-def record(wh: Any, split_key: str, model_key: str, fps: Mapping[str, Any]) -> None:
+def record(wh: Any, split_key: str, model_key: str, fps: Mapping[str, Any],
+           params: Mapping[str, Any] | None = None) -> None:
     import pandas as pd
     from datetime import datetime, timezone
 
     row = {"benchmark_split": split_key, "model": model_key, **{n: fps.get(n) for n in NAMES},
-           "recorded_at": datetime.now(timezone.utc).isoformat()}
+           "recorded_at": datetime.now(timezone.utc).isoformat(),
+           "params": canonical_json(dict(params)) if params is not None else None}
     wh.write("fingerprints", pd.DataFrame([row]), {"benchmark_split": split_key, "model": model_key})

@@ -7,8 +7,10 @@ torch) on one thread, temperature 0, top_p 1, no retries (a retry is counted as 
 - coverage: every baseline sample is in exactly one shard (`duplicates`, `missing`), and in the shard its id
   hashes to; `shard_sizes` per shard;
 - per example: each (sample, metric) verdict after the scorer's normalization (status, correct and
-  normalized prediction/target exactly; score with `abs(a-b) <= max(atol, rtol*max(|a|,|b|))`) and each rollout's
-  status;
+  normalized prediction/target exactly; score with `abs(a-b) <= max(atol, rtol*max(|a|,|b|))`), each rollout's
+  status, and for tool-using samples the tool choice (the called tools' names, in call order), the normalized
+  arguments (the broker's normalization, sorted keys) and the integration spans (the strict and lax span values of
+  the `tool_integration` result), exactly;
 - metrics: the shards concatenated and sorted by sample_id are summarized again and compared with the baseline
   summarized the same way (counts exactly, values with the tolerance above); wall time and latency are not compared;
 - fingerprints: every shard's six fingerprints equal the baseline's;
@@ -183,6 +185,65 @@ def _summarize(split_key: str, model_key: str, judgements: pd.DataFrame, rollout
     return compute_metrics(split_key, model_key, j, rollouts=r)
 
 
+def tool_view(tool_trace: Any) -> tuple[list[str], list[str | None]]:
+    """(tool choice, normalized arguments) of one rollout's `tool_trace`: names in call order, and each call's
+    arguments as the broker normalizes them for lookup (canonical JSON, sorted keys; None when not a JSON object)."""
+    from evalpipe.tools.replay import normalized_key
+
+    trace = tool_trace
+    if isinstance(trace, str):
+        try:
+            trace = json.loads(trace) if trace else []
+        except ValueError:
+            trace = []
+    if not isinstance(trace, list):
+        return [], []
+    calls = sorted((c for c in trace if isinstance(c, dict)), key=lambda c: int(c.get("call_index") or 0))
+    names, args = [], []
+    for c in calls:
+        a = c.get("arguments")
+        if isinstance(a, str):
+            try:
+                a = json.loads(a) if a.strip() else {}
+            except ValueError:
+                a = None
+        names.append(str(c.get("name")))
+        args.append(normalized_key(str(c.get("name")), a) if isinstance(a, dict) else None)
+    return names, args
+
+
+def _spans(judgement: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The integration spans of a `tool_integration` verdict (its details), None for other metrics."""
+    if judgement is None or judgement.get("metric") != "tool_integration":
+        return None
+    try:
+        d = json.loads(judgement.get("details") or "{}")
+    except (TypeError, ValueError):
+        return None
+    sp = d.get("spans") or {}
+    return {"strict": sp.get("strict_values"), "lax": sp.get("lax_values")}
+
+
+def _tool_mismatches(baseline: Phase, merged_r: pd.DataFrame, bj: dict, sj: dict) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    if "tool_trace" in baseline.rollouts and "tool_trace" in merged_r:
+        bt = dict(zip(baseline.rollouts["sample_id"], baseline.rollouts["tool_trace"]))
+        st = dict(zip(merged_r["sample_id"], merged_r["tool_trace"]))
+        for sid in sorted(set(bt) & set(st)):
+            (bn, ba), (sn, sa) = tool_view(bt[sid]), tool_view(st[sid])
+            if bn != sn:
+                out.append({"sample_id": sid, "metric": None, "field": "tool_choice", "baseline": bn, "sharded": sn})
+            elif ba != sa:
+                out.append({"sample_id": sid, "metric": None, "field": "tool_arguments", "baseline": ba,
+                            "sharded": sa})
+    for key in sorted(set(bj) & set(sj)):
+        a, b = _spans(bj[key]), _spans(sj[key])
+        if a != b:
+            out.append({"sample_id": key[0], "metric": key[1], "field": "integration_spans", "baseline": a,
+                        "sharded": b})
+    return out
+
+
 def compare(baseline: Phase, shards: list[Phase], num_shards: int, atol: float = 1e-6, rtol: float = 1e-6,
             split_key: str | None = None, model_key: str | None = None) -> dict[str, Any]:
     from evalpipe.pipeline.fingerprints import NAMES
@@ -237,6 +298,7 @@ def compare(baseline: Phase, shards: list[Phase], num_shards: int, atol: float =
         if not close(a.get("score"), b.get("score"), atol, rtol):
             mismatches.append({"sample_id": key[0], "metric": key[1], "field": "score",
                                "baseline": _plain(a.get("score")), "sharded": _plain(b.get("score"))})
+    mismatches += _tool_mismatches(baseline, merged_r, bj, sj)
     br = dict(zip(baseline.rollouts["sample_id"], baseline.rollouts["status"])) if len(baseline.rollouts) else {}
     sr = dict(zip(merged_r["sample_id"], merged_r["status"])) if len(merged_r) else {}
     for sid in sorted(set(br) & set(sr)):

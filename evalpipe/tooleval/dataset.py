@@ -23,6 +23,9 @@ DEFAULTS: dict[str, Any] = {
     "gates": {
         "controls_with_integration": {"max": 0, "blocking": True},
         "coverage": {"min": 0.95, "blocking": True},
+        # the harness's "fixture_miss" troubleshooting row: a miss means a fixture is missing; it fails the gate
+        # (the report's gates_ok) without blocking, since a miss may be the item under test (error recovery)
+        "fixture_misses": {"max": 0, "blocking": False},
     },
 }
 
@@ -92,12 +95,12 @@ def read_dataset(path: Path, shown: str | None = None) -> tuple[dict[str, Any], 
             if err:
                 raise DataError(f"{shown} line {n}: header {err}")
             header = dict(obj[HEADER_KEY])
-            from evalpipe.tooleval.report import GATE_SOURCES
+            from evalpipe.tooleval.report import KNOWN_GATES
 
-            unknown = sorted(set(header.get("gates") or {}) - set(GATE_SOURCES))
+            unknown = sorted(set(header.get("gates") or {}) - set(KNOWN_GATES))
             if unknown:
                 raise DataError(f"{shown} line {n}: header field 'gates': unknown gate(s) {unknown}; known: "
-                                f"{', '.join(sorted(GATE_SOURCES))}")
+                                f"{', '.join(sorted(KNOWN_GATES))}")
             first = False
             continue
         first = False

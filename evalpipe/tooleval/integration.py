@@ -377,6 +377,7 @@ def analyze(item: ItemSpec, answer_text: str | None, records: list[dict[str, Any
         "result_version": "1.0.0", "id": item.id, "kind": item.kind, "locale": item.locale, "ok": bool(ok),
         "eligible": eligible,
         "calls": {"observed": len(records), "valid_json": valid_json, "errors": errors, "parity": parity,
+                  "fixture_misses": sum(1 for r in records if r.get("error") == "fixture_miss"),
                   "per_tool": per_tool},
         "spans": {"strict": n_strict, "lax": len(lax_spans), "capped": capped, "over_cap": n_strict > item.span_cap,
                   "strict_values": [f.value for f in strict_spans.values()][: item.span_cap],

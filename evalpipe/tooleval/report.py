@@ -36,7 +36,12 @@ GATE_SOURCES = {
     "negative_control_hallucination_rate": ("negative_control_hallucination_rate", "negative_controls"),
     "locale_probe_accuracy": ("locale_probe_accuracy", "locale_probes"),
     "privacy_ok_rate": ("privacy_ok_rate", "privacy_eligible"),
+    "fixture_misses": ("fixture_misses", "calls"),
 }
+# performance budgets: judged in the report only (the run's wall time and the rollouts' latencies are known there,
+# not when a sample is judged), never "insufficient": a budget holds for any number of items
+BUDGET_GATES = ("wall_time_s", "latency_s_p50", "latency_s_p95", "latency_s_mean", "latency_s_max")
+KNOWN_GATES = (*GATE_SOURCES, *BUDGET_GATES)
 
 
 def _rate(num: float, den: float) -> float:
@@ -87,6 +92,7 @@ def summarize(results: list[dict[str, Any]], span_cap: int = 8) -> dict[str, Any
     priv = [r for r in R if r["eligible"]["privacy"]]
     out["privacy_ok_rate"] = _rate(sum(bool(r["flags"]["privacy_ok"]) for r in priv), len(priv))
     out["span_cap_exceeded"] = float(sum(r["spans"]["over_cap"] for r in R))
+    out["fixture_misses"] = float(sum(int(r["calls"].get("fixture_misses") or 0) for r in R))
     out["item_ok_rate"] = _rate(sum(r["ok"] for r in R), len(R))
 
     per_tool: dict[str, dict[str, float]] = {}
@@ -106,27 +112,61 @@ def summarize(results: list[dict[str, Any]], span_cap: int = 8) -> dict[str, Any
     return {"metrics": out, "counts": counts, "per_tool": deltas, "span_histogram": histogram}
 
 
-def evaluate_gates(summary: dict[str, Any], header: dict[str, Any]) -> list[dict[str, Any]]:
+def evaluate_gates(summary: dict[str, Any], header: dict[str, Any],
+                   performance: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """[{gate, status: pass|fail|insufficient, value, min/max, eligible, min_eligible, blocking}] for every gate of the
-    header (defaults: controls_with_integration max 0 and coverage min 0.95, both blocking)."""
+    header (defaults: controls_with_integration max 0 and coverage min 0.95, both blocking; fixture_misses max 0, not
+    blocking). Budget gates (BUDGET_GATES) are judged only when `performance` is given (the report), else left out."""
     min_eligible = int(header.get("min_eligible_for_gates") or 1)
     out = []
     for name, spec in (header.get("gates") or {}).items():
+        row = {"gate": name, "min_eligible": min_eligible, "blocking": bool(spec.get("blocking", False)),
+               "min": spec.get("min"), "max": spec.get("max")}
+        if name in BUDGET_GATES:
+            if performance is None:
+                continue
+            value = performance.get(name)
+            row.update(value=value, eligible=int(summary["counts"].get("items", 0)))
+            if value is None:
+                row["status"] = "unknown"
+            else:
+                row["status"] = "pass" if _within(value, spec) else "fail"
+            out.append(row)
+            continue
         key, count_key = GATE_SOURCES.get(name, (name, "items"))
         value = summary["metrics"].get(key, NAN)
         eligible = int(summary["counts"].get(count_key, 0))
-        row = {"gate": name, "value": None if value is None or math.isnan(value) else value, "eligible": eligible,
-               "min_eligible": min_eligible, "blocking": bool(spec.get("blocking", False)),
-               "min": spec.get("min"), "max": spec.get("max")}
+        row.update(value=None if value is None or math.isnan(value) else value, eligible=eligible)
         if key not in summary["metrics"]:
             row["status"] = "unknown"
         elif eligible < min_eligible or row["value"] is None:
             row["status"] = "insufficient"
         else:
-            ok = (spec.get("min") is None or value >= spec["min"]) and (spec.get("max") is None or value <= spec["max"])
-            row["status"] = "pass" if ok else "fail"
+            row["status"] = "pass" if _within(value, spec) else "fail"
         out.append(row)
     return out
+
+
+def _within(value: float, spec: dict[str, Any]) -> bool:
+    return (spec.get("min") is None or value >= spec["min"]) and (spec.get("max") is None or value <= spec["max"])
+
+
+def gates_ok(gates: list[dict[str, Any]]) -> bool:
+    """The report's verdict on its gates: no gate failed and every blocking gate passed (an insufficient or unknown
+    blocking gate is not ok; a non-blocking one only warns)."""
+    return all(g["status"] != "fail" and (g["status"] == "pass" or not g["blocking"]) for g in gates)
+
+
+def performance_of(latencies: list[float], wall_time_s: float | None) -> dict[str, Any]:
+    """The report's `performance`: wall time (run start to report) and per-sample rollout latency p50/p95/mean/max
+    (numpy's linear percentiles); None where nothing was measured."""
+    import numpy as np
+
+    lat = np.asarray([x for x in latencies if x is not None and not math.isnan(x)], dtype=float)
+    stats = ({"latency_s_p50": float(np.percentile(lat, 50)), "latency_s_p95": float(np.percentile(lat, 95)),
+              "latency_s_mean": float(lat.mean()), "latency_s_max": float(lat.max())} if len(lat) else
+             dict.fromkeys(("latency_s_p50", "latency_s_p95", "latency_s_mean", "latency_s_max")))
+    return {"wall_time_s": wall_time_s, **stats, "samples_timed": int(len(lat))}
 
 
 def metric_rows(metric: str, summary: dict[str, Any], gates: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -137,7 +177,8 @@ def metric_rows(metric: str, summary: dict[str, Any], gates: list[dict[str, Any]
             "json_args_valid": c["calls"], "error_recovery": c["recovery_eligible"],
             "controls_with_integration": c["controls"], "control_contamination_rate": c["controls"],
             "negative_control_hallucination_rate": c["negative_controls"],
-            "locale_probe_accuracy": c["locale_probes"], "privacy_ok_rate": c["privacy_eligible"]}
+            "locale_probe_accuracy": c["locale_probes"], "privacy_ok_rate": c["privacy_eligible"],
+            "fixture_misses": c["calls"]}
 
     def row(name: str, slice_name: str, value: Any, n: int) -> dict[str, Any]:
         v = NAN if value is None else float(value)
@@ -162,9 +203,12 @@ def metric_rows(metric: str, summary: dict[str, Any], gates: list[dict[str, Any]
 
 def build_report(split: Any, model: Any, judgements: pd.DataFrame, wall_time_s: float | None = None,
                  fingerprints: dict[str, Any] | None = None,
-                 header_settings: dict[str, Any] | None = None) -> dict[str, Any] | None:
+                 header_settings: dict[str, Any] | None = None,
+                 latencies: list[float] | None = None) -> dict[str, Any] | None:
     """The report of one partition, or None when it has no tool_integration judgements. `header_settings`: the
-    dataset header over the defaults (the tool_integration adapter's `header_settings()`; {}: none)."""
+    dataset header over the defaults (the tool_integration adapter's `header_settings()`; {}: none).
+    `fingerprints`: the partition's row of the `fingerprints` table; its `params` (the decoding params the run
+    used, overrides included) fill `decoding` and `seed`, else the model's configured params."""
     j = judgements[judgements["metric"] == METRIC] if len(judgements) else judgements
     if not len(j):
         return None
@@ -177,9 +221,12 @@ def build_report(split: Any, model: Any, judgements: pd.DataFrame, wall_time_s: 
     header = dict(header_settings or {})
     cap = int(header.get("integration_span_cap") or 8)
     summary = summarize([r for r in results if r.get("result_version")], cap)
-    gates = evaluate_gates(summary, header)
+    performance = performance_of(list(latencies or []), wall_time_s)
+    gates = evaluate_gates(summary, header, performance)
     fp = fingerprints or {}
-    params = dict(getattr(model, "params", {}) or {})
+    params = _run_params(fp.get("params"))
+    if params is None:
+        params = dict(getattr(model, "params", {}) or {})
     return {
         "report_version": REPORT_VERSION,
         "benchmark_split": split.key, "model": getattr(model, "key", str(model)),
@@ -195,10 +242,24 @@ def build_report(split: Any, model: Any, judgements: pd.DataFrame, wall_time_s: 
         "macro": {k: v for k, v in summary["metrics"].items() if k.endswith("_macro")},
         "micro": {k: v for k, v in summary["metrics"].items() if k.endswith("_micro")},
         "metrics": {k: v for k, v in summary["metrics"].items() if not k.endswith(("_macro", "_micro"))},
+        "gates_ok": gates_ok(gates), "gates_failed": [g["gate"] for g in gates if g["status"] == "fail"],
         "gates": gates, "counts": summary["counts"], "per_tool_deltas": summary["per_tool"],
-        "span_histogram": summary["span_histogram"], "wall_time_s": wall_time_s,
+        "span_histogram": summary["span_histogram"], "wall_time_s": wall_time_s, "performance": performance,
         "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
     }
+
+
+def _run_params(value: Any) -> dict[str, Any] | None:
+    """The `params` recorded with the partition's fingerprints (JSON text), or None when none were recorded."""
+    if isinstance(value, dict):
+        return dict(value)
+    if isinstance(value, str) and value:
+        try:
+            v = json.loads(value)
+        except ValueError:
+            return None
+        return v if isinstance(v, dict) else None
+    return None
 
 
 def _tool_registry_sha(split: Any) -> str | None:
