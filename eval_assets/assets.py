@@ -231,7 +231,7 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
 
             missing = sorted(set(wanted) - found)
             raise ConfigError(f"--sample-id {missing[0]!r}: no such sample in {dims['benchmark_split']} "
-                              f"({len(missing)} of {len(wanted)} id(s) missing); `evalpipe list samples` shows them")
+                              f"({len(missing)} of {len(wanted)} id(s) missing); give ids as in the split's data")
     context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"]),
                                  **({"limit": limit} if limit is not None else {})})
     return Output(wh.reader("prompts", dims), data_version=content.version())

@@ -184,3 +184,20 @@ def test_api_configured_sample_ids(home, write_config):
     assert res.metric("smoke/extra", "parrot", "exact_match") == 0.0  # read under the try's key
     n = res.metrics[(res.metrics["metric"] == "exact_match") & (res.metrics["slice"] == "all")]["n"].tolist()
     assert n == [1]
+
+
+def test_config_sample_ids_define_the_split_and_epochs_is_a_config_option(home, write_config):
+    write_config(CONFIG.replace("extra: {path: {repo}/data/smoke/test.jsonl}",
+                                "extra: {path: {repo}/data/smoke/test.jsonl, sample_ids: [s4, s1], epochs: 2}"))
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.pipeline.stages import build_dataset, build_prompts
+    from evalpipe.project import Project
+
+    split = Project.from_file().config.split("smoke/extra")
+    ds = build_dataset(split)
+    assert ds["sample_id"].tolist() == ["s1", "s4"]
+    assert build_prompts(split, "perfect", ds)["sample_id"].tolist() == ["s1", "s1#epoch2", "s4", "s4#epoch2"]
+    import dataclasses
+
+    with pytest.raises(ConfigError, match="sample_ids names 1 id.*'s9'"):
+        build_dataset(dataclasses.replace(split, options={**split.options, "sample_ids": ["s1", "s9"]}))

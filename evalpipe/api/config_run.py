@@ -129,8 +129,9 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit` (a try under the keys
     `<model>@limit<N>`; `benchmark_options={"limit": N}` is the same), `concurrency`,
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
-    `fail_on_fingerprint_mismatch`, `epochs` (each sample N times) and `epochs_reducer` (docs/metrics.md#epochs),
-    `sample_ids` (a try over these samples, under the keys `<model>@ids-<h>`), `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
+    `fail_on_fingerprint_mismatch`, `epochs` (each sample N times) and `epochs_reducer`
+    (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try over these samples, under the keys
+    `<model>@ids-<h>`), `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
     config file path: its splits and models become partitions of the shared instance), `instance`."""
     unknown = sorted(set(options) - set(OPTION_NAMES))

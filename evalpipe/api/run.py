@@ -85,7 +85,8 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
       `name` (the benchmark name; default records-<hash> / the file's stem), `model_name` (the model key; default
       the function's name), `config` (a config file to take benchmarks, models and judges from), `tools`,
       `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `epochs` and `epochs_reducer`
-      (docs/metrics.md#epochs), `sample_ids` (a try under `<model>@ids-<h>`), `concurrency`, `timeout_s`, `run_id`,
+      (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try under `<model>@ids-<h>`), `concurrency`,
+      `timeout_s`, `run_id`,
       `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's)."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)

@@ -146,7 +146,7 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     if wanted is not None and len(wanted_seen) < len(wanted):
         missing = sorted(wanted - wanted_seen)
         raise ConfigError(f"{split.key}: sample_ids names {len(missing)} id(s) the split does not have, e.g. "
-                          f"{missing[0]!r}; fix `sample_ids:` in the config (`evalpipe list samples` shows the ids)")
+                          f"{missing[0]!r}; fix `sample_ids:` in the config (ids as in the split's data)")
     if batch or not yielded:
         yield _dataset_frame(split, adapter, indices, batch)
     header = adapter.header() if hasattr(adapter, "header") else None

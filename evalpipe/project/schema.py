@@ -164,7 +164,8 @@ class SplitOptions(_Strict):
     max_tool_calls: Optional[int] = Field(default=None, ge=0)
     # [epochs] each sample N times, scores reduced per sample (docs/metrics.md "Epochs"); sample_ids: the split is these
     epochs: Optional[int] = Field(default=None, ge=1)
-    epochs_reducer: Optional[str] = Field(default=None, pattern=r"^(mean|median|max|at_least_[1-9][0-9]*|pass_at_[1-9][0-9]*)$")
+    epochs_reducer: Optional[str] = Field(default=None,
+                                          pattern=r"^(mean|median|max|at_least_[1-9][0-9]*|pass_at_[1-9][0-9]*)$")
     sample_ids: Optional[list[str]] = None
 
 

@@ -138,7 +138,7 @@ def _id_list(value: Any) -> list[str]:
     ids = [str(v).strip() for v in values]
     if any(not i for i in ids):
         raise ConfigError("--sample-id: an empty sample id; give each id as it appears in the split "
-                          "(`evalpipe list samples` shows them)")
+                          "(as in the split's data)")
     return list(dict.fromkeys(ids))
 
 
