@@ -157,12 +157,11 @@ def test_api_epochs_reducers_on_a_function_and_sample_ids(home):
         return prompt.split()[-1] if calls[prompt] == 1 else "no"
 
     data = [{"id": f"q{i}", "prompt": f"say w{i}", "target": f"w{i}"} for i in range(4)]
-    r = evaluate_fn = evalpipe.evaluate(first_try_only, data, ["exact_match"], epochs=3, epochs_reducer="max")
+    r = evalpipe.evaluate(first_try_only, data, ["exact_match"], epochs=3, epochs_reducer="max")
     assert r.success, r.errors
     row = r.metrics[(r.metrics["metric"] == "exact_match") & (r.metrics["slice"] == "all")].iloc[0]
     assert (row["value"], row["n"]) == (1.0, 4)
     assert sum(calls.values()) == 12 and len(r.samples) == 12
-    del evaluate_fn
 
     calls.clear()
     mean = evalpipe.evaluate(first_try_only, data, ["exact_match"], epochs=3, model_name="again")
