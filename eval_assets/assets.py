@@ -209,6 +209,9 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
     wrapper = wrapper_for(split, model_runner.model_config_for(model))
     wh, n = warehouse.get(), _Counts()
     limit = limit_of(dims["model"])  # a `<model>@limit<N>` key: the first N samples (build_prompts), from the key
+    from evalpipe.core.run_marks import selection_of
+
+    wanted, found = selection_of(dims["model"]), set()  # a `<model>@ids-<h>` key: these samples (build_prompts)
     # the messages as built (the prompt wrapper, template and limit included; the partition's own keys left out)
     content = ContentVersion([c for c in TABLES["prompts"].names if c not in ("benchmark_split", "model")],
                              prompt_wrapper_sha256=wrapper.sha256 if wrapper is not None else None)
@@ -220,6 +223,15 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
             out.write(df)
             content.add(df)
             n.add(df)
+            if wanted is not None and len(df):
+                found.update(df["sample_id"].astype(str))
+        # [epochs] a --sample-id try naming ids the split lacks (a shard holds only its part: not checked there)
+        if wanted is not None and not split.options.get("num_shards") and not set(wanted) <= found:
+            from evalpipe.core.errors import ConfigError
+
+            missing = sorted(set(wanted) - found)
+            raise ConfigError(f"--sample-id {missing[0]!r}: no such sample in {dims['benchmark_split']} "
+                              f"({len(missing)} of {len(wanted)} id(s) missing); give ids as in the split's data")
     context.add_output_metadata({"rows": n.rows, "preview": _preview(n.head, ["sample_id", "prompt_text"]),
                                  **({"limit": limit} if limit is not None else {})})
     return Output(wh.reader("prompts", dims), data_version=content.version())

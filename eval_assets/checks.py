@@ -56,6 +56,9 @@ def error_rate_result(df: pd.DataFrame, max_rate: float) -> tuple[bool, dict[str
 
 def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_rows: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
     samples = set(prompts["sample_id"]) if len(prompts) else set()
+    from evalpipe.core.run_marks import base_id
+
+    n_samples = len({base_id(s) for s in samples})  # [epochs] a metric's n counts samples, each over its epochs
     problems: list[str] = []
     names = sorted(set(judgements["metric"])) if len(judgements) else []
     for m in names:
@@ -69,8 +72,8 @@ def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_row
         row = metric_rows[(metric_rows["metric"] == m) & (metric_rows["slice"] == "all")] if len(metric_rows) else metric_rows
         if row.empty:
             problems.append(f"{m}: no metrics row")
-        elif int(row["n"].iloc[0]) + int(row["n_unscored"].iloc[0]) != len(samples):
-            problems.append(f"{m}: n {int(row['n'].iloc[0])} + unscored {int(row['n_unscored'].iloc[0])} != {len(samples)} samples")
+        elif int(row["n"].iloc[0]) + int(row["n_unscored"].iloc[0]) != n_samples:
+            problems.append(f"{m}: n {int(row['n'].iloc[0])} + unscored {int(row['n_unscored'].iloc[0])} != {n_samples} samples")
     if samples and not names:
         problems.append("no judgements at all")
     return not problems, {"samples": len(samples), "metrics": len(names),

@@ -26,7 +26,7 @@ import pandas as pd
 
 OPTION_NAMES = ("limit", "concurrency", "timeout_s", "experiment", "run_id", "prompt_wrapper", "num_shards",
                 "shard_index", "fail_on_fingerprint_mismatch", "benchmark_options", "runner_options", "splits",
-                "config", "instance", "reload_datasets")
+                "config", "instance", "reload_datasets", "epochs", "epochs_reducer", "sample_ids")
 
 
 @dataclass
@@ -48,6 +48,7 @@ class EvalResult:
     leaderboard: pd.DataFrame
     warehouse: Any = field(repr=False, default=None)
     limit: int | None = None  # the call's `limit`: its partitions are the `<model>@limit<N>` keys
+    sample_ids: list[str] | None = None  # the call's `sample_ids`: its partitions are the `<model>@ids-<h>` keys
 
     def _model_key(self, model: str) -> str:
         """`model` as this call evaluated it: with a limit, `echo` is read as `echo@limit<N>` (the try's key)."""
@@ -55,6 +56,10 @@ class EvalResult:
 
         if self.limit and not is_limited(model) and model not in {p.model for p in self.partitions}:
             return limited_key(model, self.limit)
+        if self.sample_ids and not is_limited(model) and model not in {p.model for p in self.partitions}:
+            from evalpipe.core.run_marks import selected_key
+
+            return selected_key(model, self.sample_ids)
         return model
 
     @property
@@ -124,7 +129,9 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     model keys (default: default_models). Options, as in `evalpipe run`: `splits`, `limit` (a try under the keys
     `<model>@limit<N>`; `benchmark_options={"limit": N}` is the same), `concurrency`,
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
-    `fail_on_fingerprint_mismatch`, `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
+    `fail_on_fingerprint_mismatch`, `epochs` (each sample N times) and `epochs_reducer`
+    (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try over these samples, under the keys
+    `<model>@ids-<h>`), `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
     config file path: its splits and models become partitions of the shared instance), `instance`."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
@@ -147,7 +154,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     if isinstance(models, str):
         models = [models]
     rp = RunOptions.from_kwargs({k: options.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper",
-                                                             "experiment", "run_id")}
+                                                             "experiment", "run_id", "epochs", "epochs_reducer",
+                                                             "sample_ids")}
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
@@ -187,7 +195,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     metrics = wh.query("SELECT * FROM metrics ORDER BY benchmark_split, model, metric, slice")
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]].reset_index(drop=True)
     return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh,
-                      limit=limit)
+                      limit=limit, sample_ids=rp.sample_ids or None)
 
 
 async def evaluate_async(benchmarks: Iterable[str] | str | None = None, models: Iterable[str] | str | None = None,

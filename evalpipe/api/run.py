@@ -17,7 +17,7 @@ from evalpipe.core.errors import ConfigError
 
 PYTHON_OPTION_NAMES = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params",
                        "limit", "concurrency", "timeout_s", "instance", "warehouse", "run_id",
-                       "reload_datasets")
+                       "reload_datasets", "epochs", "epochs_reducer", "sample_ids")
 _PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params")
 
 
@@ -57,13 +57,20 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
             raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
         raw["benchmarks"][bench].setdefault("options", {})["limit"] = limit
+    from evalpipe.repro.run_request import RunOptions
+
+    # [epochs] epochs/epochs_reducer: options of this in-memory split; sample_ids: a try under `<model>@ids-<h>`
+    rp = RunOptions.from_kwargs({k: options.get(k) for k in ("epochs", "epochs_reducer", "sample_ids")})
+    if limit is not None and rp.sample_ids:
+        raise ConfigError("give limit or sample_ids, not both (two tries over part of the dataset)")
+    raw["benchmarks"][bench].setdefault("options", {}).update(rp.split_options())
     for k in ("concurrency", "timeout_s"):  # run settings the model entry carries (runner option names)
         if options.get(k) is not None:
             model.setdefault("options", {})[k] = options[k]
     # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
     project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
     splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
-    return project, splits, model_key
+    return project, splits, rp.selected_keys([model_key])[0]
 
 
 def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> Results:
@@ -77,7 +84,9 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
     Options: `columns` ({prompt|target|id|system|choices|messages|tools: column}; target=None: no ground truth),
       `name` (the benchmark name; default records-<hash> / the file's stem), `model_name` (the model key; default
       the function's name), `config` (a config file to take benchmarks, models and judges from), `tools`,
-      `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `concurrency`, `timeout_s`, `run_id`,
+      `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `epochs` and `epochs_reducer`
+      (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try under `<model>@ids-<h>`), `concurrency`,
+      `timeout_s`, `run_id`,
       `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's)."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)

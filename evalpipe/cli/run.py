@@ -11,7 +11,17 @@ MISSING = "-"
 
 
 def run_options(f):
-    """`--api-base` and `--api-key-env` for an ad-hoc `--model`; `--include-limited` for the leaderboard print."""
+    """`--api-base` and `--api-key-env` for an ad-hoc `--model`; `--include-limited` for the leaderboard print;
+    `--epochs`/`--epochs-reducer`/`--sample-id` (read by evalpipe/repro/run_request.py `RunOptions`)."""
+    f = click.option("--sample-id", "sample_ids", multiple=True, metavar="ID",
+                     help="A try: only this sample (repeatable), as the model key <model>@ids-<hash> (kept apart "
+                          "like --limit; the full results are untouched).")(f)
+    f = click.option("--epochs-reducer", default=None, metavar="NAME",
+                     help="How a sample's epoch scores become its score: mean (default), median, max, at_least_<k>, "
+                          "pass_at_<k> (docs/metrics.md#epochs-and-sample-selection).")(f)
+    f = click.option("--epochs", type=click.IntRange(min=1), default=None, metavar="N",
+                     help="Evaluate each sample N times (split option epochs); scores are reduced per sample, the "
+                          "interval is over samples (docs/metrics.md#epochs-and-sample-selection).")(f)
     f = click.option("--tasks", default=None, metavar="NAMES",
                      help="lm-evaluation-harness style: comma-separated benchmark names (like --benchmark); "
                           "`--tasks list` lists them.")(f)

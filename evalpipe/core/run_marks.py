@@ -6,6 +6,12 @@
   back from the key (`limit_of`) by the `prompts` stage, so every materialization of a key (CLI, `evaluate()`,
   the Dagster UI, a backfill) takes the same first N samples of the split, and a key without the mark takes all
   of them: the shared `dataset` partition always holds the whole split.
+- `--sample-id ID` runs evaluate `<model>@ids-<h>` (or `<model>@<experiment>-ids-<h>`), `<h>` the first 12 hex
+  digits of the SHA-256 of the sorted ids: a try, kept apart like `--limit`. The ids themselves are recorded beside
+  the instance (`$DAGSTER_HOME/selections/<h>.json`, `save_selection`) and read back from the key
+  (`selection_of`) by the `prompts` stage, so every materialization of the key takes the same samples.
+- `--epochs N` needs no mark: it is a split option (each sample N times); epoch e > 1 of sample `<id>` is the
+  prompt row `<id>#epoch<e>` (`epoch_id`), so each epoch has its own rollout fingerprint (docs/metrics.md "Epochs").
 - `--model <litellm model string>` that is not a configured key becomes a temporary model entry
   `adhoc:<model string>` (runner litellm), recorded in the models registry beside the instance
   (`$DAGSTER_HOME/models/`) so every process of the run resolves it.
@@ -18,16 +24,23 @@ from typing import Any
 from evalpipe.core.keys import sanitize_key
 
 _LIMITED = re.compile(r"@(?:.*-)?limit(\d+)$")
+_SELECTED = re.compile(r"@(?:.*-)?ids-([0-9a-f]{12})$")
 ADHOC_PREFIX = "adhoc:"
 
 
 def limited_key(model_key: str, limit: int) -> str:
+    if _SELECTED.search(str(model_key)):
+        from evalpipe.core.errors import ConfigError
+
+        raise ConfigError("--limit and --sample-id are two tries over part of a split: give one (--sample-id already "
+                          "names the samples)")
     base, sep, experiment = model_key.partition("@")
     return f"{base}@{experiment}-limit{int(limit)}" if sep and experiment else f"{base}@limit{int(limit)}"
 
 
 def is_limited(model_key: str) -> bool:
-    return bool(_LIMITED.search(str(model_key)))
+    """A try over part of the split: `--limit` (`@limit<N>`) or `--sample-id` (`@ids-<h>`); never ranked."""
+    return bool(_LIMITED.search(str(model_key)) or _SELECTED.search(str(model_key)))
 
 
 def limit_of(model_key: str) -> int | None:
@@ -62,6 +75,73 @@ def run_limit(limit: Any, options: dict[str, Any], flag: str = "--limit {}",
         raise ConfigError(f"{flag.format(from_flag)} and {option.format(from_option)} disagree: give one (both "
                           f"evaluate the first N samples under the model key <model>@limit<N>)")
     return from_flag if from_flag is not None else from_option
+
+
+_EPOCH = re.compile(r"#epoch(\d+)$")
+
+
+def epoch_id(sample_id: str, epoch: int) -> str:
+    """The prompt row id of `sample_id`'s epoch `epoch` (1-based): epoch 1 keeps the id, so a split evaluated with
+    one epoch, or its first epoch, is the same rows and rollouts as before epochs existed."""
+    return str(sample_id) if epoch == 1 else f"{sample_id}#epoch{int(epoch)}"
+
+
+def base_id(row_id: str) -> str:
+    """The sample id of a prompt row id (`epoch_id`'s inverse)."""
+    return _EPOCH.sub("", str(row_id))
+
+
+def selection_hash(sample_ids: list[str]) -> str:
+    import hashlib
+    import json
+
+    return hashlib.sha256(json.dumps(sorted(set(map(str, sample_ids)))).encode("utf-8")).hexdigest()[:12]
+
+
+def selected_key(model_key: str, sample_ids: list[str]) -> str:
+    base, sep, experiment = model_key.partition("@")
+    h = selection_hash(sample_ids)
+    return f"{base}@{experiment}-ids-{h}" if sep and experiment else f"{base}@ids-{h}"
+
+
+def _selection_file(h: str):
+    from evalpipe.core.config import dagster_home
+
+    return dagster_home() / "selections" / f"{h}.json"
+
+
+def save_selection(sample_ids: list[str]) -> str:
+    """Record the ids of a `--sample-id` try beside the instance (atomically); returns their hash."""
+    import json
+    import os
+    import tempfile
+
+    h = selection_hash(sample_ids)
+    target = _selection_file(h)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-", suffix=".json")
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(sorted(set(map(str, sample_ids))), fh)
+    os.replace(tmp, target)
+    return h
+
+
+def selection_of(model_key: str) -> list[str] | None:
+    """The sample ids a `<model>@ids-<h>` key evaluates; None for a key without the mark. A key whose ids were never
+    recorded on this instance is a ConfigError (its samples cannot be known)."""
+    m = _SELECTED.search(str(model_key))
+    if not m:
+        return None
+    import json
+
+    from evalpipe.core.errors import ConfigError
+
+    path = _selection_file(m.group(1))
+    try:
+        return list(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        raise ConfigError(f"model key {model_key!r}: no sample selection {m.group(1)} recorded at {path}; run it with "
+                          f"`evalpipe run --sample-id ID ...` (or evaluate(sample_ids=[...])) on this instance") from None
 
 
 def is_adhoc(model_key: str) -> bool:

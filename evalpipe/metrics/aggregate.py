@@ -15,6 +15,9 @@ Per metric and slice (`all`, plus `key=value` for each slice attribute the adapt
   gets its counts from the metric's `failure_details(target)` when it has one);
   `pass_at_k: [k, ...]` -> `<metric>_pass@k`, the unbiased estimator over tasks (samples `<task>#<i>`), for
   each k up to the smallest number of samples per task, when tasks have more than one sample.
+- epochs (docs/metrics.md "Epochs"): the rows `<id>#epoch<e>` of one sample are first reduced to one row per
+  sample and metric (`reduce_epochs`: mean, median, max, at_least_<k>, pass_at_<k>, as Inspect AI's reducers),
+  then everything above runs over samples: n counts samples and the interval is over samples, not epochs.
 - per partition, from the rollouts, rows with slice `usage` (the USAGE_METRICS): latency percentiles and
   mean, token and cost totals, and the rollout error rate; `n` is the number of rollouts. A slice of their
   own keeps them out of queries over `slice = 'all'` and out of the leaderboard, which ranks scores.
@@ -171,8 +174,11 @@ def _rows_for(metric: str, slice_name: str, g: pd.DataFrame, details: pd.Series,
     if ks:
         from evalpipe.metrics.pass_at_k import pass_at_k, task_of
 
-        per_task = pd.DataFrame({"task": counted["sample_id"].map(task_of), "ok": vals >= 1.0})
-        counts = per_task.groupby("task")["ok"].agg(["size", "sum"])
+        # each epoch is one more completion of its task (reduced rows carry their epochs' counts)
+        per_task = pd.DataFrame({"task": counted["sample_id"].map(task_of),
+                                 "n": [(d.get(EPOCH_COUNTS) or [1, 0])[0] for d in det],
+                                 "c": [(d.get(EPOCH_COUNTS) or [1, int(v >= 1.0)])[1] for d, v in zip(det, vals)]})
+        counts = per_task.groupby("task")[["n", "c"]].sum().rename(columns={"n": "size", "c": "sum"})
         if len(counts) and counts["size"].max() > 1:
             for k in ks:
                 if k > counts["size"].min():
@@ -306,12 +312,99 @@ def compact_judgements(batches: Iterable[pd.DataFrame]) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | None = None) -> pd.DataFrame:
+EPOCH_COUNTS = "epoch_counts"  # a reduced row's details: [counted epochs, epochs scoring >= 1] (for pass@k)
+REDUCERS = ("mean", "median", "max", "at_least_<k>", "pass_at_<k>")
+
+
+def epoch_reducer(name: str, epochs: int | None = None) -> Callable[[np.ndarray], float]:
+    """The function reducing one sample's epoch scores (errors counted as 0) to its score, as Inspect AI's
+    `mean_score`, `median_score`, `max_score`, `at_least(k)` (1 when at least k epochs score >= 1, else 0) and
+    `pass_at(k)` (the unbiased pass@k over the sample's epochs). ValueError for an unknown name, or k > epochs."""
+    name = str(name).strip()
+    simple = {"mean": np.mean, "median": np.median, "max": np.max}
+    if name in simple:
+        fn = simple[name]
+        return lambda v: float(fn(v))
+    kind, _, k = name.rpartition("_")
+    if kind in ("at_least", "pass_at") and k.isdigit() and int(k) >= 1:
+        k_ = int(k)
+        if epochs is not None and k_ > epochs:
+            raise ValueError(f"epochs_reducer {name}: needs at least {k_} epochs, got epochs={epochs}; raise epochs "
+                             f"or lower k")
+        if kind == "at_least":
+            return lambda v: float(int((v >= 1.0).sum()) >= k_)
+        from evalpipe.metrics.pass_at_k import pass_at_k
+
+        return lambda v: pass_at_k(len(v), int((v >= 1.0).sum()), k_) if len(v) >= k_ else 0.0
+    raise ValueError(f"unknown epochs_reducer {name!r}; use one of {', '.join(REDUCERS)} (e.g. at_least_2)")
+
+
+def _reduce_details(texts: list[Any], counts: list[int]) -> str:
+    """One sample's details over its epochs: components and agreement averaged, ratios summed, pass_at_k kept,
+    and the epoch counts for pass@k."""
+    ds = [json.loads(t) if isinstance(t, str) and t else {} for t in texts]
+    out: dict[str, Any] = {EPOCH_COUNTS: counts}
+    names = sorted({c for d in ds for c in (d.get("components") or {})})
+    if names:
+        out["components"] = {c: float(np.mean([float((d.get("components") or {}).get(c, 0.0)) for d in ds]))
+                             for c in names}
+    agree = [float(d["agreement"]) for d in ds if "agreement" in d]
+    if agree:
+        out["agreement"] = float(np.mean(agree))
+    ratio_names = sorted({r for d in ds for r in (d.get("ratios") or {})})
+    if ratio_names:
+        out["ratios"] = {r: [float(sum((d.get("ratios") or {}).get(r, [0, 0])[i] for d in ds)) for i in (0, 1)]
+                         for r in ratio_names}
+    ks = sorted({int(k) for d in ds for k in (d.get("pass_at_k") or [])})
+    if ks:
+        out["pass_at_k"] = ks
+    return json.dumps(out)
+
+
+def reduce_epochs(judgements: pd.DataFrame, reducer: str = "mean", epochs: int | None = None) -> pd.DataFrame:
+    """One judgement row per sample and metric from the rows of its epochs (`<id>#epoch<e>`, core/run_marks.py),
+    under the sample's own id; a frame without epoch rows is returned as it is. A sample's counted epochs (scored,
+    error, parse_error; errors as 0) are reduced by `reducer` (`epoch_reducer`); its row is `scored` when one epoch
+    was, else the first counted epoch's status; with no counted epoch, the first epoch's row as it is."""
+    from evalpipe.core.run_marks import base_id
+
+    if judgements.empty:
+        return judgements
+    ids = judgements["sample_id"].astype(str)
+    base = ids.map(base_id)
+    if (base == ids).all():
+        return judgements
+    reduce = epoch_reducer(reducer, epochs)
+    j = judgements.assign(sample_id=base.to_numpy(), _order=np.arange(len(judgements)))
+    if "details" not in j:
+        j["details"] = None
+    out = []
+    for _, g in j.groupby(["metric", "sample_id"], sort=False, observed=True):
+        first = g.iloc[0].to_dict()
+        status = g["status"].astype(str)
+        counted = g[status.isin(COUNTED).to_numpy()]
+        if len(counted):
+            vals = counted["score"].astype(float).fillna(0.0).to_numpy()
+            statuses = counted["status"].astype(str).tolist()
+            first["score"] = reduce(vals)
+            first["status"] = "scored" if "scored" in statuses else statuses[0]
+            first["details"] = _reduce_details(counted["details"].tolist(), [len(vals), int((vals >= 1.0).sum())])
+        out.append(first)
+    df = pd.DataFrame(out).sort_values("_order", kind="stable").drop(columns="_order").reset_index(drop=True)
+    for c in ("metric", "status", "slices"):  # as compact_judgements holds them
+        if c in df and isinstance(judgements[c].dtype, pd.CategoricalDtype):
+            df[c] = df[c].astype("category")
+    return df
+
+
+def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | None = None,
+              reducer: str = "mean", epochs: int | None = None) -> pd.DataFrame:
     """One row per metric and slice: `all`, plus `key=value` for each slice attribute of the samples;
-    then the partition's usage rows when `rollouts` is given."""
+    then the partition's usage rows when `rollouts` is given. Epoch rows are reduced per sample first
+    (`reduce_epochs` with `reducer`; `epochs`: the split's count, to check the reducer's k)."""
     rows: list[dict] = []
     if not judgements.empty:
-        judgements = judgements.reset_index(drop=True)
+        judgements = reduce_epochs(judgements.reset_index(drop=True), reducer, epochs)
         slice_col = judgements["slices"].astype("category")
         slice_maps = [json.loads(v) if isinstance(v, str) and v else {} for v in slice_col.cat.categories]
         slice_codes = slice_col.cat.codes.to_numpy()

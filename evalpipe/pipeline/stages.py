@@ -113,6 +113,8 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     if limit is not None and int(limit) < 0:  # checked with the config too; a negative slice would drop samples
         raise ConfigError(f"{split.key}: limit must be >= 0, got {limit}")
     limit = int(limit) if limit is not None else None
+    wanted = split.options.get("sample_ids")  # [epochs] `sample_ids:` in the config: the split is these samples
+    wanted = {str(i) for i in wanted} if wanted is not None else None
     shard = shards.shard_spec(split.options)
     n = max(1, int(batch_rows)) if batch_rows else None
     sha = DatasetSha()
@@ -121,10 +123,15 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
     indices: list[int] = []
     batch: list[Sample] = []
     yielded = False
+    wanted_seen: set[str] = set()
     for i, s in enumerate(adapter.load()):  # the `file` adapter's load() reads its file as it is iterated
         sha.add(s)
         if limit is not None and i >= limit:
             continue  # [reproducibility] still fingerprinted: the header pins the file's content, not the slice
+        if wanted is not None and str(s.id) not in wanted:
+            continue
+        if wanted is not None:
+            wanted_seen.add(str(s.id))
         if shard is not None and shards.shard_of(s.id, shard[0]) != shard[1]:
             continue
         h = hash(s.id)
@@ -136,6 +143,10 @@ def dataset_batches(split: SplitConfig, batch_rows: int | None, attrs: dict[str,
         if n is not None and len(batch) >= n:
             yield _dataset_frame(split, adapter, indices, batch)
             yielded, indices, batch = True, [], []
+    if wanted is not None and len(wanted_seen) < len(wanted):
+        missing = sorted(wanted - wanted_seen)
+        raise ConfigError(f"{split.key}: sample_ids names {len(missing)} id(s) the split does not have, e.g. "
+                          f"{missing[0]!r}; fix `sample_ids:` in the config (ids as in the split's data)")
     if batch or not yielded:
         yield _dataset_frame(split, adapter, indices, batch)
     header = adapter.header() if hasattr(adapter, "header") else None
@@ -265,14 +276,33 @@ def samples_from_frame(df: pd.DataFrame) -> list[Sample]:
 # ---- prompts ----------------------------------------------------------------------------------------------------
 def limit_rows(dataset: pd.DataFrame, model_key: str) -> pd.DataFrame:
     """The rows of a `datasets` frame (or batch) that a `<model>@limit<N>` key evaluates: sample_index < N (the
-    position in the whole split, so a shard keeps its part of the first N, as before sharding). Any other key: all."""
-    from evalpipe.core.run_marks import limit_of
+    position in the whole split, so a shard keeps its part of the first N, as before sharding); that a
+    `<model>@ids-<h>` key evaluates: the recorded ids (`selection_of`). Any other key: all."""
+    from evalpipe.core.run_marks import limit_of, selection_of
 
-    n = limit_of(model_key)
-    if n is None or not len(dataset):
+    n, ids = limit_of(model_key), selection_of(model_key)
+    if (n is None and ids is None) or not len(dataset):
         return dataset
-    keep = dataset["sample_index"] < n
+    keep = dataset["sample_index"] < n if n is not None else dataset["sample_id"].astype(str).isin(set(ids))
     return dataset if keep.all() else dataset[keep].reset_index(drop=True)
+
+
+def split_epochs(split: SplitConfig) -> int:
+    """How many times each sample is evaluated (the split's `epochs`, default 1)."""
+    return int(split.options.get("epochs") or 1)
+
+
+def with_epochs(prompts: pd.DataFrame, epochs: int) -> pd.DataFrame:
+    """Each prompt row `epochs` times, sample-major; epoch e > 1 of sample `<id>` is the row `<id>#epoch<e>`
+    (core/run_marks.py `epoch_id`): its own rollout fingerprint (which covers the row id), the same prompt
+    fingerprint, and epoch 1 is the row as without epochs (its journal entry is reused)."""
+    if epochs <= 1 or not len(prompts):
+        return prompts
+    from evalpipe.core.run_marks import epoch_id
+
+    out = prompts.loc[prompts.index.repeat(epochs)].reset_index(drop=True)
+    out["sample_id"] = [epoch_id(sid, e) for sid in prompts["sample_id"].tolist() for e in range(1, epochs + 1)]
+    return out
 
 
 def render_messages(messages: list[dict[str, Any]]) -> str:
@@ -317,7 +347,7 @@ def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wra
         "prompt_fingerprint": [hashlib.sha256(t.encode("utf-8")).hexdigest()[:32]
                                for t in _encode_each(canonical_json, identities)],
         "tools": _json_each(all_tools),
-    })
+    }).pipe(with_epochs, split_epochs(split))
 
 
 # ---- rollouts ---------------------------------------------------------------------------------------------------
@@ -673,7 +703,9 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
                     rollouts: pd.DataFrame | None = None, split: SplitConfig | None = None) -> pd.DataFrame:
     """Metric rows per slice; with `rollouts`, also the partition's latency/token/cost rows (slice `usage`).
     With `split`, a split with 0 samples (`limit: 0`, a filter matching nothing) gets n=0 rows for its metrics."""
-    df = aggregate(judgements, seed=seed, rollouts=rollouts)
+    reducer = str(split.options.get("epochs_reducer") or "mean") if split is not None else "mean"
+    df = aggregate(judgements, seed=seed, rollouts=rollouts, reducer=reducer,
+                   epochs=split_epochs(split) if split is not None else None)
     if split is not None and not len(judgements):
         names = [m if isinstance(m, str) else m.get("name") for m in adapter_for(split).metrics()]
         nan = float("nan")

@@ -162,6 +162,11 @@ class SplitOptions(_Strict):
     prompt_wrapper: Any = None
     max_turns: Optional[int] = Field(default=None, ge=1)
     max_tool_calls: Optional[int] = Field(default=None, ge=0)
+    # [epochs] each sample N times, scores reduced per sample (docs/metrics.md "Epochs"); sample_ids: the split is these
+    epochs: Optional[int] = Field(default=None, ge=1)
+    epochs_reducer: Optional[str] = Field(default=None,
+                                          pattern=r"^(mean|median|max|at_least_[1-9][0-9]*|pass_at_[1-9][0-9]*)$")
+    sample_ids: Optional[list[str]] = None
 
 
 MetricSpec = Union[str, dict[str, Any]]
@@ -429,7 +434,7 @@ COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"experiment", "prompt_wra
 # `shuffle`, `seed` and `protocol` are not here: only the adapters that apply them declare them.
 COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s",
                         "tool_output_cap", "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
-                        "shard_index"}
+                        "shard_index", "epochs", "epochs_reducer", "sample_ids"}
 # Split options a single run may override (`--benchmark-option`, `evaluate(benchmark_options=...)`, the launchpad's
 # `eval_config.split_options`): the ones read only after the dataset stage (prompts, rollouts, judging) or kept apart
 # (shards write their own warehouse). Any other option shapes the `dataset` partition, which is keyed by split alone
@@ -439,7 +444,7 @@ COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_tur
 # partition, but only adds breakdown slices: the samples, and every `all` number, stay the same.
 RUN_TIME_SPLIT_OPTIONS = frozenset({"slice_by", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s", "tool_output_cap",
                                     "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
-                                    "shard_index", "min_eligible_for_gates", "code_timeout_s"})
+                                    "shard_index", "min_eligible_for_gates", "code_timeout_s", "epochs", "epochs_reducer"})
 
 
 def dataset_shaping(split_options: dict[str, Any]) -> list[str]:

@@ -22,6 +22,9 @@ class RunOptions:
     experiment: str | None = None
     run_id: str | None = None
     no_fail_on_fingerprint_mismatch: bool = False
+    epochs: int | None = None  # [epochs] split options for this run: each sample N times, reduced per sample
+    epochs_reducer: str | None = None
+    sample_ids: list[str] = field(default_factory=list)  # a try: the model keys `<model>@ids-<h>`
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -29,7 +32,18 @@ class RunOptions:
         from evalpipe.core.errors import ConfigError
 
         ro = cls(**{k: kw.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper", "experiment", "run_id")},
-                 no_fail_on_fingerprint_mismatch=bool(kw.get("no_fail_on_fingerprint_mismatch")))
+                 no_fail_on_fingerprint_mismatch=bool(kw.get("no_fail_on_fingerprint_mismatch")),
+                 epochs=kw.get("epochs"), epochs_reducer=kw.get("epochs_reducer"),
+                 sample_ids=_id_list(kw.get("sample_ids")))
+        if ro.epochs is not None and (isinstance(ro.epochs, bool) or not isinstance(ro.epochs, int) or ro.epochs < 1):
+            raise ConfigError(f"--epochs must be a whole number >= 1 (each sample N times), got {ro.epochs!r}")
+        if ro.epochs_reducer is not None:
+            from evalpipe.metrics.aggregate import epoch_reducer
+
+            try:
+                epoch_reducer(ro.epochs_reducer, ro.epochs)
+            except ValueError as exc:
+                raise ConfigError(f"--epochs-reducer: {exc}") from None
         if (ro.num_shards is None) != (ro.shard_index is None):
             raise ConfigError("--num-shards and --shard-index go together (e.g. --num-shards 4 --shard-index 0)")
         if ro.num_shards is not None and ro.shard_index >= ro.num_shards:
@@ -55,12 +69,22 @@ class RunOptions:
     def model_keys(self, keys: list[str], cfg: Any = None) -> list[str]:
         if cfg is not None:  # `name` of an entry with `experiment:` is its partition key `name@experiment`
             keys = [_resolve_key(cfg, k) for k in keys]
-        if not self.experiment:
-            return keys
-        from evalpipe.core.keys import sanitize_key
+        if self.experiment:
+            from evalpipe.core.keys import sanitize_key
 
-        exp = sanitize_key(self.experiment)
-        return [f"{k.split('@', 1)[0]}@{exp}" for k in keys]
+            exp = sanitize_key(self.experiment)
+            keys = [f"{k.split('@', 1)[0]}@{exp}" for k in keys]
+        return self.selected_keys(keys)
+
+    def selected_keys(self, keys: list[str]) -> list[str]:
+        """With `--sample-id`: the try keys `<model>@ids-<h>`, the ids recorded beside the instance (every process
+        of the run, and any later materialization of the key, reads them back); else `keys`."""
+        if not self.sample_ids:
+            return keys
+        from evalpipe.core.run_marks import save_selection, selected_key
+
+        save_selection(self.sample_ids)
+        return [selected_key(k, self.sample_ids) for k in keys]
 
     def split_options(self) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -68,6 +92,10 @@ class RunOptions:
             out["fail_on_fingerprint_mismatch"] = False
         if self.num_shards is not None:
             out["num_shards"], out["shard_index"] = self.num_shards, self.shard_index
+        if self.epochs is not None:
+            out["epochs"] = self.epochs
+        if self.epochs_reducer is not None:
+            out["epochs_reducer"] = self.epochs_reducer
         return out
 
     def runner_options(self) -> dict[str, Any]:
@@ -98,6 +126,20 @@ class RunOptions:
         from evalpipe.repro.sharding import merge_shard_partitions
 
         return merge_shard_partitions(cfg, splits, models, self.num_shards, instance, tags=self.tags())
+
+
+def _id_list(value: Any) -> list[str]:
+    """`--sample-id` values (repeatable) or `sample_ids=` (a list, or one id): ids as strings, in order, once."""
+    from evalpipe.core.errors import ConfigError
+
+    if value is None:
+        return []
+    values = [value] if isinstance(value, (str, int)) else list(value)
+    ids = [str(v).strip() for v in values]
+    if any(not i for i in ids):
+        raise ConfigError("--sample-id: an empty sample id; give each id as it appears in the split "
+                          "(as in the split's data)")
+    return list(dict.fromkeys(ids))
 
 
 def _resolve_key(cfg: Any, key: str) -> str:
