@@ -14,6 +14,10 @@ Without tools the recorded tool calls are stored as given (turn 0, not executed)
 the replayed calls go through the same conversation loop as a live model: turn 0 issues them all (as parallel
 calls), the tool layer answers them (fixtures, allowlist, live tools), turn 1 is the final output, so the
 `tool_calls` table gets results and fixture hits exactly as for a model.
+
+`path:` may also name an Inspect AI eval log (`*.eval`, docs/interop.md "Inspect AI logs"): each sample's final
+completion is the output, the tool calls of its first tool-calling turn are replayed, a sample Inspect recorded as
+an error is an error row with Inspect's message, and epoch e > 1 of sample `x` answers our row `x#epoch<e>`.
 """
 from __future__ import annotations
 
@@ -85,7 +89,9 @@ class ReplayRunner(Runner):
         if not spec:
             raise ConfigError(f"model {model.key!r}: runner 'replay' needs `path:` (a JSONL file of predictions)")
         self.path = resolve_path(str(spec))
-        self.predictions = read_predictions(self.path)
+        from evalpipe.interop.inspect_log import is_inspect_log, read_outputs
+
+        self.predictions = read_outputs(self.path) if is_inspect_log(self.path) else read_predictions(self.path)
         self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
 
     def identity(self) -> dict[str, Any]:
@@ -95,6 +101,8 @@ class ReplayRunner(Runner):
         line = self.predictions.get(sample_id)
         if line is None:
             raise ModelError(f"no prediction for sample {sample_id} in {self.path}")
+        if line.get("error"):  # the other harness's failure stays a failure (an Inspect log's sample error)
+            raise ModelError(f"{line['error']} (recorded in {self.path})")
         return line
 
     async def generate(self, request: RolloutRequest) -> Generation:

@@ -1,0 +1,47 @@
+"""`adapter: inspect_log`: the samples of an Inspect AI eval log as a benchmark split (docs/interop.md).
+
+    benchmarks:
+      their_task:
+        adapter: inspect_log
+        splits: {test: {path: logs/2026-01-01_their-task_abc.eval}}   # relative to the config file's folder
+        metrics: [exact_match]
+
+Each sample of the log's first epoch is a sample here: its id, its input (the text, or the chat messages Inspect
+sent), its target and choices, its metadata. With `runner: replay` over the same log the Inspect run's outputs
+are scored by our metrics, and compared and ranked beside our models on this split.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator
+
+from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.types import Sample
+
+
+@register_adapter("inspect_log")
+class InspectLogAdapter(Adapter):
+    """Samples (id, input, target) read from an Inspect AI `.eval` log."""
+
+    name = "inspect_log"
+    option_schema = {"path"}
+
+    def _path(self) -> Path:
+        spec = self.options.get("path")
+        if not spec:
+            raise ConfigError(f"{self.split.key}: the inspect_log adapter needs 'path' (an Inspect `.eval` log)")
+        return self.split.resolve(str(spec))
+
+    def load(self) -> Iterator[Sample]:
+        from evalpipe.interop.inspect_log import read_samples
+
+        for row in read_samples(self._path()):
+            messages = row["input"] if isinstance(row["input"], list) else None
+            text = row["input"] if messages is None else next(
+                (m["content"] for m in reversed(messages) if m["role"] == "user"), "")
+            yield Sample(id=row["id"], input=text, target=row["target"] or None, metadata=row["metadata"],
+                         choices=row["choices"], messages=messages)
+
+    def source_version(self) -> str | None:
+        return files_version([self._path()])

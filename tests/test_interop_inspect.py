@@ -1,0 +1,119 @@
+"""Inspect AI logs out and in (docs/interop.md): a partition run here exported to `.eval`, read by inspect_ai's own
+`read_eval_log`, imported back (`runner: replay` over the log, and the `inspect_log` adapter) and scored the same."""
+import json
+
+import pytest
+
+from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import TOOLUSE, tooluse_benchmark
+
+inspect_log = pytest.importorskip("inspect_ai.log")
+
+# a scripted model: t17 calls a tool then answers right, t29 answers right, t03 answers wrong, the rest have no
+# script (error rows): verdicts of every kind, and tool calls to carry as Inspect events
+SCRIPT = """
+  scripted:
+    runner: echo
+    options:
+      reply: script
+      script:
+        - {sample_id: t17, turns: [{content: null, tool_calls: [{name: weather.current, arguments: {city: Nairobi}}]}, {content: Nairobi}]}
+        - {sample_id: t29, turns: [{content: "4"}]}
+        - {sample_id: t03, turns: [{content: "42"}]}
+"""
+
+
+def verdicts(cli, split, model):
+    out = cli("sql", "--json", f"SELECT sample_id, score, correct, status FROM judgements WHERE "
+                               f"benchmark_split = '{split}' AND model = '{model}' ORDER BY sample_id")
+    assert out.exit_code == 0, out.output
+    return [(r["sample_id"], r["score"], r["correct"], r["status"]) for r in json.loads(out.output)]
+
+
+def metric(cli, split, model):
+    out = cli("sql", "--json", f"SELECT value, n, n_errors FROM metrics WHERE benchmark_split = '{split}' AND "
+                               f"model = '{model}' AND metric = 'exact_match' AND slice = 'all'")
+    return json.loads(out.output)
+
+
+def test_a_partition_exported_to_inspect_and_imported_back_scores_the_same(home, write_config, monkeypatch,
+                                                                           tmp_path):
+    logs = tmp_path / "logs"
+    log_path = logs / "tooluse_test__scripted.eval"
+    write_config(tooluse_benchmark() + "models:" + SCRIPT + f"""
+  theirs:
+    runner: replay
+    path: {log_path}
+""")
+    cli = cli_in_process(monkeypatch)
+    assert cli("run", "--no-progress", "--model", "scripted").exit_code == 3  # error rows trip the error-rate gate
+    out = cli("export", "--format", "inspect", "--split", "tooluse/test", "--model", "scripted", "--out", str(logs))
+    assert out.exit_code == 0, out.output
+    assert out.output.strip() == str(log_path)
+
+    log = inspect_log.read_eval_log(str(log_path))  # Inspect's own reader
+    assert log.status == "success" and log.eval.task == "tooluse/test" and log.eval.model == "scripted"
+    assert log.eval.dataset.samples == 31 and len(log.samples) == 31
+    by = {s.id: s for s in log.samples}
+    t17 = by["t17"]
+    assert t17.target == "Nairobi" and t17.input[0].text == "Which is warmer right now, Nairobi or Tokyo?"
+    assert [m.role for m in t17.messages] == ["user", "assistant", "tool", "assistant"]
+    assert t17.messages[1].tool_calls[0].function == "weather.current"
+    assert t17.messages[1].tool_calls[0].arguments == {"city": "Nairobi"}
+    assert t17.output.completion == "Nairobi"
+    assert t17.scores["exact_match"].value == 1.0 and t17.scores["exact_match"].metadata["correct"] is True
+    assert [e.event for e in t17.events] == ["model", "tool", "model"]
+    tool = t17.events[1]
+    assert tool.function == "weather.current" and json.loads(tool.result)["temp_c"] == 24
+    assert by["t03"].scores["exact_match"].value == 0.0 and by["t03"].output.completion == "42"
+    assert by["t01"].error.message == "echo script has no turns for sample t01"
+    score, = log.results.scores
+    assert score.name == "exact_match" and score.metrics["mean"].value == pytest.approx(2 / 31)
+    assert score.metrics["ci_low"].value < 2 / 31 < score.metrics["ci_high"].value
+    assert log.results.total_samples == 31 and log.results.completed_samples == 3
+    assert log.eval.metadata["evalpipe"]["fingerprints"]["dataset"]
+
+    # imported back: the log's outputs replayed on the same split, scored by our metric, beside the original
+    assert cli("run", "--no-progress", "--model", "theirs").exit_code == 3
+    assert verdicts(cli, "tooluse/test", "theirs") == verdicts(cli, "tooluse/test", "scripted")
+    assert metric(cli, "tooluse/test", "theirs") == metric(cli, "tooluse/test", "scripted")
+    assert metric(cli, "tooluse/test", "theirs")[0]["value"] == pytest.approx(2 / 31)
+    tools = cli("sql", "--json", "SELECT model, name, fixture_hit FROM tool_calls ORDER BY model")
+    assert [(r["model"], r["name"], r["fixture_hit"]) for r in json.loads(tools.output)] == [
+        ("scripted", "weather.current", True), ("theirs", "weather.current", True)]
+    compare = cli("compare", "scripted", "theirs", "--split", "tooluse/test")
+    assert compare.exit_code == 0, compare.output  # McNemar over the same samples: no difference
+
+    # the inspect_log adapter: the log alone as the benchmark (its samples, targets), the replayed outputs scored
+    write_config(f"""benchmarks:
+  their_task:
+    adapter: inspect_log
+    splits: {{test: {{path: {log_path}}}}}
+    metrics: [exact_match]
+models:
+  theirs:
+    runner: replay
+    path: {log_path}
+""")
+    assert cli("run", "--no-progress", "--model", "theirs").exit_code == 3
+    imported = [(s, sc, c, st) for s, sc, c, st in verdicts(cli, "their_task/test", "theirs")]
+    assert [v[1:] for v in imported] == [v[1:] for v in verdicts(cli, "tooluse/test", "scripted")]
+    assert metric(cli, "their_task/test", "theirs")[0]["value"] == pytest.approx(2 / 31)
+
+
+def test_a_missing_or_broken_log_is_a_one_line_error(home, write_config, monkeypatch, tmp_path):
+    bad = tmp_path / "bad.eval"
+    bad.write_text("not a zip")
+    write_config(tooluse_benchmark() + f"models:\n  gone: {{runner: replay, path: {tmp_path / 'gone.eval'}}}\n"
+                 f"  bad: {{runner: replay, path: {bad}}}\n")
+    cli = cli_in_process(monkeypatch)
+    out = cli("run", "--no-progress", "--model", "gone")
+    assert "Inspect log" in out.output and "gone.eval not found" in out.output
+    out = cli("run", "--no-progress", "--model", "bad")
+    assert "bad.eval: not a readable Inspect eval log" in out.output
+
+
+def test_export_needs_out_for_artifacts_only(home, write_config, monkeypatch):
+    write_config(tooluse_benchmark() + "models:\n  echo: {runner: echo}\n")
+    out = cli_in_process(monkeypatch)("export", "--split", "tooluse/test", "--model", "echo")
+    assert out.exit_code == 2 and "--format artifacts needs --out DIR" in out.output
