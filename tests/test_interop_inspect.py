@@ -82,7 +82,8 @@ def test_a_partition_exported_to_inspect_and_imported_back_scores_the_same(home,
     assert [(r["model"], r["name"], r["fixture_hit"]) for r in json.loads(tools.output)] == [
         ("scripted", "weather.current", True), ("theirs", "weather.current", True)]
     compare = cli("compare", "scripted", "theirs", "--split", "tooluse/test")
-    assert compare.exit_code == 0, compare.output  # McNemar over the same samples: no difference
+    assert compare.exit_code == 0, compare.output  # McNemar over the same samples: they never disagree
+    assert "McNemar (exact): no disagreements" in compare.output
 
     # the inspect_log adapter: the log alone as the benchmark (its samples, targets), the replayed outputs scored
     write_config(f"""benchmarks:
