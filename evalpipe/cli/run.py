@@ -25,6 +25,10 @@ def run_options(f):
     f = click.option("--tasks", default=None, metavar="NAMES",
                      help="lm-evaluation-harness style: comma-separated benchmark names (like --benchmark); "
                           "`--tasks list` lists them.")(f)
+    f = click.option("--output-path", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+                     help="Also write one portable JSON results file of this run to FILE (metrics with intervals, "
+                          "resolved config, versions, fingerprints, counts) and its samples beside it in "
+                          "FILE_samples/ (docs/interop.md#one-portable-results-file).")(f)
     f = click.option("--output-dir", default=None, type=click.Path(file_okay=False), metavar="DIR",
                      help="Also write DSGym's layout of each finished partition to DIR: evaluation_results.json, "
                           "metrics_summary.json, sample_predictions/ (a folder per partition when there are "
@@ -84,6 +88,17 @@ def write_output_dir(out_dir: str, partitions: list[Any], wh: Any) -> list[str]:
 
     finished = [(p.benchmark_split, p.model) for p in partitions if p.success]
     return [f"DSGym results: {folder}" for folder in write_dsgym_layout(finished, wh, out_dir)] if finished else []
+
+
+def write_output_path(path: str, partitions: list[Any], wh: Any, cfg: Any, run_id: str | None) -> list[str]:
+    """`--output-path`: the run's portable results file (evalpipe/interop/results_file.py); the lines to print."""
+    import sys
+
+    from evalpipe.interop.results_file import write_results_file
+
+    run = {"command": " ".join(["evalpipe", *sys.argv[1:]]), "run_id": run_id,
+           "success": all(p.success for p in partitions)}
+    return [f"results file: {write_results_file(path, partitions, wh, cfg, run)}"]
 
 
 def limit_keys(keys: list[str], limit: int | None) -> list[str]:
