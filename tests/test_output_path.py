@@ -60,3 +60,16 @@ def test_a_failed_partition_is_listed_as_failed(home, write_config, monkeypatch,
     part, = json.loads(out_file.read_text())["partitions"]
     assert part["status"] == "failed" and "none.jsonl not found" in part["error"] and part["metrics"] == {}
     assert "samples_jsonl" not in part["samples"]
+
+
+def test_evaluate_output_path(home, write_config, tmp_path):
+    import evalpipe
+
+    write_config(smoke_benchmark(limit=2) + "models:\n  perfect: {runner: echo, options: {reply: target}}\n")
+    out_file = tmp_path / "api.json"
+    result = evalpipe.evaluate(models="perfect", output_path=str(out_file))
+    assert result.success
+    doc = json.loads(out_file.read_text())
+    assert doc["run"]["command"] == "evalpipe.evaluate()"
+    part, = doc["partitions"]
+    assert part["model"] == "perfect" and part["metrics"]["exact_match"]["value"] == 1.0

@@ -26,7 +26,8 @@ import pandas as pd
 
 OPTION_NAMES = ("limit", "concurrency", "timeout_s", "experiment", "run_id", "prompt_wrapper", "num_shards",
                 "shard_index", "fail_on_fingerprint_mismatch", "benchmark_options", "runner_options", "splits",
-                "config", "instance", "reload_datasets", "epochs", "epochs_reducer", "sample_ids")
+                "config", "instance", "reload_datasets", "epochs", "epochs_reducer", "sample_ids",
+                "output_path")
 
 
 @dataclass
@@ -131,7 +132,8 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     `timeout_s`, `experiment`, `run_id`, `prompt_wrapper`, `num_shards` + `shard_index`,
     `fail_on_fingerprint_mismatch`, `epochs` (each sample N times) and `epochs_reducer`
     (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try over these samples, under the keys
-    `<model>@ids-<h>`), `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
+    `<model>@ids-<h>`), `output_path` (one portable results file of the run, docs/interop.md),
+    `benchmark_options` (dict), `runner_options` (dict, `params.K` for decoding
     params), `reload_datasets` (load every split again even when its dataset on record is current), `config` (a
     config file path: its splits and models become partitions of the shared instance), `instance`."""
     unknown = sorted(set(options) - set(OPTION_NAMES))
@@ -155,7 +157,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
         models = [models]
     rp = RunOptions.from_kwargs({k: options.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper",
                                                              "experiment", "run_id", "epochs", "epochs_reducer",
-                                                             "sample_ids")}
+                                                             "sample_ids", "output_path")}
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
@@ -184,6 +186,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     if result.success:
         rp.after_run(cfg, chosen, model_keys, instance)
     wh = Warehouse(project.warehouse)
+    rp.write_results_file(result.partitions, wh, cfg, "evalpipe.evaluate()")  # output_path=: the results file
     from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
 
     outcomes = []

@@ -187,7 +187,6 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     reload_datasets = repro.pop("reload_datasets", False)
     tools_mode = repro.pop("tools_mode", None)  # [tools] --tools-mode (resources/tools.py)
     output_dir = repro.pop("output_dir", None)  # [dsgym] --output-dir (evalpipe/cli/run.py)
-    output_path = repro.pop("output_path", None)  # [interop] --output-path: the portable results file
     if tasks and tasks.strip() == "list":  # lm-evaluation-harness habit: `--tasks list`
         from evalpipe.cli.view import list_cmd
 
@@ -298,11 +297,9 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
 
         for line in write_output_dir(output_dir, result.partitions, wh):
             _out(line)
-    if output_path:
-        from evalpipe.cli.run import write_output_path
-
-        for line in write_output_path(output_path, result.partitions, wh, cfg, rp.run_id):
-            _out(line)
+    # [interop] --output-path: the run's portable results file
+    for line in rp.write_results_file(result.partitions, wh, cfg, " ".join(["evalpipe", *sys.argv[1:]])):
+        _out(line)
     from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
 
     if artifacts_enabled(cfg):

@@ -90,17 +90,6 @@ def write_output_dir(out_dir: str, partitions: list[Any], wh: Any) -> list[str]:
     return [f"DSGym results: {folder}" for folder in write_dsgym_layout(finished, wh, out_dir)] if finished else []
 
 
-def write_output_path(path: str, partitions: list[Any], wh: Any, cfg: Any, run_id: str | None) -> list[str]:
-    """`--output-path`: the run's portable results file (evalpipe/interop/results_file.py); the lines to print."""
-    import sys
-
-    from evalpipe.interop.results_file import write_results_file
-
-    run = {"command": " ".join(["evalpipe", *sys.argv[1:]]), "run_id": run_id,
-           "success": all(p.success for p in partitions)}
-    return [f"results file: {write_results_file(path, partitions, wh, cfg, run)}"]
-
-
 def limit_keys(keys: list[str], limit: int | None) -> list[str]:
     from evalpipe.core.run_marks import limited_key
 

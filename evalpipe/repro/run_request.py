@@ -25,6 +25,7 @@ class RunOptions:
     epochs: int | None = None  # [epochs] split options for this run: each sample N times, reduced per sample
     epochs_reducer: str | None = None
     sample_ids: list[str] = field(default_factory=list)  # a try: the model keys `<model>@ids-<h>`
+    output_path: str | None = None  # [interop] the run's portable results file (evalpipe/interop/results_file.py)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -34,7 +35,7 @@ class RunOptions:
         ro = cls(**{k: kw.get(k) for k in ("num_shards", "shard_index", "prompt_wrapper", "experiment", "run_id")},
                  no_fail_on_fingerprint_mismatch=bool(kw.get("no_fail_on_fingerprint_mismatch")),
                  epochs=kw.get("epochs"), epochs_reducer=kw.get("epochs_reducer"),
-                 sample_ids=_id_list(kw.get("sample_ids")))
+                 sample_ids=_id_list(kw.get("sample_ids")), output_path=kw.get("output_path"))
         if ro.epochs is not None and (isinstance(ro.epochs, bool) or not isinstance(ro.epochs, int) or ro.epochs < 1):
             raise ConfigError(f"--epochs must be a whole number >= 1 (each sample N times), got {ro.epochs!r}")
         if ro.epochs_reducer is not None:
@@ -118,6 +119,15 @@ class RunOptions:
 
         wh = WarehouseResource(path=str(shard_warehouse_path(self.num_shards, self.shard_index)))
         return {"warehouse": wh, "warehouse_io_manager": WarehouseIOManager(warehouse=wh)}
+
+    def write_results_file(self, partitions: list[Any], wh: Any, cfg: Any, command: str) -> list[str]:
+        """With `--output-path`/`output_path=`: the run's portable results file; the lines to print."""
+        if not self.output_path:
+            return []
+        from evalpipe.interop.results_file import write_results_file
+
+        run = {"command": command, "run_id": self.run_id, "success": all(p.success for p in partitions)}
+        return [f"results file: {write_results_file(self.output_path, partitions, wh, cfg, run)}"]
 
     def after_run(self, cfg: Any, splits: list[str], models: list[str], instance: Any, say=None) -> list[str]:
         """After a shard run: merge every partition whose N shards are all done. Returns lines to print."""
