@@ -288,7 +288,8 @@ def read_outputs(path: str | Path) -> dict[str, dict[str, Any]]:
             if m.role == "assistant" and m.tool_calls:
                 calls = [{"name": c.function, "arguments": c.arguments} for c in m.tool_calls]
                 break
-        output = s.output.completion if s.output and s.output.choices else None
+        # no choices and no completion: the model never answered (None, not an empty reply)
+        output = s.output.completion if s.output.choices or s.output.completion else None
         error = s.error.message if s.error is not None else None
         out[rid] = {"output": output, "tool_calls": calls, "error": error, "line": n}
     return out
