@@ -48,7 +48,7 @@ warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.
 # `rollouts` its Python agents' source fingerprints (judgements_asset, rollouts_asset).
 CODE_VERSIONS = {"dataset": "1", "prompts": "1", "rollouts": "1", "judgements": "1", "metrics": "1",
                  "leaderboard": "1"}
-RUN_ID_TAG = "evalpipe/run_id"  # [reproducibility] `evalpipe run --run-id`
+from evalpipe.core.run_marks import RUN_ID_TAG  # noqa: E402  [reproducibility] `evalpipe run --run-id`
 IO = "warehouse_io_manager"
 
 
