@@ -114,7 +114,10 @@ def test_a_missing_or_broken_log_is_a_one_line_error(home, write_config, monkeyp
     assert "bad.eval: not a readable Inspect eval log" in out.output
 
 
-def test_export_needs_out_for_artifacts_only(home, write_config, monkeypatch):
+def test_export_needs_out_for_artifacts_only_and_a_materialized_partition(home, write_config, monkeypatch, tmp_path):
     write_config(tooluse_benchmark() + "models:\n  echo: {runner: echo}\n")
-    out = cli_in_process(monkeypatch)("export", "--split", "tooluse/test", "--model", "echo")
+    cli = cli_in_process(monkeypatch)
+    out = cli("export", "--split", "tooluse/test", "--model", "echo")
     assert out.exit_code == 2 and "--format artifacts needs --out DIR" in out.output
+    out = cli("export", "--format", "inspect", "--split", "tooluse/test", "--model", "echo", "--out", str(tmp_path / "l"))
+    assert out.exit_code == 2 and "materialize the partition first" in out.output and not (tmp_path / "l").exists()

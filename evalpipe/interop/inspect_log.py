@@ -242,11 +242,12 @@ def write_logs(partitions: list[tuple[str, str]], wh: Any, out_dir: str | Path) 
     from inspect_ai.log import write_eval_log
 
     folder = Path(out_dir)
-    folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for split_key, model_key in partitions:
+        log = eval_log(split_key, model_key, wh)  # first: a partition never materialized leaves no folder behind
+        folder.mkdir(parents=True, exist_ok=True)
         path = folder / log_name(split_key, model_key)
-        write_eval_log(eval_log(split_key, model_key, wh), str(path), format="eval")
+        write_eval_log(log, str(path), format="eval")
         paths.append(path)
     return paths
 
