@@ -121,3 +121,41 @@ def test_export_needs_out_for_artifacts_only_and_a_materialized_partition(home, 
     assert out.exit_code == 2 and "--format artifacts needs --out DIR" in out.output
     out = cli("export", "--format", "inspect", "--split", "tooluse/test", "--model", "echo", "--out", str(tmp_path / "l"))
     assert out.exit_code == 2 and "materialize the partition first" in out.output and not (tmp_path / "l").exists()
+
+
+def test_a_log_written_by_inspect_itself_reads_back(tmp_path):
+    """Shaped as `inspect eval` writes them: integer ids, text input, a list target, two epochs, a failed sample, a
+    tool call in the messages (no evalpipe run needed: the reading side alone)."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalError, EvalLog, EvalSample, EvalSpec, write_eval_log
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser, ModelOutput
+    from inspect_ai.tool import ToolCall
+
+    from evalpipe.interop.inspect_log import read_outputs, read_samples
+
+    call = ToolCall(id="c1", function="search", arguments={"q": "Paris"})
+    samples = [
+        EvalSample(id=1, epoch=1, input="Capital of France?", target=["Paris", "paris"],
+                   messages=[ChatMessageUser(content="Capital of France?"),
+                             ChatMessageAssistant(content="", tool_calls=[call]),
+                             ChatMessageTool(content="Paris is...", tool_call_id="c1", function="search"),
+                             ChatMessageAssistant(content="Paris")],
+                   output=ModelOutput.from_content("mockllm/model", "Paris")),
+        EvalSample(id=1, epoch=2, input="Capital of France?", target=["Paris", "paris"],
+                   output=ModelOutput.from_content("mockllm/model", "Lyon")),
+        EvalSample(id=2, epoch=1, input="2+3?", target="5", output=ModelOutput(model="mockllm/model"),
+                   error=EvalError(message="RateLimitError: 429", traceback="", traceback_ansi="")),
+    ]
+    path = tmp_path / "2026-01-01T00-00-00_task_abc.eval"
+    write_eval_log(EvalLog(status="success", samples=samples, eval=EvalSpec(
+        created="2026-01-01T00:00:00+00:00", task="task", dataset=EvalDataset(name="d", samples=2),
+        model="mockllm/model", config=EvalConfig(epochs=2))), str(path))
+
+    outputs = read_outputs(path)
+    assert set(outputs) == {"1", "1#epoch2", "2"}  # epoch 2 answers our row `1#epoch2`
+    assert outputs["1"]["output"] == "Paris" and outputs["1"]["tool_calls"] == [{"name": "search",
+                                                                                 "arguments": {"q": "Paris"}}]
+    assert outputs["1#epoch2"]["output"] == "Lyon" and outputs["2"]["error"] == "RateLimitError: 429"
+    rows = read_samples(path)
+    assert [(r["id"], r["input"], r["target"]) for r in rows] == [("1", "Capital of France?", "Paris"),
+                                                                  ("2", "2+3?", "5")]
+    assert rows[0]["metadata"] == {"inspect_targets": ["Paris", "paris"]}

@@ -297,7 +297,8 @@ def read_outputs(path: str | Path) -> dict[str, dict[str, Any]]:
 
 
 def read_samples(path: str | Path) -> list[dict[str, Any]]:
-    """The log's samples (first epoch) as dataset rows: id, input (text, or chat messages), target, metadata."""
+    """The log's samples (first epoch) as dataset rows: id, input (text, or chat messages), target, metadata. A list
+    target (any of them is right, in Inspect) becomes its first item, the list kept in `metadata.inspect_targets`."""
     path = Path(path)
     log = _read(path)
     rows = []
@@ -308,7 +309,11 @@ def read_samples(path: str | Path) -> list[dict[str, Any]]:
             input_ = s.input
         else:
             input_ = [{"role": m.role, "content": m.text} for m in s.input]
-        target = s.target if isinstance(s.target, str) else json.dumps(s.target, ensure_ascii=False)
-        rows.append({"id": str(s.id), "input": input_, "target": target, "choices": s.choices,
-                     "metadata": {k: v for k, v in (s.metadata or {}).items() if not k.startswith("evalpipe_")}})
+        metadata = {k: v for k, v in (s.metadata or {}).items() if not k.startswith("evalpipe_")}
+        if isinstance(s.target, str):
+            target = s.target
+        else:  # Inspect's list target: any of them is right. Our metrics take one target: the first, all kept
+            target = s.target[0] if s.target else ""
+            metadata["inspect_targets"] = list(s.target)
+        rows.append({"id": str(s.id), "input": input_, "target": target, "choices": s.choices, "metadata": metadata})
     return rows
