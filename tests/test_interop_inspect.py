@@ -159,3 +159,15 @@ def test_a_log_written_by_inspect_itself_reads_back(tmp_path):
     assert [(r["id"], r["input"], r["target"]) for r in rows] == [("1", "Capital of France?", "Paris"),
                                                                   ("2", "2+3?", "5")]
     assert rows[0]["metadata"] == {"inspect_targets": ["Paris", "paris"]}
+
+
+def test_an_epoch_row_is_inspects_sample_and_epoch():
+    from evalpipe.interop.inspect_log import eval_sample
+
+    s = eval_sample({"sample_id": "t1#epoch3", "prompt": [{"role": "user", "content": "q"}], "target": "a",
+                     "status": "ok", "raw_output": "a", "prediction": "a", "usage": {"input_tokens": 5,
+                     "output_tokens": 2, "cost": 0.01}, "scores": {"exact_match": {"score": None, "reason": "no target"}}},
+                    "m")
+    assert (s.id, s.epoch) == ("t1", 3) and s.output.completion == "a"
+    assert s.model_usage["m"].total_tokens == 7 and s.model_usage["m"].total_cost == 0.01
+    assert s.scores is None and s.metadata["evalpipe_unscored"] == {"exact_match": "no target"}

@@ -23,7 +23,6 @@ from typing import Any
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.run_marks import base_id, epoch_id
 
-_EPOCH = re.compile(r"#epoch(\d+)$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -139,7 +138,8 @@ def eval_sample(record: dict[str, Any], model_key: str) -> Any:
     from inspect_ai.model import ChatMessageAssistant, ModelOutput, ModelUsage
 
     row_id = str(record["sample_id"])
-    m = _EPOCH.search(row_id)
+    sample_id = base_id(row_id)  # our row `x#epoch3` is Inspect's sample x, epoch 3
+    epoch = int(row_id[len(sample_id) + len("#epoch"):]) if sample_id != row_id else 1
     prompt = record.get("prompt")
     prompt = prompt if isinstance(prompt, list) else [{"role": "user", "content": _text(prompt)}]
     trajectory = record.get("trajectory") or None
@@ -163,7 +163,7 @@ def eval_sample(record: dict[str, Any], model_key: str) -> Any:
     unscored = {name: f.get("reason") for name, f in (record.get("scores") or {}).items() if f.get("score") is None}
     target = record.get("target")
     return EvalSample(
-        id=base_id(row_id), epoch=int(m.group(1)) if m else 1,
+        id=sample_id, epoch=epoch,
         input=chat_messages(prompt, model_key), target="" if target is None else _text(target),
         messages=messages, output=output, scores=scores or None,
         metadata={**(record.get("metadata") or {}), **({"evalpipe_unscored": unscored} if unscored else {}),
