@@ -17,7 +17,8 @@ SCRIPT = """
     options:
       reply: script
       script:
-        - {sample_id: t17, turns: [{content: null, tool_calls: [{name: weather.current, arguments: {city: Nairobi}}]}, {content: Nairobi}]}
+        - sample_id: t17
+          turns: [{content: null, tool_calls: [{name: weather.current, arguments: {city: Nairobi}}]}, {content: Nairobi}]
         - {sample_id: t29, turns: [{content: "4"}]}
         - {sample_id: t03, turns: [{content: "42"}]}
 """
@@ -119,7 +120,8 @@ def test_export_needs_out_for_artifacts_only_and_a_materialized_partition(home, 
     cli = cli_in_process(monkeypatch)
     out = cli("export", "--split", "tooluse/test", "--model", "echo")
     assert out.exit_code == 2 and "--format artifacts needs --out DIR" in out.output
-    out = cli("export", "--format", "inspect", "--split", "tooluse/test", "--model", "echo", "--out", str(tmp_path / "l"))
+    out = cli("export", "--format", "inspect", "--split", "tooluse/test", "--model", "echo",
+              "--out", str(tmp_path / "l"))
     assert out.exit_code == 2 and "materialize the partition first" in out.output and not (tmp_path / "l").exists()
 
 
@@ -164,10 +166,11 @@ def test_a_log_written_by_inspect_itself_reads_back(tmp_path):
 def test_an_epoch_row_is_inspects_sample_and_epoch():
     from evalpipe.interop.inspect_log import eval_sample
 
-    s = eval_sample({"sample_id": "t1#epoch3", "prompt": [{"role": "user", "content": "q"}], "target": "a",
-                     "status": "ok", "raw_output": "a", "prediction": "a", "usage": {"input_tokens": 5,
-                     "output_tokens": 2, "cost": 0.01}, "scores": {"exact_match": {"score": None, "reason": "no target"}}},
-                    "m")
+    record = {"sample_id": "t1#epoch3", "prompt": [{"role": "user", "content": "q"}], "target": "a",
+              "status": "ok", "raw_output": "a", "prediction": "a",
+              "usage": {"input_tokens": 5, "output_tokens": 2, "cost": 0.01},
+              "scores": {"exact_match": {"score": None, "reason": "no target"}}}
+    s = eval_sample(record, "m")
     assert (s.id, s.epoch) == ("t1", 3) and s.output.completion == "a"
     assert s.model_usage["m"].total_tokens == 7 and s.model_usage["m"].total_cost == 0.01
     assert s.scores is None and s.metadata["evalpipe_unscored"] == {"exact_match": "no target"}

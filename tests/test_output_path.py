@@ -16,7 +16,8 @@ def test_run_output_path_writes_one_results_file(home, write_config, monkeypatch
     write_config(smoke_benchmark(limit=3, options="slice_by: [category]")
                  + "models:\n  perfect: {runner: echo, options: {reply: target}}\n"
                  + "  paris: {runner: echo, options: {reply: fixed, text: Paris}}\n"
-                 + f"  leaky: {{runner: echo, options: {{reply: fixed, text: Paris}}, params: {{api_key: {SECRET}}}}}\n")
+                 + f"  leaky: {{runner: echo, options: {{reply: fixed, text: Paris}}, "
+                   f"params: {{api_key: {SECRET}}}}}\n")
     out_file = tmp_path / "results" / "run.json"
     result = cli_in_process(monkeypatch)("run", "--no-progress", "--model", "perfect", "--model", "paris",
                                          "--model", "leaky", "--run-id", "r1", "--output-path", str(out_file))
@@ -26,7 +27,8 @@ def test_run_output_path_writes_one_results_file(home, write_config, monkeypatch
     assert SECRET not in text
     doc = json.loads(text)
     assert doc["format"] == "evalpipe.results" and doc["format_version"] == 1
-    assert doc["run"]["run_id"] == "r1" and doc["run"]["success"] is True and doc["run"]["command"].startswith("evalpipe")
+    assert doc["run"]["run_id"] == "r1" and doc["run"]["success"] is True
+    assert doc["run"]["command"].startswith("evalpipe")
     parts = {(p["benchmark_split"], p["model"]): p for p in doc["partitions"]}
     assert set(parts) == {("smoke/extra", "perfect"), ("smoke/extra", "paris"), ("smoke/extra", "leaky")}
     paris = parts[("smoke/extra", "paris")]
