@@ -1,0 +1,134 @@
+"""lm-evaluation-harness tasks (issue 23): `adapter: lm_eval` prompts with lm-eval's TaskManager and scores with the
+task's own process_results and aggregation; the same model outputs scored by lm_eval.evaluator.evaluate give the
+same numbers. The tasks are local YAMLs over JSONL data shipped in tests/data/lm_eval_task (no network)."""
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("lm_eval")
+
+from evalpipe.core.config import ModelConfig  # noqa: E402
+from evalpipe.core.errors import ConfigError  # noqa: E402
+
+DATA = Path(__file__).parent / "data" / "lm_eval_task"
+
+# Recorded answers of a model to tiny_qa's six questions (doc ids 0-5): right, right after lm-eval's `until` cut and
+# normalization (ignore_case, ignore_punctuation), wrong, and an empty answer.
+QA_OUTPUTS = {"0": "Paris\nQuestion: and Spain?", "1": "5", "2": "Blue.", "3": "six", "4": "cold", "5": ""}
+
+
+@pytest.fixture
+def task_dir(tmp_path):
+    """The task YAMLs with their data paths made absolute (lm-eval resolves data_files from the working directory)."""
+    out = tmp_path / "tasks"
+    out.mkdir()
+    for f in DATA.glob("*.yaml"):
+        (out / f.name).write_text(f.read_text().replace("DATA_DIR", str(DATA)))
+    return out
+
+
+def lm_eval_own_results(task_dir, task, answers, apply_chat_template=False):
+    """lm-eval's own run of `task` over a model that answers with `answers(request)`: (results, samples)."""
+    from lm_eval.api.model import LM
+    from lm_eval.evaluator import evaluate
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    class Recorded(LM):
+        def loglikelihood(self, requests):
+            return [answers(r) for r in requests]
+
+        def generate_until(self, requests):
+            return [answers(r) for r in requests]
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True):
+            return json.dumps(chat_history)
+
+        @property
+        def tokenizer_name(self):
+            return "recorded"
+
+    tasks = get_task_dict([task], TaskManager(include_path=str(task_dir), include_defaults=False))
+    tasks[task].set_fewshot_seed(seed=1234)  # as lm_eval.simple_evaluate does
+    out = evaluate(Recorded(), tasks, apply_chat_template=apply_chat_template, log_samples=True)
+    return out["results"][task], out["samples"][task]
+
+
+def split_of(project_from, task_dir, task, **options):
+    project = project_from({"benchmarks": {"lm": {"adapter": "lm_eval", "splits": {task: {}},
+                                                  "options": {"task": task, "include_path": str(task_dir),
+                                                              **options}}},
+                            "models": {"m": {"runner": "echo"}}})
+    return project.config.split(f"lm/{task}")
+
+
+def run_here(split, model, home):
+    from evalpipe.pipeline import stages
+    from evalpipe.runners import build_runner, run_settings_for
+
+    prompts = stages.build_prompts(split, model.key, stages.build_dataset(split))
+    rollouts = stages.run_rollouts(split, model, prompts, build_runner(model), run_settings_for(model),
+                                   journal_file=home / "j.sqlite")
+    judgements = stages.judge(split, prompts, rollouts)
+    metrics = stages.compute_metrics(split.key, model.key, judgements, split=split)
+    return prompts, rollouts, judgements, {r.metric: r for r in metrics.itertuples() if r.slice == "all"}
+
+
+def test_generate_until_task_scores_as_lm_eval_scores_it(home, project_from, task_dir):
+    split = split_of(project_from, task_dir, "tiny_qa")
+    script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in QA_OUTPUTS.items()]
+    model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
+    prompts, _, judgements, ours = run_here(split, model, home)
+
+    # lm-eval's chat path built the messages: the description as the system turn, two seeded few-shot examples
+    first = json.loads(prompts["messages"].iloc[0])
+    assert first[0] == {"role": "system", "content": "Answer each question with one word.\n\n"}
+    assert first[1]["content"].count("Question:") == 3 and first[1]["content"].endswith(
+        "Question: What is the capital of France?\nAnswer:")
+
+    def answers(request):  # the same outputs, cut at the request's `until` as lm-eval's HF model does
+        text = QA_OUTPUTS[str(request.doc_id)]
+        return text.split("\n")[0]
+
+    theirs, their_samples = lm_eval_own_results(task_dir, "tiny_qa", answers, apply_chat_template=True)
+    # the prompts are lm-eval's own, few-shot draws included
+    assert [json.loads(s["arguments"][0][0]) for s in their_samples] == \
+        [json.loads(m) for m in prompts["messages"]]
+    assert theirs["exact_match,none"] == pytest.approx(4 / 6)
+    row = ours["lm_eval_exact_match,none"]
+    assert row.value == pytest.approx(theirs["exact_match,none"])
+    assert row.stderr == pytest.approx(theirs["exact_match_stderr,none"])
+    assert 0 < row.ci_low < row.value < row.ci_high < 1  # our Wilson interval kept for a right/wrong mean
+    assert bool(row.higher_is_better) is True
+    per_sample = dict(zip(judgements["sample_id"], judgements["score"]))
+    assert per_sample == {str(s["doc_id"]): s["exact_match"] for s in their_samples}
+    assert ours["lm_eval"].value == pytest.approx(4 / 6)  # the first metric, per-sample mean
+
+
+def test_loglikelihood_task_is_refused_before_any_model_call_on_a_runner_without_logprobs(home, project_from,
+                                                                                          task_dir):
+    from evalpipe.pipeline import stages
+    from evalpipe.runners import build_runner, run_settings_for
+
+    split = split_of(project_from, task_dir, "tiny_mc")
+    model = ModelConfig(key="m", runner="echo")
+    prompts = stages.build_prompts(split, model.key, stages.build_dataset(split))
+    runner, calls = build_runner(model), []
+
+    async def generate(request):  # a spy: no model call may happen
+        calls.append(request.sample_id)
+
+    runner.generate = generate
+    with pytest.raises(ConfigError, match="multiple_choice .* runner 'echo' can't compute them: use runner: local"):
+        stages.run_rollouts(split, model, prompts, runner, run_settings_for(model), journal_file=home / "j.sqlite")
+    assert calls == []
+
+
+def test_unknown_task_and_missing_task_say_how_to_fix(project_from, task_dir):
+    from evalpipe.benchmarks import adapter_for
+
+    with pytest.raises(ConfigError, match="task 'nope' not found under .*; check `task:`"):
+        adapter_for(split_of(project_from, task_dir, "nope")).load()
