@@ -132,3 +132,45 @@ def test_unknown_task_and_missing_task_say_how_to_fix(project_from, task_dir):
 
     with pytest.raises(ConfigError, match="task 'nope' not found under .*; check `task:`"):
         adapter_for(split_of(project_from, task_dir, "nope")).load()
+
+
+@pytest.mark.slow
+def test_multiple_choice_task_on_the_local_model_scores_as_lm_eval_scores_it(home, project_from, task_dir):
+    from evalpipe.runners import local
+
+    try:
+        local.shipped_gguf()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+
+    split = split_of(project_from, task_dir, "tiny_mc")
+    model = ModelConfig(key="smollm2-135m", runner="local")
+    prompts, rollouts, judgements, ours = run_here(split, model, home)
+    assert (rollouts["status"] == "ok").all(), rollouts["error"].tolist()
+    recorded = {sid: json.loads(raw) for sid, raw in zip(rollouts["sample_id"], rollouts["raw_output"])}
+    assert [len(v) for v in recorded.values()] == [3, 3, 3, 3]  # one (loglikelihood, is_greedy) per choice
+
+    # our log-likelihoods are those lm-eval's own HF model computes for the same requests
+    from lm_eval.models.huggingface import HFLM
+
+    hf_model, tok = local.load(local.shipped_gguf())
+    hflm = HFLM(pretrained=hf_model, tokenizer=tok, batch_size=1)
+
+    def answers(request):
+        return tuple(recorded[str(request.doc_id)][request.idx])
+
+    theirs, their_samples = lm_eval_own_results(task_dir, "tiny_mc", answers)
+    from lm_eval.api.instance import Instance
+
+    requests = [Instance("loglikelihood", s["doc"], tuple(a), idx=i, metadata=("tiny_mc", s["doc_id"], 1))
+                for s in their_samples for i, a in enumerate(s["arguments"])]
+    for (ll, greedy), (hf_ll, hf_greedy) in zip((answers(r) for r in requests), hflm.loglikelihood(requests)):
+        assert ll == pytest.approx(hf_ll, abs=1e-3) and greedy == hf_greedy
+
+    for metric in ("acc", "acc_norm"):
+        row = ours[f"lm_eval_{metric},none"]
+        assert row.value == pytest.approx(theirs[f"{metric},none"]) and row.n == 4
+        assert row.stderr == pytest.approx(theirs[f"{metric}_stderr,none"])
+    by_sample = {sid: json.loads(d)["lm_eval"] for sid, d in zip(judgements["sample_id"], judgements["details"])}
+    assert by_sample == {str(s["doc_id"]): {"acc,none": s["acc"], "acc_norm,none": s["acc_norm"]}
+                         for s in their_samples}
