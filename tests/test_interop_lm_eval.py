@@ -174,3 +174,51 @@ def test_multiple_choice_task_on_the_local_model_scores_as_lm_eval_scores_it(hom
     by_sample = {sid: json.loads(d)["lm_eval"] for sid, d in zip(judgements["sample_id"], judgements["details"])}
     assert by_sample == {str(s["doc_id"]): {"acc,none": s["acc"], "acc_norm,none": s["acc_norm"]}
                          for s in their_samples}
+
+
+def test_export_writes_lm_eval_results_json_and_samples_jsonl(home, write_config, task_dir, tmp_path, monkeypatch):
+    import evalpipe
+    from tests.helpers.cli import cli_in_process
+
+    script = tmp_path / "answers.jsonl"
+    script.write_text("".join(json.dumps({"sample_id": sid, "turns": [{"content": text}]}) + "\n"
+                              for sid, text in QA_OUTPUTS.items()))
+    write_config(f"""
+benchmarks:
+  lm:
+    adapter: lm_eval
+    splits: {{tiny_qa: {{}}}}
+    options: {{task: tiny_qa, include_path: "{task_dir}"}}
+models:
+  scripted: {{runner: echo, reply: script, script: "{script}"}}
+""")
+    res = evalpipe.evaluate(benchmarks=["lm/tiny_qa"], models=["scripted"])
+    assert res.success, res.failures if hasattr(res, "failures") else res
+    x = cli_in_process(monkeypatch)("export", "--format", "lm-eval", "--split", "lm/tiny_qa", "--model", "scripted",
+                                    "--out", str(tmp_path / "out"))
+    assert x.exit_code == 0, x.output
+    results_file, samples_file = (Path(p) for p in x.output.split())
+    assert results_file.name.startswith("results_") and samples_file.name.startswith("samples_tiny_qa_")
+    assert results_file.parent == tmp_path / "out" / "scripted"
+
+    theirs, their_samples = lm_eval_own_results(task_dir, "tiny_qa", lambda r: QA_OUTPUTS[str(r.doc_id)].split("\n")[0],
+                                                apply_chat_template=True)
+    ours = json.loads(results_file.read_text())
+    got = ours["results"]["tiny_qa"]
+    assert got["exact_match,none"] == pytest.approx(theirs["exact_match,none"])
+    assert got["exact_match_stderr,none"] == pytest.approx(theirs["exact_match_stderr,none"])
+    assert ours["higher_is_better"] == {"tiny_qa": {"exact_match": True}}
+    assert ours["versions"] == {"tiny_qa": 1.0} and ours["n-shot"] == {"tiny_qa": 2}
+    assert ours["n-samples"] == {"tiny_qa": {"original": 6, "effective": 6}}
+    assert ours["configs"]["tiny_qa"]["doc_to_text"] == "Question: {{question}}\nAnswer:"
+
+    lines = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    assert [s["doc_id"] for s in lines] == list(range(6))
+    first = lines[0]
+    assert first["doc"] == {"question": "What is the capital of France?", "answer": "Paris"}
+    assert first["target"] == "Paris" and first["resps"] == [["Paris"]] and first["filtered_resps"] == ["Paris"]
+    assert first["exact_match"] == 1.0 and first["filter"] == "none" and first["metrics"] == ["exact_match"]
+    assert set(first["arguments"]) == {"gen_args_0"} and set(first["arguments"]["gen_args_0"]) == {"arg_0", "arg_1"}
+    for mine, lm in zip(lines, their_samples):  # the same prompts and hashes as lm-eval logs them
+        assert (mine["prompt_hash"], mine["doc_hash"], mine["target_hash"], mine["exact_match"]) == \
+            (lm["prompt_hash"], lm["doc_hash"], lm["target_hash"], lm["exact_match"])

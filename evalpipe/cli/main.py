@@ -413,20 +413,9 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
         _out(_table(df, "g"))
 
 
-@main.command()
-@click.option("--split", required=True, help="benchmark_split key, e.g. smoke/test.")
-@click.option("--model", required=True, help="Model key.")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Folder to write.")
-def export(split: str, model: str, out_dir: str) -> None:
-    """Write a partition's run artifacts (manifest, samples, events, errors, summary) to a folder."""
-    from evalpipe.benchmarks import dataset_header
-    from evalpipe.store.artifacts import write_artifacts
-    from evalpipe.project import load_config
+from evalpipe.cli.export import export_cmd  # noqa: E402  `evalpipe export [--format inspect]` (evalpipe/cli/export.py)
 
-    cfg = load_config()
-    folder = write_artifacts(split, model, _warehouse(), cfg, out_dir=out_dir,
-                             dataset_header=dataset_header(cfg.splits.get(split)))
-    click.echo(str(folder))
+main.add_command(export_cmd)
 
 
 # ---- registries -----------------------------------------------------------------------------------------------------

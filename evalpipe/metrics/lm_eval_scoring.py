@@ -143,28 +143,37 @@ class LmEvalMetric(Metric):
                 for key, row in aggregate_task(task, [d["lm_eval"] for d in details], seed, interval).items()]
 
 
-def aggregate_task(task: Any, per_doc: list[dict[str, Any]], seed: int = 0, interval: Any = None) -> dict[str, dict]:
-    """{"<metric>,<filter>": {value, n, stderr, ci_low, ci_high, higher_is_better, kind, ...}}: each metric's
-    values through the task's aggregation function and lm-eval's own stderr (bootstrap iterations as its default)."""
-    from lm_eval.api.metrics import stderr_for_metric
+def task_aggregates(task: Any, per_doc: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """lm-eval's own aggregation of per-doc `{"<metric>,<filter>": value}`: ({"<metric>,<filter>": value,
+    "<metric>_stderr,<filter>": stderr or "N/A"}, docs counted), by the function lm_eval.evaluator.evaluate calls
+    (its aggregation functions, `mean` for a metric without one, and its stderr, 100000 bootstrap iterations)."""
+    from lm_eval.evaluator_utils import _compute_task_aggregations  # private, but pinned (lm-eval==0.4.13)
 
-    agg_fns, hib = task.aggregation(), task.higher_is_better()
+    raw: dict[tuple[str, str], list[Any]] = {}
+    for doc in per_doc:
+        for key, value in doc.items():
+            metric, _, filter_key = key.partition(",")
+            raw.setdefault((metric, filter_key), []).append(value)
+    return _compute_task_aggregations(task, raw, bootstrap_iters=100000)
+
+
+def aggregate_task(task: Any, per_doc: list[dict[str, Any]], seed: int = 0, interval: Any = None) -> dict[str, dict]:
+    """{"<metric>,<filter>": a metrics-table row (value, n, stderr, ci_low, ci_high, higher_is_better, kind)} from
+    `task_aggregates`; the 95% interval is ours where the aggregate is the mean of numeric per-sample values."""
+    aggregates, _ = task_aggregates(task, per_doc)
+    hib = task.higher_is_better()
     out: dict[str, dict] = {}
-    keys = list(dict.fromkeys(k for d in per_doc for k in d))
-    for key in keys:
-        metric = key.split(",", 1)[0]
-        items = [d[key] for d in per_doc if key in d]
-        fn = agg_fns.get(metric)
-        if fn is None:
+    for key, value in aggregates.items():
+        metric, _, filter_key = key.partition(",")
+        if metric.endswith("_stderr"):
             continue
-        value = float(fn(items))
-        stderr_fn = stderr_for_metric(metric=fn, bootstrap_iters=100000)
-        stderr = float(stderr_fn(items)) if stderr_fn is not None and len(items) > 1 else float("nan")
-        numbers = np.array([_number(v) for v in items], dtype=float) if all(_number(v) is not None for v in items) \
-            else None
+        items = [d[key] for d in per_doc if key in d]
+        stderr = aggregates.get(f"{metric}_stderr,{filter_key}")
+        numbers = [_number(v) for v in items]
         lo = hi = float("nan")
-        if interval is not None and numbers is not None and np.isclose(numbers.mean(), value):
-            lo, hi = interval(numbers, seed)  # the aggregate is the per-sample mean: our interval applies
-        out[key] = {"value": value, "n": len(items), "n_unscored": 0, "n_errors": 0, "stderr": stderr,
+        if interval is not None and items and None not in numbers and np.isclose(np.mean(numbers), float(value)):
+            lo, hi = interval(np.array(numbers, dtype=float), seed)  # the aggregate is the per-sample mean
+        out[key] = {"value": float(value), "n": len(items), "n_unscored": 0, "n_errors": 0,
+                    "stderr": float(stderr) if _number(stderr) is not None else float("nan"),
                     "ci_low": lo, "ci_high": hi, "higher_is_better": hib.get(metric), "kind": "score"}
     return out
