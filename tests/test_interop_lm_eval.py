@@ -23,8 +23,10 @@ def task_dir(tmp_path):
     """The task YAMLs with their data paths made absolute (lm-eval resolves data_files from the working directory)."""
     out = tmp_path / "tasks"
     out.mkdir()
+    for f in DATA.glob("*.jsonl"):
+        (out / f.name).write_bytes(f.read_bytes())
     for f in DATA.glob("*.yaml"):
-        (out / f.name).write_text(f.read_text().replace("DATA_DIR", str(DATA)))
+        (out / f.name).write_text(f.read_text().replace("DATA_DIR", str(out)))
     return out
 
 
@@ -222,3 +224,14 @@ models:
     for mine, lm in zip(lines, their_samples):  # the same prompts and hashes as lm-eval logs them
         assert (mine["prompt_hash"], mine["doc_hash"], mine["target_hash"], mine["exact_match"]) == \
             (lm["prompt_hash"], lm["doc_hash"], lm["target_hash"], lm["exact_match"])
+
+
+def test_source_version_follows_the_task_yaml_and_its_data_files(project_from, task_dir):
+    from evalpipe.benchmarks import adapter_for
+
+    adapter = adapter_for(split_of(project_from, task_dir, "tiny_qa"))
+    before = adapter.source_version()
+    assert before == adapter.source_version() and str(task_dir / "qa_fewshot.jsonl") in before
+    with open(task_dir / "qa.jsonl", "a") as fh:
+        fh.write('{"question": "One more?", "answer": "yes"}\n')
+    assert adapter.source_version() != before  # the dataset is loaded again when the data changes

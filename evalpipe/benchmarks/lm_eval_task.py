@@ -28,6 +28,23 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
+def _data_files(yaml_file: Any) -> list[str]:
+    """The `dataset_kwargs.data_files` paths a task YAML names (lm-eval's `!function` tags are skipped)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    try:
+        doc = yaml.load(yaml_file.read_text(encoding="utf-8"), Loader=Loader) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    files = ((doc.get("dataset_kwargs") or {}).get("data_files") if isinstance(doc, dict) else None) or []
+    values = files.values() if isinstance(files, dict) else [files]
+    return [str(f) for v in values for f in ([v] if isinstance(v, str) else v or []) if isinstance(f, str)]
+
+
 @register_adapter("lm_eval")
 class LmEvalAdapter(Adapter):
     name = "lm_eval"
@@ -56,11 +73,14 @@ class LmEvalAdapter(Adapter):
         return self.task().OUTPUT_TYPE
 
     def source_version(self) -> str | None:
+        """The task YAMLs under include_path and the local data files they name (`dataset_kwargs.data_files`),
+        read without lm-eval (loading a task takes seconds). None for lm-eval's bundled tasks."""
         if not self.include_path:
             return None
         from pathlib import Path
 
-        return files_version(sorted(Path(self.include_path).rglob("*.yaml")))
+        yamls = sorted(Path(self.include_path).rglob("*.yaml"))
+        return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y)})])
 
     def check_runner(self, runner: Any) -> None:
         """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""
