@@ -80,7 +80,7 @@ def run_here(split, model, home):
 
 
 def test_generate_until_task_scores_as_lm_eval_scores_it(home, project_from, task_dir):
-    split = split_of(project_from, task_dir, "tiny_qa")
+    split = split_of(project_from, task_dir, "tiny_qa", slice_by=["answer"])
     script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in QA_OUTPUTS.items()]
     model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
     prompts, _, judgements, ours = run_here(split, model, home)
@@ -108,6 +108,7 @@ def test_generate_until_task_scores_as_lm_eval_scores_it(home, project_from, tas
     per_sample = dict(zip(judgements["sample_id"], judgements["score"]))
     assert per_sample == {str(s["doc_id"]): s["exact_match"] for s in their_samples}
     assert ours["lm_eval"].value == pytest.approx(4 / 6)  # the first metric, per-sample mean
+    assert set(json.loads(judgements["slices"].iloc[0])) == {"answer"}  # slice_by reads the doc's fields
 
 
 def test_loglikelihood_task_is_refused_before_any_model_call_on_a_runner_without_logprobs(home, project_from,
@@ -235,3 +236,14 @@ def test_source_version_follows_the_task_yaml_and_its_data_files(project_from, t
     with open(task_dir / "qa.jsonl", "a") as fh:
         fh.write('{"question": "One more?", "answer": "yes"}\n')
     assert adapter.source_version() != before  # the dataset is loaded again when the data changes
+
+
+def test_loglikelihood_task_is_refused_on_the_local_runner_with_the_vllm_engine(project_from, task_dir, monkeypatch):
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.runners import local
+
+    runner = local.LocalRunner.__new__(local.LocalRunner)  # no checkpoint or engine needed to be asked
+    runner.engine, runner.model = "vllm", ModelConfig(key="v", runner="local")
+    with pytest.raises(ConfigError, match="tiny_mc' is multiple_choice: model 'v': log-likelihoods need engine "
+                                          "transformers, not vllm"):
+        adapter_for(split_of(project_from, task_dir, "tiny_mc")).check_runner(runner)

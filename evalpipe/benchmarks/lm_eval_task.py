@@ -4,7 +4,8 @@ Options: `task` (a task name), `include_path` (a folder of custom task YAMLs; re
 `num_fewshot` (overrides the task's), `fewshot_seed` (default 1234, as lm_eval.simple_evaluate),
 `apply_chat_template` (default true: lm-eval's chat path builds the messages: the description as the system turn,
 the few-shot examples and the question in the user turn, each runner applies its model's chat template),
-`fewshot_as_multiturn` (few-shot examples as alternating turns), `system_instruction`.
+`fewshot_as_multiturn` (few-shot examples as alternating turns), `system_instruction`; `slice_by` names fields
+of the doc.
 
 lm-eval's TaskManager builds the requests (`task.build_all_requests`: doc_to_text, doc_to_target, few-shot with its
 seed, description, target delimiter). One sample per doc: id = the doc id; metadata `lm_eval` = the task, doc id,
@@ -84,9 +85,14 @@ class LmEvalAdapter(Adapter):
 
     def check_runner(self, runner: Any) -> None:
         """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""
-        if self.output_type() in LOGLIKELIHOOD_TYPES and not callable(getattr(runner, "loglikelihood", None)):
+        if self.output_type() not in LOGLIKELIHOOD_TYPES:
+            return
+        if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
                               f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local")
+        problem = getattr(runner, "loglikelihood_problem", lambda: None)()
+        if problem:
+            raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()}: {problem}")
 
     def load(self) -> Iterable[Sample]:
         task = self.task()
@@ -128,6 +134,12 @@ class LmEvalAdapter(Adapter):
             samples.append(Sample(id=str(doc_id), input=user, target=text_target, metadata=meta, choices=choices,
                                   messages=messages))
         return samples
+
+    def slices(self, sample: Sample) -> dict[str, str]:
+        """`slice_by` names fields of the lm-eval doc (e.g. a subject column)."""
+        doc = (sample.metadata.get("lm_eval") or {}).get("doc") or {}
+        keys = self.options.get("slice_by") or []
+        return {k: str(doc[k]) for k in keys if isinstance(doc, dict) and doc.get(k) is not None}
 
     def build_messages(self, sample: Sample) -> list[dict[str, Any]]:
         return [dict(m) for m in sample.messages] if sample.messages else super().build_messages(sample)

@@ -28,8 +28,7 @@ DEFAULT_FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
 @functools.lru_cache(maxsize=16)
 def load_task(task: str, include_path: str | None = None) -> Any:
     """lm-eval's own task object for `task` (its YAML under `include_path` or lm-eval's bundled tasks), loaded once
-    per process. Datasets are read offline: a task's data must be local (`dataset_path: json` + `data_files`)."""
-    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    per process. Its data is read by Hugging Face datasets: local files, the cache, or the Hub when online."""
     try:
         from lm_eval.tasks import TaskManager, get_task_dict
     except ImportError:

@@ -353,8 +353,9 @@ class LocalRunner(Runner):
         context is the end-of-text token; no chat template (the raw text, as HFLM by default). Transformers only."""
         import torch
 
-        if self.engine != "transformers":
-            raise ConfigError(f"model {self.model.key!r}: log-likelihoods need engine transformers, not {self.engine}")
+        problem = self.loglikelihood_problem()
+        if problem:
+            raise ConfigError(problem)
         model, tok = load(self.checkpoint)
         out = []
         with torch.inference_mode():
@@ -367,6 +368,12 @@ class LocalRunner(Runner):
                 greedy = bool((logprobs.argmax(dim=-1) == target).all())
                 out.append((float(logprobs.gather(1, target[:, None]).sum()), greedy))
         return out
+
+    def loglikelihood_problem(self) -> str | None:
+        """Why this runner can't compute log-likelihoods (checked before any model call), or None."""
+        if self.engine != "transformers":
+            return f"model {self.model.key!r}: log-likelihoods need engine transformers, not {self.engine}"
+        return None
 
     def _loglikelihood_generation(self, pairs: list[list[str]]) -> Generation:
         import json
