@@ -247,3 +247,30 @@ def test_loglikelihood_task_is_refused_on_the_local_runner_with_the_vllm_engine(
     with pytest.raises(ConfigError, match="tiny_mc' is multiple_choice: model 'v': log-likelihoods need engine "
                                           "transformers, not vllm"):
         adapter_for(split_of(project_from, task_dir, "tiny_mc")).check_runner(runner)
+
+
+def test_a_changed_choice_changes_the_prompt_fingerprint(project_from, task_dir):
+    from evalpipe.pipeline import stages
+
+    def fingerprints():
+        split = split_of(project_from, task_dir, "tiny_mc")
+        return stages.build_prompts(split, "m", stages.build_dataset(split))["prompt_fingerprint"].tolist()
+
+    before = fingerprints()
+    rows = (task_dir / "mc.jsonl").read_text().replace('"green"', '"grey"')
+    (task_dir / "mc.jsonl").write_text(rows)
+    from evalpipe.metrics.lm_eval_scoring import load_task
+
+    load_task.cache_clear()  # a new process would load the task afresh
+    after = fingerprints()
+    assert after[0] != before[0] and after[1:] == before[1:]  # the same context, another continuation
+
+
+def test_the_metric_fingerprint_follows_the_task_yaml(task_dir):
+    from evalpipe.metrics import build_metric
+
+    spec = {"name": "lm_eval", "task": "tiny_qa", "include_path": str(task_dir)}
+    before = build_metric(spec).identity()
+    yaml_file = task_dir / "tiny_qa.yaml"
+    yaml_file.write_text(yaml_file.read_text().replace("ignore_case: true", "ignore_case: false"))
+    assert build_metric(spec).identity() != before

@@ -122,7 +122,9 @@ class LmEvalAdapter(Adapter):
             meta: dict[str, Any] = {"lm_eval": info}
             if output_type in LOGLIKELIHOOD_TYPES:
                 info["requests"] = meta["loglikelihood_requests"] = [list(i.arguments[:2]) for i in insts]
-                messages = [{"role": "user", "content": context}]
+                # the requests ride in the message too: the prompt's fingerprint covers the messages only, and a
+                # changed choice must not reuse a journaled answer (runners that compute log-likelihoods read metadata)
+                messages = [{"role": "user", "content": context, "loglikelihood_requests": info["requests"]}]
                 choices = [str(i.arguments[1]) for i in insts]
                 text_target = choices[target] if isinstance(target, int) and output_type == "multiple_choice" \
                     and 0 <= target < len(choices) else str(target)

@@ -111,6 +111,18 @@ class LmEvalMetric(Metric):
         super().__init__(task=task, include_path=include_path, **settings)
         self.task_name, self.include_path = task, include_path
 
+    def identity(self) -> dict[str, Any]:
+        """Also the task YAMLs' text: a changed metric_list or filter changes the verdicts (read without lm-eval)."""
+        ident = super().identity()
+        if self.include_path and os.path.isdir(self.include_path):
+            from pathlib import Path
+
+            from evalpipe.core.fingerprint import fingerprint
+
+            ident["yaml"] = fingerprint([[str(p.relative_to(self.include_path)), p.read_text(encoding="utf-8")]
+                                         for p in sorted(Path(self.include_path).rglob("*.yaml"))])
+        return ident
+
     def score(self, item: JudgeInput) -> Score:
         info = item.metadata.get("lm_eval")
         if not isinstance(info, dict):
