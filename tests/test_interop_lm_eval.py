@@ -274,3 +274,19 @@ def test_the_metric_fingerprint_follows_the_task_yaml(task_dir):
     yaml_file = task_dir / "tiny_qa.yaml"
     yaml_file.write_text(yaml_file.read_text().replace("ignore_case: true", "ignore_case: false"))
     assert build_metric(spec).identity() != before
+
+
+def test_every_filter_of_the_task_is_scored_as_lm_eval_scores_it(home, project_from, task_dir):
+    split = split_of(project_from, task_dir, "tiny_qa_filters")
+    outputs = {**QA_OUTPUTS, "4": "cold, I think"}  # right by its first word only
+    script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in outputs.items()]
+    model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
+    _, _, judgements, ours = run_here(split, model, home)
+    theirs, their_samples = lm_eval_own_results(
+        task_dir, "tiny_qa_filters", lambda r: outputs[str(r.doc_id)].split("\n")[0], apply_chat_template=True)
+    for key in ("exact_match,first_word", "exact_match,whole"):
+        assert ours[f"lm_eval_{key}"].value == pytest.approx(theirs[key])
+    assert theirs["exact_match,first_word"] != theirs["exact_match,whole"]  # the filters matter here
+    details = {sid: json.loads(d)["lm_eval"] for sid, d in zip(judgements["sample_id"], judgements["details"])}
+    for s in their_samples:
+        assert details[str(s["doc_id"])][f"exact_match,{s['filter']}"] == s["exact_match"]
