@@ -64,8 +64,9 @@ class LmEvalAdapter(Adapter):
         own = {"name": "lm_eval", "task": self.task_name, "include_path": self.include_path}
         if self.split.metrics is None:
             return [own]
-        # a bare `lm_eval` in the config gets the split's task
-        return [own if m == "lm_eval" else m for m in self.split.metrics]
+        # `lm_eval` in the config (a name, or a mapping without `task`) gets the split's task
+        return [own if m == "lm_eval" else {**own, **m} if isinstance(m, dict) and m.get("name") == "lm_eval" else m
+                for m in self.split.metrics]
 
     def task(self) -> Any:
         return load_task(self.task_name, self.include_path)
