@@ -6,5 +6,6 @@ from evalpipe.benchmarks import bfcl  # noqa: F401  (Berkeley Function Calling L
 from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
 from evalpipe.benchmarks import records  # noqa: F401  (records held in memory: the Python API, docs/api.md)
 from evalpipe.benchmarks import inspect_log  # noqa: F401  (an Inspect AI log's samples, docs/interop.md)
+from evalpipe.benchmarks import lm_eval_task  # noqa: F401  (lm-evaluation-harness tasks, issue 23)
 
 __all__ = ["Adapter", "adapter_for", "dataset_header", "get_adapter", "list_adapters", "register_adapter"]

@@ -39,9 +39,20 @@ def export_inspect(split: str, model: str, out_dir: str | None) -> list[str]:
     return [str(p) for p in write_logs([(split, model)], _warehouse(), out_dir or "logs")]
 
 
+def export_lm_eval(split: str, model: str, out_dir: str | None) -> list[str]:
+    """lm-evaluation-harness's results JSON and per-sample JSONL under `out_dir`/<model> (an `adapter: lm_eval` split)."""
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.metrics.lm_eval_results import write_results
+
+    if not out_dir:
+        raise ConfigError("--format lm-eval needs --out DIR (lm-eval's --output_path)")
+    return [str(p) for p in write_results(split, model, _warehouse(), out_dir)]
+
+
 FORMATS: dict[str, Callable[[str, str, str | None], list[str]]] = {
     "artifacts": export_artifacts,
     "inspect": export_inspect,
+    "lm-eval": export_lm_eval,
 }
 
 
@@ -49,10 +60,12 @@ FORMATS: dict[str, Callable[[str, str, str | None], list[str]]] = {
 @click.option("--split", required=True, help="benchmark_split key, e.g. smoke/test.")
 @click.option("--model", required=True, help="Model key.")
 @click.option("--format", "fmt", type=click.Choice(sorted(FORMATS)), default="artifacts", show_default=True,
-              help="artifacts: the run-artifacts folder; inspect: an Inspect AI eval log (docs/interop.md).")
+              help="artifacts: the run-artifacts folder; inspect: an Inspect AI eval log; lm-eval: lm-evaluation-harness "
+                   "results JSON and samples JSONL (docs/interop.md).")
 @click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
-              help="Folder to write (needed for artifacts; inspect: default ./logs).")
+              help="Folder to write (needed for artifacts and lm-eval; inspect: default ./logs).")
 def export_cmd(split: str, model: str, fmt: str, out_dir: str | None) -> None:
-    """Write a partition's results to a folder: its run artifacts, or an Inspect AI eval log."""
+    """Write a partition's results to a folder: its run artifacts, an Inspect AI eval log, or lm-evaluation-harness
+    results."""
     for line in FORMATS[fmt](split, model, out_dir):
         click.echo(line)

@@ -517,6 +517,9 @@ class RolloutSession:
         """The rollouts of one batch of prompts (one row per prompt, in prompt order)."""
         assert self._loop is not None, "use RolloutSession as a context manager"
         tools_env = self._env(prompts)
+        check = getattr(self.adapter, "check_runner", None)  # e.g. lm_eval: a log-likelihood task needs a runner
+        if check is not None:                                # that computes them; refused before any model call
+            check(self.runner)
         requests = rollout_requests(self.runner, prompts, tools_env)
         progress = self._report if self._progress is not None else None
         # [tools] conversations need the split's tool layer, which lives in this process: they are not sharded

@@ -253,6 +253,9 @@ class LocalRunner(Runner):
         load(self.checkpoint)
 
     async def generate(self, request: RolloutRequest) -> Generation:
+        pairs = request.metadata.get("loglikelihood_requests") if request.metadata else None
+        if pairs:  # an lm_eval log-likelihood / multiple-choice sample (evalpipe/benchmarks/lm_eval_task.py)
+            return await asyncio.get_running_loop().run_in_executor(_executor(), self._loglikelihood_generation, pairs)
         if self.engine == "vllm":
             return await self._vllm_batched(request.messages)
         if self.batch_size > 1:  # [scale] concurrent requests meet in one batch
@@ -343,6 +346,44 @@ class LocalRunner(Runner):
         new = out[0, n_in:].tolist()
         return self._finish(tok, new, n_in)
 
+    def loglikelihood(self, pairs: list[list[str]]) -> list[tuple[float, bool]]:
+        """(log P(continuation | context), whether greedy decoding would give exactly the continuation) for each
+        (context, continuation) pair, as lm-eval's HFLM computes them: trailing spaces of the context move onto the
+        continuation, the continuation's tokens are those of context + continuation after the context's, an empty
+        context is the end-of-text token; no chat template (the raw text, as HFLM by default). Transformers only."""
+        import torch
+
+        problem = self.loglikelihood_problem()
+        if problem:
+            raise ConfigError(problem)
+        model, tok = load(self.checkpoint)
+        out = []
+        with torch.inference_mode():
+            for context, continuation in pairs:
+                ctx_ids, cont_ids = _encode_pair(tok, context, continuation)
+                ids = (ctx_ids + cont_ids)[:-1]
+                logits = model(torch.tensor([ids], device=model.device)).logits[0, -len(cont_ids):]
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+                target = torch.tensor(cont_ids, device=logprobs.device)
+                greedy = bool((logprobs.argmax(dim=-1) == target).all())
+                out.append((float(logprobs.gather(1, target[:, None]).sum()), greedy))
+        return out
+
+    def loglikelihood_problem(self) -> str | None:
+        """Why this runner can't compute log-likelihoods (checked before any model call), or None."""
+        if self.engine != "transformers":
+            return f"model {self.model.key!r}: log-likelihoods need engine transformers, not {self.engine}"
+        return None
+
+    def _loglikelihood_generation(self, pairs: list[list[str]]) -> Generation:
+        import json
+
+        results = self.loglikelihood(pairs)
+        _, tok = load(self.checkpoint)
+        n_in = sum(len(tok(c + x, add_special_tokens=False)["input_ids"]) for c, x in pairs)
+        return Generation(text=json.dumps([[ll, greedy] for ll, greedy in results]), finish_reason="loglikelihood",
+                          input_tokens=n_in, output_tokens=0, cost=0.0)
+
     def _finish(self, tok: Any, new: list[int], n_in: int) -> Generation:
         """The generation from new token ids: decoded, cut at the first stop string, with its finish reason."""
         eos = tok.eos_token_id
@@ -351,3 +392,16 @@ class LocalRunner(Runner):
         finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
         return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
                           cost=0.0)
+
+
+def _encode_pair(tok: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:
+    """(context tokens, continuation tokens) as lm-eval's HFLM `_encode_pair` splits them."""
+    if not context:
+        prefix = tok.bos_token_id if tok.bos_token_id is not None else tok.eos_token_id
+        return [prefix], tok(continuation, add_special_tokens=False)["input_ids"]
+    n_spaces = len(context) - len(context.rstrip())
+    if n_spaces:
+        context, continuation = context[:-n_spaces], context[-n_spaces:] + continuation
+    whole = tok(context + continuation, add_special_tokens=False)["input_ids"]
+    n_ctx = len(tok(context, add_special_tokens=False)["input_ids"])
+    return whole[:n_ctx], whole[n_ctx:]

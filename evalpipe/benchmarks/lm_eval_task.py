@@ -1,0 +1,151 @@
+"""`adapter: lm_eval`: an lm-evaluation-harness task, prompted and scored by lm-eval itself (docs/interop.md).
+
+Options: `task` (a task name), `include_path` (a folder of custom task YAMLs; relative to the config file),
+`num_fewshot` (overrides the task's), `fewshot_seed` (default 1234, as lm_eval.simple_evaluate),
+`apply_chat_template` (default true: lm-eval's chat path builds the messages: the description as the system turn,
+the few-shot examples and the question in the user turn, each runner applies its model's chat template),
+`fewshot_as_multiturn` (few-shot examples as alternating turns), `system_instruction`; `slice_by` names fields
+of the doc.
+
+lm-eval's TaskManager builds the requests (`task.build_all_requests`: doc_to_text, doc_to_target, few-shot with its
+seed, description, target delimiter). One sample per doc: id = the doc id; metadata `lm_eval` = the task, doc id,
+output type, doc, target, the requests' arguments; a log-likelihood task also sets `loglikelihood_requests`
+([[context, continuation], ...], read by runners with a `loglikelihood` method: the local runner). Scoring: the
+metric `lm_eval` (evalpipe/metrics/lm_eval_scoring.py).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable
+
+from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.types import Sample
+from evalpipe.metrics.lm_eval_scoring import DEFAULT_FEWSHOT_SEED, LOGLIKELIHOOD_TYPES, load_task
+
+
+def _json_safe(value: Any) -> Any:
+    """The doc as stored JSON (datasets may hold tuples, numpy values): what `process_results` gets back later."""
+    return json.loads(json.dumps(value, default=str))
+
+
+def _data_files(yaml_file: Any) -> list[str]:
+    """The `dataset_kwargs.data_files` paths a task YAML names (lm-eval's `!function` tags are skipped)."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        pass
+
+    Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
+    try:
+        doc = yaml.load(yaml_file.read_text(encoding="utf-8"), Loader=Loader) or {}
+    except (OSError, yaml.YAMLError):
+        return []
+    files = ((doc.get("dataset_kwargs") or {}).get("data_files") if isinstance(doc, dict) else None) or []
+    values = files.values() if isinstance(files, dict) else [files]
+    return [str(f) for v in values for f in ([v] if isinstance(v, str) else v or []) if isinstance(f, str)]
+
+
+@register_adapter("lm_eval")
+class LmEvalAdapter(Adapter):
+    name = "lm_eval"
+    option_schema = {"task", "include_path", "num_fewshot", "fewshot_seed", "apply_chat_template",
+                     "fewshot_as_multiturn", "system_instruction"}
+
+    def __init__(self, split):
+        super().__init__(split)
+        if not self.options.get("task"):
+            raise ConfigError(f"{split.key}: adapter lm_eval needs `task: <lm-eval task name>`")
+        self.task_name = str(self.options["task"])
+        inc = self.options.get("include_path")
+        self.include_path = str(split.resolve(inc)) if inc else None
+
+    def metrics(self) -> list[Any]:
+        own = {"name": "lm_eval", "task": self.task_name, "include_path": self.include_path}
+        if self.split.metrics is None:
+            return [own]
+        # `lm_eval` in the config (a name, or a mapping without `task`) gets the split's task
+        return [own if m == "lm_eval" else {**own, **m} if isinstance(m, dict) and m.get("name") == "lm_eval" else m
+                for m in self.split.metrics]
+
+    def task(self) -> Any:
+        return load_task(self.task_name, self.include_path)
+
+    def output_type(self) -> str:
+        return self.task().OUTPUT_TYPE
+
+    def source_version(self) -> str | None:
+        """The task YAMLs under include_path and the local data files they name (`dataset_kwargs.data_files`),
+        read without lm-eval (loading a task takes seconds). None for lm-eval's bundled tasks."""
+        if not self.include_path:
+            return None
+        from pathlib import Path
+
+        yamls = sorted(Path(self.include_path).rglob("*.yaml"))
+        return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y)})])
+
+    def check_runner(self, runner: Any) -> None:
+        """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""
+        if self.output_type() not in LOGLIKELIHOOD_TYPES:
+            return
+        if not callable(getattr(runner, "loglikelihood", None)):
+            raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
+                              f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local")
+        problem = getattr(runner, "loglikelihood_problem", lambda: None)()
+        if problem:
+            raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()}: {problem}")
+
+    def load(self) -> Iterable[Sample]:
+        task = self.task()
+        if self.options.get("num_fewshot") is not None:
+            task.set_config(key="num_fewshot", value=int(self.options["num_fewshot"]))
+        task.set_fewshot_seed(seed=int(self.options.get("fewshot_seed", DEFAULT_FEWSHOT_SEED)))
+        output_type = task.OUTPUT_TYPE
+        chat = bool(self.options.get("apply_chat_template", True)) and output_type == "generate_until"
+        task.build_all_requests(
+            apply_chat_template=chat, fewshot_as_multiturn=bool(self.options.get("fewshot_as_multiturn", False)),
+            system_instruction=self.options.get("system_instruction"),
+            # lm-eval's chat path renders the messages through the model's template; we keep them as messages
+            # (each runner applies its own chat template) by "rendering" them as JSON
+            chat_template=(lambda messages, add_generation_prompt=True: json.dumps(messages)) if chat else None)
+        by_doc: dict[int, list[Any]] = {}
+        for inst in task.instances:
+            by_doc.setdefault(inst.doc_id, []).append(inst)
+        samples = []
+        for doc_id, insts in sorted(by_doc.items()):
+            insts.sort(key=lambda i: i.idx)
+            doc = insts[0].doc
+            target = task.doc_to_target(doc)
+            context = insts[0].arguments[0]
+            info: dict[str, Any] = {"task": self.task_name, "doc_id": doc_id, "output_type": output_type,
+                                    "doc": _json_safe(doc), "target": _json_safe(target),
+                                    "arguments": _json_safe([list(i.arguments) for i in insts])}
+            meta: dict[str, Any] = {"lm_eval": info}
+            if output_type in LOGLIKELIHOOD_TYPES:
+                info["requests"] = meta["loglikelihood_requests"] = [list(i.arguments[:2]) for i in insts]
+                # the requests ride in the message too: the prompt's fingerprint covers the messages only, and a
+                # changed choice must not reuse a journaled answer (runners that compute log-likelihoods read metadata)
+                messages = [{"role": "user", "content": context, "loglikelihood_requests": info["requests"]}]
+                choices = [str(i.arguments[1]) for i in insts]
+                text_target = choices[target] if isinstance(target, int) and output_type == "multiple_choice" \
+                    and 0 <= target < len(choices) else str(target)
+            else:
+                info["gen_kwargs"] = _json_safe(insts[0].arguments[1])
+                messages = json.loads(context) if chat else [{"role": "user", "content": context}]
+                choices, text_target = None, str(target)
+            user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), str(context))
+            samples.append(Sample(id=str(doc_id), input=user, target=text_target, metadata=meta, choices=choices,
+                                  messages=messages))
+        return samples
+
+    def slices(self, sample: Sample) -> dict[str, str]:
+        """`slice_by` names fields of the lm-eval doc (e.g. a subject column)."""
+        doc = (sample.metadata.get("lm_eval") or {}).get("doc") or {}
+        keys = self.options.get("slice_by") or []
+        return {k: str(doc[k]) for k in keys if isinstance(doc, dict) and doc.get(k) is not None}
+
+    def build_messages(self, sample: Sample) -> list[dict[str, Any]]:
+        return [dict(m) for m in sample.messages] if sample.messages else super().build_messages(sample)
+
+    def extract_answer(self, output: str | None) -> str | None:
+        return output  # the task's filters and process_results read the whole output (metric lm_eval)

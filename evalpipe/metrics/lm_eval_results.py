@@ -1,0 +1,103 @@
+"""A partition of an `adapter: lm_eval` split as lm-evaluation-harness writes its results (`--output_path` with
+`--log_samples`): `results_<date>.json` (per task `<metric>,<filter>` values and stderrs, `higher_is_better`,
+`configs`, `versions`, `n-shot`, `n-samples`) and `samples_<task>_<date>.jsonl` (doc_id, doc, target, arguments,
+resps, filtered_resps, filter, metrics, hashes and the metric values), both written by lm-eval's own
+EvaluationTracker under `<out>/<model>/`. docs/interop.md "lm-evaluation-harness tasks and results".
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from evalpipe.core.errors import ConfigError, WarehouseError
+from evalpipe.metrics.lm_eval_scoring import load_task, responses, score_doc, task_aggregates
+
+
+def _loads(value: Any, default: Any) -> Any:
+    if isinstance(value, str) and value:
+        return json.loads(value)
+    return default
+
+
+def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """(the task, its samples as lm-eval logs them) from the partition's prompts, rollouts and `lm_eval` judgements."""
+    from lm_eval.utils import handle_non_serializable, hash_string
+
+    part = {"benchmark_split": split_key, "model": model_key}
+    try:
+        prompts = wh.read("prompts", part, columns=["sample_id", "metadata"])
+        rollouts = wh.read("rollouts", part, columns=["sample_id", "status", "raw_output"])
+        judgements = wh.read("judgements", part, columns=["sample_id", "metric", "details"])
+    except WarehouseError:
+        raise WarehouseError(f"no prompts, rollouts and judgements for {split_key} x {model_key}; run the partition "
+                             f"first (evalpipe run)") from None
+    details = {sid: _loads(d, {}) for sid, m, d in judgements[["sample_id", "metric", "details"]].itertuples(index=False)
+               if m == "lm_eval"}
+    if not details:
+        raise ConfigError(f"{split_key} x {model_key} has no lm_eval judgements; --format lm-eval exports splits of "
+                          f"`adapter: lm_eval` only")
+    task_spec = next(d["lm_eval_task"] for d in details.values() if d.get("lm_eval_task"))
+    task = load_task(*task_spec)
+    outputs = {sid: (status, raw) for sid, status, raw in rollouts.itertuples(index=False)}
+    samples = []
+    for sid, meta in zip(prompts["sample_id"], prompts["metadata"]):
+        info = _loads(meta, {}).get("lm_eval")
+        status, raw = outputs.get(sid, (None, None))
+        values = (details.get(sid) or {}).get("lm_eval")
+        if not info or status != "ok" or not isinstance(values, dict):
+            continue  # a failed rollout: lm-eval has no such sample (our metrics count it as an error)
+        resps = responses(info, raw)
+        _, filtered = score_doc(task, info, resps)
+        raw_resps = [[r] for r in resps]  # one response per request (lm-eval: a list of repeats)
+        for filter_key, filtered_resps in filtered.items():
+            metrics = {k.partition(",")[0]: v for k, v in values.items() if k.partition(",")[2] == filter_key}
+            arguments = [tuple(a) for a in info["arguments"]]
+            samples.append({
+                "doc_id": info["doc_id"], "doc": info["doc"], "target": info["target"], "arguments": arguments,
+                "resps": raw_resps, "filtered_resps": filtered_resps, "filter": filter_key, "metrics": list(metrics),
+                "doc_hash": hash_string(json.dumps(info["doc"], indent=2, default=handle_non_serializable,
+                                                   ensure_ascii=False)),
+                "prompt_hash": hash_string(arguments[0][0]), "target_hash": hash_string(str(info["target"])),
+                **metrics})
+    return task, samples
+
+
+def results_dict(task: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """lm-eval's results dict (`lm_eval.evaluator.evaluate`'s return value without `samples`) for one task."""
+    name = task.config.task
+    per_doc = [{f"{m},{s['filter']}": s[m] for m in s["metrics"]} for s in samples]
+    merged: dict[int, dict[str, Any]] = {}
+    for s, values in zip(samples, per_doc):  # one row per doc and filter: one dict per doc
+        merged.setdefault(s["doc_id"], {}).update(values)
+    aggregates, n = task_aggregates(task, list(merged.values()))
+    config = dict(task.dump_config())
+    return {
+        "results": {name: {"name": name, "alias": config.get("task_alias", name), "sample_len": n, **aggregates}},
+        "group_subtasks": {name: []},
+        "configs": {name: config},
+        "versions": {name: task.VERSION},
+        "n-shot": {name: config.get("num_fewshot", 0)},
+        "higher_is_better": {name: task.higher_is_better()},
+        "n-samples": {name: {"original": len(task.eval_docs), "effective": n}},
+    }
+
+
+def write_results(split_key: str, model_key: str, wh: Any, out_dir: str | Path) -> list[Path]:
+    """Write the partition's results JSON and per-sample JSONL with lm-eval's EvaluationTracker; their paths."""
+    try:
+        from lm_eval.loggers import EvaluationTracker
+    except ImportError:
+        raise ConfigError("--format lm-eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
+    task, samples = lm_eval_samples(split_key, model_key, wh)
+    results = results_dict(task, samples)
+    tracker = EvaluationTracker(output_path=str(out_dir))
+    tracker.general_config_tracker.log_experiment_args(
+        model_source="evalpipe", model_args=f"model={model_key}", system_instruction=None, chat_template=None,
+        fewshot_as_multiturn=False)
+    results["config"] = {"model": "evalpipe", "model_args": f"model={model_key}",
+                         "benchmark_split": split_key}
+    tracker.save_results_aggregated(results=results, samples={task.config.task: samples})
+    tracker.save_results_samples(task_name=task.config.task, samples=samples)
+    folder = Path(out_dir) / tracker.general_config_tracker.model_name_sanitized
+    return sorted(p for p in folder.iterdir() if tracker.date_id in p.name)

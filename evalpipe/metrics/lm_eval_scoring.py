@@ -1,0 +1,190 @@
+"""Metric `lm_eval`: an lm-evaluation-harness task's own scoring (docs/interop.md "lm-evaluation-harness tasks and
+results"). lm-eval (optional, pinned) is imported only when a task is loaded.
+
+Per sample, the model's answer becomes lm-eval `Instance` responses (a generation cut at the task's `until`
+strings, or the (log-likelihood, is-greedy) pairs the runner computed), the task's filters run over them, and
+`task.process_results(doc, filtered)` gives the sample's metric values. The judgement's score is the first metric
+under the first filter; `details.lm_eval` holds every `<metric>,<filter>` value. Over a partition, `summary_rows`
+applies the task's own `aggregation()` to each metric (rows `lm_eval_<metric>,<filter>`), with lm-eval's stderr
+and, for right/wrong or mean aggregations, our 95% interval.
+"""
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.types import Score
+from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+
+LOGLIKELIHOOD_TYPES = ("loglikelihood", "multiple_choice", "loglikelihood_rolling")
+DEFAULT_FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
+
+
+@functools.lru_cache(maxsize=16)
+def load_task(task: str, include_path: str | None = None) -> Any:
+    """lm-eval's own task object for `task` (its YAML under `include_path` or lm-eval's bundled tasks), loaded once
+    per process. Its data is read by Hugging Face datasets: local files, the cache, or the Hub when online."""
+    try:
+        from lm_eval.tasks import TaskManager, get_task_dict
+    except ImportError:
+        raise ConfigError("adapter lm_eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
+    if include_path is not None and not os.path.isdir(include_path):
+        raise ConfigError(f"lm_eval include_path {include_path} is not a folder; give the folder of your task YAMLs")
+    manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
+    if task not in manager.all_tasks:
+        where = f"under {include_path}" if include_path else "among lm-eval's tasks"
+        raise ConfigError(f"lm_eval task {task!r} not found {where}; check `task:` (or set include_path)")
+    try:
+        found = get_task_dict([task], manager)
+    except Exception as exc:  # lm-eval raises bare exceptions for dataset problems
+        raise DataError(f"lm_eval task {task!r}: cannot load it: {' '.join(str(exc).split())[:300]}") from None
+    obj = found.get(task)
+    if obj is None or not hasattr(obj, "process_results"):
+        raise ConfigError(f"lm_eval task {task!r} is a group; name one of its tasks in `task:`")
+    return obj
+
+
+def cut_at_until(text: str, until: list[str]) -> str:
+    """The generation up to the first stop string, as lm-eval's HFLM cuts it."""
+    for stop in until:
+        if stop:
+            text = text.split(stop)[0]
+    return text
+
+
+def responses(info: dict[str, Any], raw_output: str | None) -> list[Any]:
+    """One response per request of the sample (lm-eval's `resps` before filtering)."""
+    if info["output_type"] in LOGLIKELIHOOD_TYPES:
+        pairs = json.loads(raw_output or "null")
+        if not isinstance(pairs, list) or len(pairs) != len(info["requests"]):
+            raise ValueError(f"expected {len(info['requests'])} [loglikelihood, is_greedy] pairs, got {raw_output!r:.80}")
+        return [(float(ll), bool(greedy)) for ll, greedy in pairs]
+    until = (info.get("gen_kwargs") or {}).get("until") or []
+    return [cut_at_until(raw_output or "", [until] if isinstance(until, str) else list(until))]
+
+
+def score_doc(task: Any, info: dict[str, Any], resps: list[Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """({"<metric>,<filter>": value}, {filter: filtered responses}) for one doc: the task's filters, then its
+    process_results, exactly as lm_eval.evaluator.evaluate does."""
+    from lm_eval.api.instance import Instance
+
+    doc = info["doc"]
+    meta = (info["task"], info["doc_id"], 1)
+    request_type = "loglikelihood" if info["output_type"] == "multiple_choice" else info["output_type"]
+    instances = [Instance(request_type=request_type, doc=doc, arguments=(), idx=i, metadata=meta, resps=[r])
+                 for i, r in enumerate(resps)]
+    for f in task._filters:
+        f.apply(instances)
+    values: dict[str, Any] = {}
+    filtered: dict[str, Any] = {}
+    for name in instances[0].filtered_resps:
+        got = [inst.filtered_resps[name] for inst in instances]
+        filtered[name] = got
+        for metric, value in task.process_results(doc, got).items():
+            values[f"{metric},{name}"] = value
+    return values, filtered
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, (bool, int, float, np.number)):
+        return float(value)
+    return None
+
+
+@register_metric("lm_eval")
+class LmEvalMetric(Metric):
+    """The task's process_results per sample; set by `adapter: lm_eval` with its `task` and `include_path`."""
+
+    name = "lm_eval"
+    requires_target = False  # the doc holds the ground truth, in whatever form the task reads it
+    inputs = frozenset({"metadata", "raw_output"})
+    option_schema = {"task", "include_path"}
+
+    def __init__(self, task: str | None = None, include_path: str | None = None, **settings: Any):
+        if not task:
+            raise ConfigError("metric lm_eval needs `task:` (it is set by `adapter: lm_eval`; use that adapter)")
+        super().__init__(task=task, include_path=include_path, **settings)
+        self.task_name, self.include_path = task, include_path
+
+    def identity(self) -> dict[str, Any]:
+        """Also the task YAMLs' text: a changed metric_list or filter changes the verdicts (read without lm-eval)."""
+        ident = super().identity()
+        if self.include_path and os.path.isdir(self.include_path):
+            from pathlib import Path
+
+            from evalpipe.core.fingerprint import fingerprint
+
+            ident["yaml"] = fingerprint([[str(p.relative_to(self.include_path)), p.read_text(encoding="utf-8")]
+                                         for p in sorted(Path(self.include_path).rglob("*.yaml"))])
+        return ident
+
+    def score(self, item: JudgeInput) -> Score:
+        info = item.metadata.get("lm_eval")
+        if not isinstance(info, dict):
+            return Score.error("no lm_eval request in the sample's metadata; the split's adapter must be lm_eval")
+        task = load_task(self.task_name, self.include_path)
+        try:
+            resps = responses(info, item.raw_output)
+        except (ValueError, TypeError) as exc:
+            return Score(value=0.0, correct=False, status="parse_error", reason=str(exc))
+        values, filtered = score_doc(task, info, resps)
+        first = next(iter(values.values()), None)
+        value = _number(first)
+        return Score(value=value, correct=(bool(value) if value in (0.0, 1.0) else None), reason="lm_eval",
+                     normalized_prediction=json.dumps(next(iter(filtered.values()), None), default=str)[:500],
+                     normalized_target=str(info.get("target")),
+                     details={"lm_eval": values, "lm_eval_task": [self.task_name, self.include_path]})
+
+    @staticmethod
+    def summary_rows(metric: str, counted: Any, details: list[dict], seed: int) -> list[dict]:
+        """`<metric>_<lm-eval metric>,<filter>` per metric of the task: the task's own aggregation over the samples'
+        process_results values, lm-eval's stderr, and our 95% interval where the values are per-sample means."""
+        from evalpipe.metrics.aggregate import interval
+
+        details = [d for d in details if isinstance(d, dict) and isinstance(d.get("lm_eval"), dict)]
+        if not details:
+            return []
+        task = load_task(*details[0]["lm_eval_task"])
+        return [{"metric": f"{metric}_{key}", "slice": "all", **row}
+                for key, row in aggregate_task(task, [d["lm_eval"] for d in details], seed, interval).items()]
+
+
+def task_aggregates(task: Any, per_doc: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
+    """lm-eval's own aggregation of per-doc `{"<metric>,<filter>": value}`: ({"<metric>,<filter>": value,
+    "<metric>_stderr,<filter>": stderr or "N/A"}, docs counted), by the function lm_eval.evaluator.evaluate calls
+    (its aggregation functions, `mean` for a metric without one, and its stderr, 100000 bootstrap iterations)."""
+    from lm_eval.evaluator_utils import _compute_task_aggregations  # private, but pinned (lm-eval==0.4.13)
+
+    raw: dict[tuple[str, str], list[Any]] = {}
+    for doc in per_doc:
+        for key, value in doc.items():
+            metric, _, filter_key = key.partition(",")
+            raw.setdefault((metric, filter_key), []).append(value)
+    return _compute_task_aggregations(task, raw, bootstrap_iters=100000)
+
+
+def aggregate_task(task: Any, per_doc: list[dict[str, Any]], seed: int = 0, interval: Any = None) -> dict[str, dict]:
+    """{"<metric>,<filter>": a metrics-table row (value, n, stderr, ci_low, ci_high, higher_is_better, kind)} from
+    `task_aggregates`; the 95% interval is ours where the aggregate is the mean of numeric per-sample values."""
+    aggregates, _ = task_aggregates(task, per_doc)
+    hib = task.higher_is_better()
+    out: dict[str, dict] = {}
+    for key, value in aggregates.items():
+        metric, _, filter_key = key.partition(",")
+        if metric.endswith("_stderr"):
+            continue
+        items = [d[key] for d in per_doc if key in d]
+        stderr = aggregates.get(f"{metric}_stderr,{filter_key}")
+        numbers = [_number(v) for v in items]
+        lo = hi = float("nan")
+        if interval is not None and items and None not in numbers and np.isclose(np.mean(numbers), float(value)):
+            lo, hi = interval(np.array(numbers, dtype=float), seed)  # the aggregate is the per-sample mean
+        out[key] = {"value": float(value), "n": len(items), "n_unscored": 0, "n_errors": 0,
+                    "stderr": float(stderr) if _number(stderr) is not None else float("nan"),
+                    "ci_low": lo, "ci_high": hi, "higher_is_better": hib.get(metric), "kind": "score"}
+    return out
