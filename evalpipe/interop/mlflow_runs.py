@@ -118,7 +118,8 @@ def log_partition(settings: MlflowSettings, split_key: str, model_key: str, metr
 
     client = MlflowClient(tracking_uri=settings.tracking_uri)
     experiment = client.get_experiment_by_name(settings.experiment)
-    experiment_id = experiment.experiment_id if experiment is not None else client.create_experiment(settings.experiment)
+    experiment_id = (experiment.experiment_id if experiment is not None
+                     else client.create_experiment(settings.experiment))
     partition = f"{split_key}|{model_key}"
     # the data version is a hex digest (safe inside the filter's quotes); the partition is compared here, as keys
     # may hold characters MLflow's filter grammar can't quote
