@@ -84,6 +84,8 @@ def test_a_source_no_route_names_fails_before_any_model_call(home, write_config,
      "options.metrics_by_source.dabench.0: unknown metric 'exact_mach'; did you mean 'exact_match'?"),
     ("{}", "metrics_by_source is empty"),
     ("{gaia: gaia}", "metrics_by_source.gaia"),
+    ("{gaia: [gaia, includes]}\n    metrics: [includes]",
+     "options.metrics_by_source.gaia.1: metric 'includes' is also under `metrics:`, which judges every sample"),
 ])
 def test_routes_are_checked_with_the_config(write_config, tmp_path, monkeypatch, routes, words):
     write_config(config(tmp_path, routes=routes))

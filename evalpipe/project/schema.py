@@ -562,10 +562,22 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
 
 
 def _check_routes(report: _Report, loc: Loc, options: dict[str, Any], metrics: list[str], judges: Iterable[str],
-                  notes: list[str] | None) -> None:
-    """`metrics_by_source:` (evalpipe/benchmarks/routing.py): each source's metrics as a `metrics:` list."""
+                  notes: list[str] | None, shared: Any = None, names_only: bool = False) -> None:
+    """`metrics_by_source:` (evalpipe/benchmarks/routing.py): each source's metrics as a `metrics:` list, and none
+    also in `shared` (the `metrics:` judging every sample: a metric can't judge all samples and some only)."""
+    from evalpipe.benchmarks.routing import spec_name
+
     routes = options.get("metrics_by_source")
     if not isinstance(routes, dict):
+        return
+    every = {spec_name(m) for m in shared} if isinstance(shared, list) else set()
+    for source, specs in routes.items():
+        for i, spec in enumerate(specs if isinstance(specs, list) else []):
+            if spec_name(spec) in every:
+                report.add(loc + ("metrics_by_source", source, i),
+                           f"metric {spec_name(spec)!r} is also under `metrics:`, which judges every sample; keep it "
+                           "in one of the two")
+    if names_only:
         return
     if not routes:
         report.add(loc + ("metrics_by_source",), "metrics_by_source is empty: name at least one source and its "
@@ -634,7 +646,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         factory = adapters.get(adapter) if isinstance(adapter, str) else None
         schema = _option_schema(factory)
         opts = b.get("options") if isinstance(b.get("options"), dict) else {}
-        _check_routes(report, ("benchmarks", bname, "options"), opts, metrics, judge_names, notes)
+        _check_routes(report, ("benchmarks", bname, "options"), opts, metrics, judge_names, notes, b.get("metrics"))
         _check_declared(report, schema, opts, lambda k, bn=bname: ("benchmarks", bn, "options") + ((k,) if k else ()),
                         f"adapter {adapter!r}", COMMON_SPLIT_OPTIONS)
         splits = b.get("splits")
@@ -653,7 +665,11 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
                 if isinstance(s.get("metrics"), list):
                     _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics,
                                    judge_names, notes)
-                _check_routes(report, ("benchmarks", bname, "splits", sname), s, metrics, judge_names, notes)
+                _check_routes(report, ("benchmarks", bname, "splits", sname), s, metrics, judge_names, notes,
+                              s.get("metrics", b.get("metrics")))
+                if "metrics" in s and "metrics_by_source" not in s:  # the split's own list beside the benchmark's routes
+                    _check_routes(report, ("benchmarks", bname, "options"), {"metrics_by_source": opts.get(
+                        "metrics_by_source")}, metrics, [], None, s.get("metrics"), names_only=True)
                 own = {k: v for k, v in s.items() if k not in ("metrics", "prompt_template", "description")}
                 _check_declared(report, schema, own,
                                 lambda k, bn=bname, sn=sname: ("benchmarks", bn, "splits", sn) + ((k,) if k else ()),
