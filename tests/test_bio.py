@@ -37,7 +37,7 @@ def test_hard_split_loads_dsgym_fields():
                                   "DOMAIN: single-cell biology\nANSWER GUIDELINES: Answer must be a list")
     assert "toy_lung.h5ad" in first.input and "made-up lung atlas" not in first.input
     assert "ANSWER GUIDELINES" not in samples[2].input  # an empty guideline is left out, as DSGym does
-    assert adapter_for(split()).metrics() == ["exact_match"]
+    assert adapter_for(split()).metrics() == ["dsgym_exact_match"]
     assert adapter_for(split()).slices(first) == {"domain": "single-cell biology"}
 
 
@@ -70,6 +70,25 @@ def test_bad_input_is_named(tmp_path):
         list(adapter_for(split(path=str(tmp_path))).load())
 
 
+@pytest.mark.parametrize("pred,gold,ok", [
+    ("['GENEA', 'GENEB']", "['GENEA', 'GENEB']", True),
+    ("['GENEB','genea']", "['GENEA', 'GENEB']", True),    # DSGym's list rule: sets of lowercased items
+    ('["GENEA", "GENEB", "GENEA"]', "['GENEA', 'GENEB']", True),  # duplicates: still the same set
+    ("['GENEA']", "['GENEA', 'GENEB']", False),
+    ("GENEA, GENEB", "['GENEA', 'GENEB']", False),        # not a list literal: exact_match's verdict
+    ("[1, 2.0]", "[2.0, 1]", True),
+    ("T Cell", "T cell", True),                          # exact_match: case-insensitive
+    ("42", "42.0", True),
+    ("43", "42", False),                                 # numeric_tolerance 0 (DSGym's dsbio config)
+])
+def test_dsgym_exact_match(pred, gold, ok):
+    from evalpipe.metrics import JudgeInput, build_metric
+
+    assert build_metric("dsgym_exact_match").score(JudgeInput("s", "q", gold, pred)).correct is ok
+    if pred.startswith("[") and pred != gold:  # the plain exact_match has no list rule
+        assert build_metric("exact_match").score(JudgeInput("s", "q", gold, pred)).correct is False
+
+
 def test_run_through_the_cli(home, write_config, monkeypatch):
     write_config(f"""
 benchmarks:
@@ -80,14 +99,16 @@ benchmarks:
 models:
   perfect: {{runner: echo, reply: target}}
   fixed: {{runner: echo, reply: fixed, text: "FINAL ANSWER: 42"}}
+  shuffled: {{runner: echo, reply: fixed, text: "FINAL ANSWER: ['geneb', 'GENEA']"}}
 """)
     cli = cli_in_process(monkeypatch)
-    r = cli("run", "--model", "perfect", "--model", "fixed", "--no-progress")
+    r = cli("run", "--model", "perfect", "--model", "fixed", "--model", "shuffled", "--no-progress")
     assert r.exit_code == 0, r.output
     from evalpipe.core.config import warehouse_path
     from evalpipe.store.warehouse import Warehouse
 
     got = Warehouse(warehouse_path()).query(
-        "select model, value, n from metrics where benchmark_split = 'bio/hard' and metric = 'exact_match' "
+        "select model, value, n from metrics where benchmark_split = 'bio/hard' and metric = 'dsgym_exact_match' "
         "and slice = 'all' order by model")
-    assert got.values.tolist() == [["fixed", pytest.approx(1 / 3), 3], ["perfect", 1.0, 3]]
+    assert got.values.tolist() == [["fixed", pytest.approx(1 / 3), 3], ["perfect", 1.0, 3],
+                                   ["shuffled", pytest.approx(1 / 3), 3]]

@@ -3,19 +3,25 @@
 The format, as DSGym's own loader reads it (`dsgym/datasets/loaders/dsbio.py`, dataset name `dsbio`): a JSON array
 of `{"context", "question", "answer", "answer_guideline", "data": [paths], "data_link": [urls], "metadata": {"domain",
 "paper_title", "reference", ...}}`. The answer may be a string or a JSON list (e.g. gene symbols); the ground truth
-is `str(answer)`, so a list is compared as Python writes it (`['CST3', 'FTL']`), as DSGym compares it. Splits as
+is `str(answer)`, so a list is the Python text `['CST3', 'FTL']`, as DSGym writes it. Splits as
 DSGym selects them: `hard` reads `dsbio-hard.json` (DSGym's repository ships the same questions as `dsbio.json`,
 read when `dsbio-hard.json` is absent); `easy` is not implemented upstream (an error here too); anything else is
 an error naming the splits. DSGym's prompt is kept in its structure: the question, `DOMAIN:` (metadata.domain,
 default "computational biology"), `ANSWER GUIDELINES:` (answer_guideline), the data files; `context` is carried in
 the metadata but, as in DSGym, not shown. Sample ids are the questions' positions (DSGym's `id`); every sample's
-metadata has `source: dsbio`. Metric: `exact_match` (DSGym: normalized, case-insensitive, numeric_tolerance 0).
+metadata has `source: dsbio`.
+
+Metric `dsgym_exact_match` (registered here): DSGym's `exact_match` as its dsbio config runs it (case-insensitive,
+numeric_tolerance 0): our `exact_match`, then DSGym's list rule (`dsgym/eval/metrics/exact_match.py`
+`_try_list_match`): when both sides read as Python list literals (`ast.literal_eval`), they are right when their
+items, as lowercased text, are the same sets (order and duplicates ignored: `['b', 'A']` is right for `['a', 'b']`).
 
 Data files: DSGym's paths (`/data/dsbio/<rel>` or `/data/bio/<rel>`) are found under `data_dir:` (default: the
 JSON file's folder) by their path below `/data/` or `/data/dsbio/`, then by file name; a missing one fails the load.
 """
 from __future__ import annotations
 
+import ast
 import json
 from pathlib import Path
 from typing import Any, Iterable
@@ -26,6 +32,8 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
 from evalpipe.benchmarks.qrdata import extract_final
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.types import Sample
+from evalpipe.metrics.base import ScoreColumns, register_metric
+from evalpipe.metrics.exact_match import ExactMatch
 
 SPLIT_FILES = {"hard": ("dsbio-hard.json", "dsbio.json")}  # DSGym's file, then the name its repository ships
 DSGYM_SPLITS = ("hard", "easy")
@@ -57,7 +65,7 @@ class BioAdapter(Adapter):
     # (no Hub options: DSGym's Bio set is published in its GitHub repository, read from a local copy)
     option_schema = {*(o for o in COMMON_OPTIONS if o not in ("repo_id", "revision", "cache_dir", "token_env",
                                                               "endpoint")), "data_dir"}
-    default_metrics = ["exact_match"]
+    default_metrics = ["dsgym_exact_match"]
 
     def __init__(self, split):
         super().__init__(split)
@@ -158,3 +166,38 @@ class BioAdapter(Adapter):
         out = {"domain": sample.metadata["domain"]}
         out.update(super().slices(sample))
         return out
+
+
+_LITERAL_MAX = 100_000  # longer replies are not parsed as literals (literal_eval's cost grows with the text)
+
+
+def python_list(text: str | None) -> list | None:
+    """`text` as a Python list literal, else None (DSGym's `ast.literal_eval(text.strip())`)."""
+    if not isinstance(text, str) or len(text) > _LITERAL_MAX:
+        return None
+    try:
+        value = ast.literal_eval(text.strip())
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+@register_metric("dsgym_exact_match")
+class DSGymExactMatch(ExactMatch):
+    """`exact_match`, then DSGym's list rule: both sides Python list literals with the same lowercased items as sets
+    (the default metric of `adapter: bio`; its settings are exact_match's)."""
+
+    name = "dsgym_exact_match"
+
+    def score_columns(self, targets: list[str | None], predictions: list[str | None]) -> ScoreColumns:
+        got = super().score_columns(targets, predictions)  # exact_match's verdicts, then the list rule on the wrong
+        for i, (gold, pred) in enumerate(zip(targets, predictions)):
+            if got.status[i] != "scored" or got.correct[i]:
+                continue
+            p, g = python_list(pred), python_list(gold)
+            if p is None or g is None:
+                continue
+            same = {str(x).lower() for x in p} == {str(x).lower() for x in g}
+            got.value[i], got.correct[i] = float(same), same
+            got.reason[i] = "list: the same items (as sets, case-insensitive)" if same else "list: different items"
+        return got
