@@ -14,6 +14,7 @@ from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVer
 from evalpipe.benchmarks import dataset_header
 from evalpipe.pipeline import fingerprints
 from evalpipe.pipeline.fingerprints import judging_version
+from evalpipe.pipeline.tracking import log_metrics_to_mlflow
 
 from evalpipe.store import partition_lock
 
@@ -47,7 +48,7 @@ warnings.filterwarnings("ignore", category=BetaWarning, message=".*data_version.
 # `rollouts` its Python agents' source fingerprints (judgements_asset, rollouts_asset).
 CODE_VERSIONS = {"dataset": "1", "prompts": "1", "rollouts": "1", "judgements": "1", "metrics": "1",
                  "leaderboard": "1"}
-RUN_ID_TAG = "evalpipe/run_id"  # [reproducibility] `evalpipe run --run-id`
+from evalpipe.core.run_marks import RUN_ID_TAG  # noqa: E402  [reproducibility] `evalpipe run --run-id`
 IO = "warehouse_io_manager"
 
 
@@ -435,8 +436,19 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
                                         started, folder) if tool_rows is not None else None
         if report is not None:
             meta["tool_integration_report"] = MetadataValue.path(str(report))
+    version = frame_version(df)
+    try:  # opt-in `mlflow:`: a tracker that is down warns and leaves the metrics as computed (docs/interop.md)
+        mlflow_run = log_metrics_to_mlflow(cfg, warehouse.get(), dims["benchmark_split"], dims["model"], df,
+                                           data_version=version.value, viewer_url=meta["viewer"].value,
+                                           dagster_run_id=context.run_id)
+    except Exception as e:  # noqa: BLE001  (any failure of the tracker's client)
+        context.log.warning(f"MLflow logging failed for {context.partition_key}: {type(e).__name__}: {e}")
+        meta["mlflow"] = MetadataValue.text(f"not logged: {type(e).__name__}: {e}")
+    else:
+        if mlflow_run:
+            meta["mlflow_run_id"] = MetadataValue.text(mlflow_run)
     context.add_output_metadata(meta)
-    return Output(df, data_version=frame_version(df))
+    return Output(df, data_version=version)
 
 
 @asset(deps=[metrics], io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["leaderboard"],

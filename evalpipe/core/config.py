@@ -134,6 +134,11 @@ class EvalConfig:
         return dict(self.raw.get("tracing") or {})
 
     @property
+    def mlflow(self) -> dict[str, Any]:
+        """`mlflow:` settings: metrics partitions logged as MLflow runs (docs/interop.md "MLflow")."""
+        return dict(self.raw.get("mlflow") or {})
+
+    @property
     def redact_patterns(self) -> list[str]:
         """`redact_patterns:` extra regexes masked on every write path (docs/operations.md)."""
         return [str(p) for p in self.raw.get("redact_patterns") or []]

@@ -26,6 +26,8 @@ from evalpipe.core.keys import sanitize_key
 _LIMITED = re.compile(r"@(?:.*-)?limit(\d+)$")
 _SELECTED = re.compile(r"@(?:.*-)?ids-([0-9a-f]{12})$")
 ADHOC_PREFIX = "adhoc:"
+# the Dagster run tag of `evalpipe run --run-id` (it names the run's artifact folder)
+RUN_ID_TAG = "evalpipe/run_id"
 
 
 def limited_key(model_key: str, limit: int) -> str:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal, Optional, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.redact import PII_ENTITIES
@@ -261,6 +261,23 @@ class Pii(_Strict):
     enabled: Optional[bool] = None
 
 
+class Mlflow(_Strict):
+    """`mlflow:` opt-in: each metrics partition logged as an MLflow run (docs/interop.md "MLflow")."""
+    tracking_uri: Optional[str] = None
+    experiment: Optional[str] = Field(default=None, min_length=1)
+    include_tries: Optional[bool] = None
+    enabled: Optional[bool] = None
+
+    @model_validator(mode="after")
+    def _installed(self) -> "Mlflow":
+        # refused at load, before any model call, rather than failing after the run's metrics are computed
+        import importlib.util
+
+        if self.enabled is not False and importlib.util.find_spec("mlflow") is None:
+            raise ValueError("MLflow is not installed: pip install 'evalpipe[interop]', or remove `mlflow:`")
+        return self
+
+
 class TopLevel(_Strict):
     benchmarks: Optional[dict[str, Benchmark]] = None
     models: Optional[dict[str, ModelEntry]] = None
@@ -274,6 +291,7 @@ class TopLevel(_Strict):
     tracing: Optional[Tracing] = None
     redact_patterns: Union[list[str], str, None] = None
     pii: Optional[Pii] = None
+    mlflow: Optional[Mlflow] = None
     # added this round (docs/interfaces.md)
     sandbox: Optional[Literal["auto", "bwrap", "docker", "process"]] = None
     sandbox_disk_mb: Optional[int] = Field(default=None, ge=0)  # [sandbox] work folder quota (docs/sandbox.md)

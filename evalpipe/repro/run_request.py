@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-RUN_ID_TAG = "evalpipe/run_id"
+from evalpipe.core.run_marks import RUN_ID_TAG
+
 SHARD_TAG = "evalpipe/shard"
 
 
