@@ -37,7 +37,7 @@ def test_hard_split_loads_dsgym_fields():
                                   "DOMAIN: single-cell biology\nANSWER GUIDELINES: Answer must be a list")
     assert "toy_lung.h5ad" in first.input and "made-up lung atlas" not in first.input
     assert "ANSWER GUIDELINES" not in samples[2].input  # an empty guideline is left out, as DSGym does
-    assert adapter_for(split()).metrics() == ["dsgym_exact_match"]
+    assert adapter_for(split()).metrics() == [{"name": "dsgym_exact_match", "numeric_tolerance": 0.0}]
     assert adapter_for(split()).slices(first) == {"domain": "single-cell biology"}
 
 
@@ -70,23 +70,38 @@ def test_bad_input_is_named(tmp_path):
         list(adapter_for(split(path=str(tmp_path))).load())
 
 
-@pytest.mark.parametrize("pred,gold,ok", [
-    ("['GENEA', 'GENEB']", "['GENEA', 'GENEB']", True),
-    ("['GENEB','genea']", "['GENEA', 'GENEB']", True),    # DSGym's list rule: sets of lowercased items
-    ('["GENEA", "GENEB", "GENEA"]', "['GENEA', 'GENEB']", True),  # duplicates: still the same set
-    ("['GENEA']", "['GENEA', 'GENEB']", False),
-    ("GENEA, GENEB", "['GENEA', 'GENEB']", False),        # not a list literal: exact_match's verdict
-    ("[1, 2.0]", "[2.0, 1]", True),
-    ("T Cell", "T cell", True),                          # exact_match: case-insensitive
-    ("42", "42.0", True),
-    ("43", "42", False),                                 # numeric_tolerance 0 (DSGym's dsbio config)
+# (prediction, ground truth, verdict with dsbio's numeric_tolerance 0, with DSGym's default 0.03): DSGym's
+# ExactMatchMetric decides in this order: strip+lower equality, list literals as sets, numbers by relative error
+@pytest.mark.parametrize("pred,gold,dsbio,default", [
+    ("['GENEA', 'GENEB']", "['GENEA', 'GENEB']", True, True),
+    ("['GENEB','genea']", "['GENEA', 'GENEB']", True, True),      # lists: sets of lowercased items
+    ('["GENEA", "GENEB", "GENEA"]', "['GENEA', 'GENEB']", True, True),  # duplicates: the same set
+    ("['GENEA']", "['GENEA', 'GENEB']", False, False),
+    ("GENEA, GENEB", "['GENEA', 'GENEB']", False, False),         # not a list literal
+    ("[1, 2.0]", "[2.0, 1]", True, True),
+    (" T Cell ", "T cell", True, True),                           # stripped, lowercased
+    ("T cell.", "T cell", False, False),                          # no punctuation removed
+    ("42", "42.0", False, True),                                  # numbers: relative error < tolerance, strictly
+    ("43", "42", False, True),
+    ("44", "42", False, False),
+    ("0.01", "0", False, True),                                   # against 0: |prediction| < tolerance
+    ("", "42", False, False),
+    (None, "42", False, False),
 ])
-def test_dsgym_exact_match(pred, gold, ok):
+def test_dsgym_exact_match(pred, gold, dsbio, default):
     from evalpipe.metrics import JudgeInput, build_metric
 
-    assert build_metric("dsgym_exact_match").score(JudgeInput("s", "q", gold, pred)).correct is ok
-    if pred.startswith("[") and pred != gold:  # the plain exact_match has no list rule
-        assert build_metric("exact_match").score(JudgeInput("s", "q", gold, pred)).correct is False
+    bio_metric = adapter_for(split()).metrics()[0]
+    assert build_metric(bio_metric).score(JudgeInput("s", "q", gold, pred)).correct is dsbio
+    assert build_metric("dsgym_exact_match").score(JudgeInput("s", "q", gold, pred)).correct is default
+
+
+def test_dsgym_exact_match_settings():
+    from evalpipe.metrics import JudgeInput, build_metric
+
+    with pytest.raises(ConfigError, match="numeric_tolerance must be a number"):
+        build_metric({"name": "dsgym_exact_match", "numeric_tolerance": "0"})
+    assert build_metric("dsgym_exact_match").score(JudgeInput("s", "q", None, "x")).status == "unscored"
 
 
 def test_run_through_the_cli(home, write_config, monkeypatch):

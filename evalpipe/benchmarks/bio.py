@@ -11,10 +11,10 @@ default "computational biology"), `ANSWER GUIDELINES:` (answer_guideline), the d
 the metadata but, as in DSGym, not shown. Sample ids are the questions' positions (DSGym's `id`); every sample's
 metadata has `source: dsbio`.
 
-Metric `dsgym_exact_match` (registered here): DSGym's `exact_match` as its dsbio config runs it (case-insensitive,
-numeric_tolerance 0): our `exact_match`, then DSGym's list rule (`dsgym/eval/metrics/exact_match.py`
-`_try_list_match`): when both sides read as Python list literals (`ast.literal_eval`), they are right when their
-items, as lowercased text, are the same sets (order and duplicates ignored: `['b', 'A']` is right for `['a', 'b']`).
+Metric `dsgym_exact_match` (registered here): DSGym's `exact_match` (`dsgym/eval/metrics/exact_match.py`) with the
+dsbio config (`numeric_tolerance: 0`), semantics as they are (`dsgym_exact_match()` below): equal after strip and
+lowercase; else two Python list literals are right when their lowercased items are the same sets (`['b', 'A']` is
+right for `['a', 'b']`); else numbers within the relative tolerance, strictly (so with 0, `42.0` is wrong for `42`).
 
 Data files: DSGym's paths (`/data/dsbio/<rel>` or `/data/bio/<rel>`) are found under `data_dir:` (default: the
 JSON file's folder) by their path below `/data/` or `/data/dsbio/`, then by file name; a missing one fails the load.
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -31,9 +32,8 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
                                           protocol_of)
 from evalpipe.benchmarks.qrdata import extract_final
 from evalpipe.core.errors import ConfigError, DataError
-from evalpipe.core.types import Sample
-from evalpipe.metrics.base import ScoreColumns, register_metric
-from evalpipe.metrics.exact_match import ExactMatch
+from evalpipe.core.types import Sample, Score
+from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 
 SPLIT_FILES = {"hard": ("dsbio-hard.json", "dsbio.json")}  # DSGym's file, then the name its repository ships
 DSGYM_SPLITS = ("hard", "easy")
@@ -65,7 +65,7 @@ class BioAdapter(Adapter):
     # (no Hub options: DSGym's Bio set is published in its GitHub repository, read from a local copy)
     option_schema = {*(o for o in COMMON_OPTIONS if o not in ("repo_id", "revision", "cache_dir", "token_env",
                                                               "endpoint")), "data_dir"}
-    default_metrics = ["dsgym_exact_match"]
+    default_metrics = [{"name": "dsgym_exact_match", "numeric_tolerance": 0.0}]  # DSGym's dsbio metric config
 
     def __init__(self, split):
         super().__init__(split)
@@ -182,22 +182,70 @@ def python_list(text: str | None) -> list | None:
     return value if isinstance(value, list) else None
 
 
+# DSGym's NumericMixin.extract_number: the first match of the first pattern that matches
+_DSGYM_NUMBER = (re.compile(r"[-+]?\d*\.?\d+(?:[eE][-+]?\d+)?"), re.compile(r"[-+]?\d+\.?\d*"))
+
+
+def _first_number(text: str) -> float | None:
+    for pattern in _DSGYM_NUMBER:
+        m = pattern.search(text.strip())
+        if m:
+            try:
+                return float(m.group())
+            except ValueError:
+                continue
+    return None
+
+
+def _parses_as_float(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
+
+def dsgym_exact_match(prediction: str | None, ground_truth: str, numeric_tolerance: float) -> tuple[bool, str]:
+    """DSGym's ExactMatchMetric.evaluate, in its order: equal after strip + lowercase; else, both sides Python list
+    literals: the same sets of lowercased items (decides, right or wrong); else, both sides parse with float():
+    the relative error of their first numbers below the tolerance, strictly (against 0: |prediction| below it)."""
+    pred = prediction or ""
+    if pred.strip().lower() == ground_truth.strip().lower():
+        return True, "equal (stripped, lowercased)"
+    p, g = python_list(pred), python_list(ground_truth)
+    if p is not None and g is not None:
+        same = {str(x).lower() for x in p} == {str(x).lower() for x in g}
+        return same, "list: the same items (as sets, lowercased)" if same else "list: different items"
+    if _parses_as_float(pred) and _parses_as_float(ground_truth):
+        pn, gn = _first_number(pred), _first_number(ground_truth)
+        if pn is not None and gn is not None:
+            error = abs(pn) if gn == 0 else abs(pn - gn) / abs(gn)
+            ok = error < numeric_tolerance
+            return ok, f"number: relative error {error:g} {'<' if ok else '>='} {numeric_tolerance:g}"
+    return False, "different"
+
+
 @register_metric("dsgym_exact_match")
-class DSGymExactMatch(ExactMatch):
-    """`exact_match`, then DSGym's list rule: both sides Python list literals with the same lowercased items as sets
-    (the default metric of `adapter: bio`; its settings are exact_match's)."""
+class DSGymExactMatch(Metric):
+    """DSGym's `exact_match` (dsgym/eval/metrics/exact_match.py), its semantics as they are: the default metric of
+    `adapter: bio`, with dsbio's `numeric_tolerance: 0` (DSGym's own default, for other datasets: 0.03)."""
 
     name = "dsgym_exact_match"
+    option_schema = frozenset({"numeric_tolerance"})
+    requires_target = True
+    inputs = frozenset()  # the target and the prediction only
 
-    def score_columns(self, targets: list[str | None], predictions: list[str | None]) -> ScoreColumns:
-        got = super().score_columns(targets, predictions)  # exact_match's verdicts, then the list rule on the wrong
-        for i, (gold, pred) in enumerate(zip(targets, predictions)):
-            if got.status[i] != "scored" or got.correct[i]:
-                continue
-            p, g = python_list(pred), python_list(gold)
-            if p is None or g is None:
-                continue
-            same = {str(x).lower() for x in p} == {str(x).lower() for x in g}
-            got.value[i], got.correct[i] = float(same), same
-            got.reason[i] = "list: the same items (as sets, case-insensitive)" if same else "list: different items"
-        return got
+    def __init__(self, **settings: Any):
+        tol = settings.get("numeric_tolerance", 0.03)
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)):
+            raise ConfigError(f"dsgym_exact_match: numeric_tolerance must be a number, not {tol!r}")
+        super().__init__(**settings)
+        self.numeric_tolerance = float(tol)
+
+    def score(self, item: JudgeInput) -> Score:
+        if item.target is None:
+            return Score.unscored()
+        ok, why = dsgym_exact_match(item.prediction, item.target, self.numeric_tolerance)
+        return Score(value=float(ok), correct=ok, reason=why,
+                     normalized_prediction=(item.prediction or "").strip().lower(),
+                     normalized_target=item.target.strip().lower())

@@ -39,7 +39,7 @@ _databases_lock = threading.Lock()
 PART_FILE = "part.parquet"
 
 # Views over the tables' views (nothing writes them): name -> (the tables they read, their SELECT).
-# `sample_stages` (design_refs 001, docs/warehouse.md): where each sample of a partition stands. `init`: the prompts
+# `sample_stages` (design_refs 001, docs/operations.md "Per-sample stages"): where each sample of a partition stands. `init`: the prompts
 # hold it (the dataset was loaded and the sample prompted for that model); `rollout`: it has a rollouts row (answered,
 # or failed: `rollout_status` says which); `judged`: it has judgements rows (`judged_metrics` of them).
 DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
@@ -53,7 +53,6 @@ DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
         "LEFT JOIN (SELECT benchmark_split, model, sample_id, count(*) AS n FROM judgements GROUP BY ALL) j "
         "ON j.benchmark_split = p.benchmark_split AND j.model = p.model AND j.sample_id = p.sample_id")),
 }
-STAGES = ("init", "rollout", "judged")
 STALE_TMP_S = 3600.0  # a temp file this old, or whose writer is gone, is a leftover of a killed write
 
 
@@ -291,7 +290,7 @@ class Warehouse:
         it never goes stale."""
         import duckdb
 
-        names = set(TABLES) | set(DERIVED_VIEWS) if tables is None else set(tables)
+        names = (set(TABLES) | set(DERIVED_VIEWS)) if tables is None else set(tables)
         derived = [v for v in DERIVED_VIEWS if v in names]
         names |= {t for v in derived for t in DERIVED_VIEWS[v][0]}
         wanted = [t for t in TABLES if t in names]
