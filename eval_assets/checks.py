@@ -14,6 +14,7 @@ partition whose metrics do not account for every sample is wrong, so assets down
 run (the leaderboard, when the UI materializes both) do not run, and `evalpipe run` exits 3 naming it.
 """
 
+import json
 from typing import Any, Iterator
 
 import pandas as pd
@@ -21,6 +22,7 @@ from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSev
                      MetadataValue, asset_check, multi_asset_check)
 
 from eval_assets.assets import dataset, metrics, rollouts
+from evalpipe.benchmarks.routing import SourceRouter
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
 from evalpipe.store.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
@@ -54,14 +56,17 @@ def error_rate_result(df: pd.DataFrame, max_rate: float) -> tuple[bool, dict[str
                               "first_errors": MetadataValue.md("\n".join(f"- {e[:200]}" for e in first) or "_none_")}
 
 
-def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_rows: pd.DataFrame) -> tuple[bool, dict[str, Any]]:
-    samples = set(prompts["sample_id"]) if len(prompts) else set()
+def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_rows: pd.DataFrame,
+                     routed: dict[str, set[str]] | None = None) -> tuple[bool, dict[str, Any]]:
+    """`routed`: per metric of `metrics_by_source`, the samples it judges (the others have no row for it)."""
+    all_samples = set(prompts["sample_id"]) if len(prompts) else set()
     from evalpipe.core.run_marks import base_id
 
-    n_samples = len({base_id(s) for s in samples})  # [epochs] a metric's n counts samples, each over its epochs
     problems: list[str] = []
     names = sorted(set(judgements["metric"])) if len(judgements) else []
     for m in names:
+        samples = (routed or {}).get(m, all_samples)
+        n_samples = len({base_id(s) for s in samples})  # [epochs] a metric's n counts samples, each over its epochs
         j = judgements[judgements["metric"] == m]
         missing = samples - set(j["sample_id"])
         if missing:
@@ -74,9 +79,9 @@ def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_row
             problems.append(f"{m}: no metrics row")
         elif int(row["n"].iloc[0]) + int(row["n_unscored"].iloc[0]) != n_samples:
             problems.append(f"{m}: n {int(row['n'].iloc[0])} + unscored {int(row['n_unscored'].iloc[0])} != {n_samples} samples")
-    if samples and not names:
+    if all_samples and not names:
         problems.append("no judgements at all")
-    return not problems, {"samples": len(samples), "metrics": len(names),
+    return not problems, {"samples": len(all_samples), "metrics": len(names),
                           "problems": MetadataValue.md("\n".join(f"- {p}" for p in problems) or "_none_")}
 
 
@@ -195,10 +200,15 @@ def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: Eva
     # [scale] only the columns the checks read (the readers are lazy: resources/warehouse.py)
     judgement_columns = ["sample_id", "metric", "status"] + (["details"] if "tool_integration_gates" in selected else [])
     judgements = judgements.to_pandas(judgement_columns)
-    prompts = prompts.to_pandas(["sample_id"]) if "samples_accounted" in selected else None
+    split = eval_config.get().split(partition_dims(context.partition_key)["benchmark_split"])
+    router = SourceRouter.of(split.key, split.options)  # [routing] a routed metric judges its sources' samples only
+    prompts = prompts.to_pandas(["sample_id"] + (["metadata"] if router else [])) if "samples_accounted" in selected \
+        else None
     if "samples_accounted" in selected:
         rows = metrics[~metrics["metric"].isin(USAGE_METRICS)] if len(metrics) else metrics
-        ok, meta = accounted_result(prompts, judgements, rows)
+        routed = router.expected_samples(prompts["sample_id"], (json.loads(m) if isinstance(m, str) else {}
+                                                               for m in prompts["metadata"])) if router else None
+        ok, meta = accounted_result(prompts, judgements, rows, routed)
         yield AssetCheckResult(check_name="samples_accounted", passed=ok, severity=_severity(t), metadata=meta,
                                description=None if ok else "some samples are not accounted for")
     if "judge_parse_failures" in selected:

@@ -2,6 +2,7 @@
 from evalpipe.benchmarks.base import Adapter, adapter_for, dataset_header, get_adapter, list_adapters, register_adapter
 from evalpipe.benchmarks import file, gaia, humaneval  # noqa: F401  (register the built-in adapters and the `gaia` metric)
 from evalpipe.benchmarks import daeval, discoverybench, qrdata  # noqa: F401  (data-science benchmarks, issue 11)
+from evalpipe.benchmarks import bio  # noqa: F401  (DSGym's Bio, issue 22)
 from evalpipe.benchmarks import bfcl  # noqa: F401  (Berkeley Function Calling Leaderboard, issue 10)
 from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integration harness, issue 10)
 from evalpipe.benchmarks import records  # noqa: F401  (records held in memory: the Python API, docs/api.md)

@@ -5,7 +5,8 @@ import os
 from typing import Any, Callable, Iterable
 
 from evalpipe.core.config import SplitConfig
-from evalpipe.core.registry import Registry
+from evalpipe.benchmarks.routing import SourceRouter
+from evalpipe.core.registry import Registry, import_callable
 from evalpipe.core.types import Sample
 
 
@@ -46,7 +47,21 @@ class Adapter:
         return {k: str(sample.metadata[k]) for k in keys if sample.metadata.get(k) is not None}
 
     def metrics(self) -> list[Any]:
+        router = SourceRouter.of(self.split.key, self.options)
+        if router is not None:  # [routing] the split's `metrics:` for every sample, plus each source's own
+            return router.metrics(list(self.split.metrics or []))
         return list(self.split.metrics) if self.split.metrics is not None else list(self.default_metrics)
+
+    def calculate_metrics(self, judgements: Any) -> list[dict[str, Any]]:
+        """Extra rows of the split's `metrics` table, computed from its per-sample judgements (design_refs 001's
+        per-benchmark `calculate_metrics`; docs/metrics.md "Per-benchmark summary rows"): a frame with one row per
+        sample and metric (`sample_id`, `metric`, `status`, `score`, `target`, `slices`, `details`; epochs already
+        reduced). Each row is a dict with at least `metric` and `value`. An adapter overrides this; the split option
+        `calculate_metrics: package.module:function` names such a function for any adapter. Default: none."""
+        spec = self.options.get("calculate_metrics")
+        if not spec:
+            return []
+        return import_callable(str(spec), f"{self.split.key}: calculate_metrics {spec!r}")(judgements)
 
     def source_version(self) -> str | None:
         """A cheap token that changes whenever what `load` reads changes (e.g. the files' size and mtime), or

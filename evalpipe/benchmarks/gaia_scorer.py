@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.gaia_tolerance import NumberRules
 from evalpipe.core.types import Score
 
 _WHITESPACE = re.compile(r"\s")  # any Unicode whitespace, like the original's re.sub(r"\s", "", ...)
@@ -90,23 +91,29 @@ def _fmt_number(x: float) -> str:
     return repr(x)
 
 
-def score_answer(model_answer: Any, ground_truth: str) -> GaiaVerdict:
-    """Score one answer and say why: which branch, and the normalised forms that were compared."""
+_OFFICIAL = NumberRules()
+
+
+def score_answer(model_answer: Any, ground_truth: str, numbers: NumberRules = _OFFICIAL) -> GaiaVerdict:
+    """Score one answer and say why: which branch, and the normalised forms that were compared. `numbers`: the
+    official exact comparison by default; the opt-in tolerance/fraction variant (metrics/gaia_tolerance.py)."""
     gt = str(ground_truth)
-    if _parses_as_float(gt):
-        gt_num = float(gt)
+    gt_num = numbers.ground_truth_number(gt)
+    if gt_num is not None:
         if not isinstance(model_answer, str):
             return GaiaVerdict(False, 0.0, f"no answer (got {type(model_answer).__name__})", None, _fmt_number(gt_num))
-        pred_num = normalize_number_str(model_answer)
-        ok = pred_num == gt_num
-        parsed = _parses_as_float(model_answer.translate(_DROP_NUMBER_NOISE))
-        why = "number: equal" if ok else ("number: different value" if parsed else "number: prediction is not a number")
+        pred_num = numbers.prediction_number(model_answer, normalize_number_str(model_answer))
+        ok = numbers.equal(pred_num, gt_num)
+        parsed = not math.isinf(pred_num) or _parses_as_float(model_answer.translate(_DROP_NUMBER_NOISE))
+        within = f" within {numbers.tolerance:g}" if ok and pred_num != gt_num else ""
+        why = f"number: equal{within}" if ok else ("number: different value" if parsed else "number: prediction is not a number")
         return GaiaVerdict(ok, float(ok), why, _fmt_number(pred_num), _fmt_number(gt_num))
 
     if any(sep in gt for sep in (",", ";")):
         gt_items = split_string(gt)
-        gt_norm = [_fmt_number(float(g)) if _parses_as_float(g) else normalize_str(g, remove_punct=False)
-                   for g in gt_items]
+        gt_nums = [numbers.ground_truth_number(g) for g in gt_items]
+        gt_norm = [_fmt_number(x) if x is not None else normalize_str(g, remove_punct=False)
+                   for g, x in zip(gt_items, gt_nums)]
         shown_gt = ",".join(gt_norm)
         if not isinstance(model_answer, str):
             return GaiaVerdict(False, 0.0, f"no answer (got {type(model_answer).__name__})", None, shown_gt)
@@ -116,11 +123,11 @@ def score_answer(model_answer: Any, ground_truth: str) -> GaiaVerdict:
             return GaiaVerdict(False, 0.0, f"list: {len(pred_items)} elements, expected {len(gt_items)}",
                                shown, shown_gt)
         pred_norm, mismatches = [], []
-        for i, (p, g) in enumerate(zip(pred_items, gt_items)):
-            if _parses_as_float(g):
-                pn = normalize_number_str(p)
+        for i, (p, g) in enumerate(zip(pred_items, gt_nums)):
+            if g is not None:
+                pn = numbers.prediction_number(p, normalize_number_str(p))
                 pred_norm.append(_fmt_number(pn))
-                ok_item = pn == float(g)
+                ok_item = numbers.equal(pn, g)
             else:
                 pred_norm.append(normalize_str(p, remove_punct=False))
                 ok_item = pred_norm[-1] == gt_norm[i]
@@ -150,15 +157,20 @@ def is_unscored(ground_truth: Any) -> bool:
 
 @register_metric("gaia")
 class GaiaMetric(Metric):
-    """Accuracy under the official GAIA scorer. Ground truth `?` or missing: unscored."""
+    """Accuracy under the official GAIA scorer. Ground truth `?` or missing: unscored. Opt-in settings
+    `numeric_tolerance` and `fractions` (metrics/gaia_tolerance.py) give the GAIA lab's lenient number variant."""
 
     name = "gaia"
-    option_schema: frozenset[str] = frozenset()  # no settings: the official scorer
+    option_schema: frozenset[str] = frozenset({"numeric_tolerance", "fractions"})  # none given: the official scorer
     requires_target = True
+
+    def __init__(self, **settings: Any):
+        self.numbers = NumberRules.from_settings(settings)  # a bad value fails here, before any model call
+        super().__init__(**settings)
 
     def score(self, item: JudgeInput) -> Score:
         if is_unscored(item.target):
             return Score.unscored("no ground truth ('?')")
-        v = score_answer(item.prediction, item.target)
+        v = score_answer(item.prediction, item.target, self.numbers)
         return Score(value=v.score, correct=v.correct, reason=v.reason,
                      normalized_prediction=v.normalized_prediction, normalized_target=v.normalized_ground_truth)

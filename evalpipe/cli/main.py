@@ -399,7 +399,8 @@ def _best_first(df):
 @click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
 def sql(query: str, as_json: bool, as_csv: bool) -> None:
     """Run a SQL query against the warehouse (tables: datasets, prompts, rollouts, judgements, metrics,
-    leaderboard) and print the result. Reads Parquet directly: never blocks a running evaluation."""
+    leaderboard; view sample_stages: each sample's stage init/rollout/judged) and print the result. Reads Parquet
+    directly: never blocks a running evaluation."""
     import duckdb
 
     from evalpipe.core.errors import EvalError

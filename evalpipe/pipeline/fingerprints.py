@@ -307,6 +307,10 @@ def judging_version(cfg: Any) -> str:
     for key, split in sorted(cfg.splits.items()):
         try:
             per_split[key] = adapter_for(split).metrics()
+            if split.options.get("metrics_by_source"):  # [routing] which sample each metric judges (only then:
+                # the versions of splits without routes stay as they were, their judgements fresh)
+                per_split[key] = {"metrics": per_split[key], "metrics_by_source": split.options["metrics_by_source"],
+                                  "route_by": split.options.get("route_by") or "source"}
         except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
             per_split[key] = split.metrics
     return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)

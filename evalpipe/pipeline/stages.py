@@ -15,7 +15,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from evalpipe.benchmarks import adapter_for
+from evalpipe.benchmarks import Adapter, adapter_for
+from evalpipe.benchmarks.routing import SourceRouter
 from evalpipe.core.config import EvalConfig, ModelConfig, SplitConfig, dagster_home
 from evalpipe.core.errors import DataError, RunFailed
 from evalpipe.core.fingerprint import canonical_json, fingerprint
@@ -25,7 +26,7 @@ from evalpipe.store.journal import Journal
 from evalpipe.core.jsontext import dumps as _dump
 from evalpipe.core.jsontext import encode_string, raw_decode
 from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
-from evalpipe.metrics.aggregate import format_value, rank_by_direction, rank_label, with_directions
+from evalpipe.metrics.aggregate import format_value, rank_by_direction, rank_label, reduce_epochs, with_directions
 from evalpipe.runners import Runner, RunSettings, run_requests
 from evalpipe.core.types import RolloutRequest, Sample, Score
 
@@ -321,6 +322,9 @@ def build_prompts(split: SplitConfig, model_key: str, dataset: pd.DataFrame, wra
     samples = samples_from_frame(dataset)
     if not samples:
         return pd.DataFrame([])
+    router = SourceRouter.of(split.key, split.options)
+    if router is not None:  # [routing] a sample no metric would judge fails here, before any model call
+        router.check((s.id for s in samples), (s.metadata for s in samples))
     wrapper_id = {"wrapper": wrapper.sha256} if wrapper is not None else {}
     pii = get_redactor().pii  # [pii] the model is sent the prompts as stored, PII masked: part of what it is asked
     if pii is not None:
@@ -618,11 +622,21 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
     targets, predictions = _strings(merged["target"]), _strings(merged["prediction"])
     ok = [i for i, s in enumerate(merged["status"].tolist()) if s == "ok"]
     errors = merged["error"].tolist()
+    router = SourceRouter.of(split.key, split.options)
+    sources: list[str | None] = []
+    if router is not None:
+        metas = [_loads(m, {}) for m in (merged["metadata"] if "metadata" in merged else [None] * n)]
+        router.check(merged["sample_id"].tolist(), metas)
+        sources = [router.source(m) for m in metas]
+    routed: list[list[bool] | None] = []  # [routing] per metric: which samples it judges (None: all)
     per_metric: list[dict[str, list[Any]]] = []
     for spec in specs:
         metric = build_metric(spec, metric_settings, config)
         judge_fp = fingerprint(metric.identity())
-        rows = [i for i in ok if targets[i] is not None or not metric.requires_target]  # the samples it scores
+        judged = [router.judges(metric.name, src) for src in sources] if router is not None else None
+        routed.append(None if judged is None or all(judged) else judged)
+        rows = [i for i in ok if (targets[i] is not None or not metric.requires_target)
+                and (judged is None or judged[i])]  # the samples it scores
         got = metric.score_columns([targets[i] for i in rows], [predictions[i] for i in rows])
         if got is None:  # a metric scoring JudgeInputs
             got = ScoreColumns.of(asyncio.run(metric.ascore_many(_judge_inputs(merged, rows, targets, predictions,
@@ -648,7 +662,7 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
     def verdict(column: str) -> list[Any]:  # the metrics' values, sample by sample
         return [v for group in zip(*(m[column] for m in per_metric)) for v in group]
 
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "benchmark_split": [split.key] * (n * k), "model": each(merged["model"].tolist()),
         "sample_id": each(merged["sample_id"].tolist()), "metric": verdict("metric"), "score": verdict("score"),
         "correct": verdict("correct"), "status": verdict("status"), "reason": verdict("reason"),
@@ -657,6 +671,10 @@ def judge(split: SplitConfig, prompts: pd.DataFrame, rollouts: pd.DataFrame,
         "slices": each(merged["slices"].tolist()), "details": verdict("details"),
         "judge_fingerprint": verdict("judge_fingerprint"),
     })
+    if any(r is not None for r in routed):  # [routing] no row for a metric on a sample of another source
+        keep = [True if r is None else r[i] for i in range(n) for r in routed]
+        out = out[keep].reset_index(drop=True)
+    return out
 
 
 def _place_verdicts(got: ScoreColumns, rows: list[int], n: int, other: Callable[[int], Score]) -> ScoreColumns:
@@ -716,8 +734,38 @@ def compute_metrics(split_key: str, model_key: str, judgements: pd.DataFrame, se
                                "stderr": nan, "ci_low": nan, "ci_high": nan}
                               for n in names if n and n not in set(df.get("metric", []))])
         df = pd.concat([df, empty], ignore_index=True) if len(df) else empty
+    adapter = adapter_for(split) if split is not None and len(judgements) else None
+    if adapter is not None and (type(adapter).calculate_metrics is not Adapter.calculate_metrics
+                                or adapter.options.get("calculate_metrics")):  # (no second epoch pass without one)
+        extra = benchmark_summary_rows(split, adapter, reduce_epochs(judgements.reset_index(drop=True), reducer,
+                                                                     split_epochs(split)))
+        if len(extra):
+            df = pd.concat([df, extra], ignore_index=True) if len(df) else extra
     df["benchmark_split"], df["model"] = split_key, model_key
     return with_directions(df)  # (the n=0 rows above get theirs too)
+
+
+_SUMMARY_DEFAULTS = {"slice": "all", "n_unscored": 0, "n_errors": 0, "stderr": float("nan"),
+                     "ci_low": float("nan"), "ci_high": float("nan")}
+
+
+def benchmark_summary_rows(split: SplitConfig, adapter: Adapter, judgements: pd.DataFrame) -> pd.DataFrame:
+    """The rows the split's adapter (or its `calculate_metrics:` function) computes from the per-sample judgements
+    (Adapter.calculate_metrics), with the metrics table's defaults filled in: slice `all`, n = the samples judged,
+    no CI. A row without a string `metric` or a numeric `value` fails the partition, naming the split."""
+    rows = adapter.calculate_metrics(judgements) or []
+    if isinstance(rows, pd.DataFrame):
+        rows = rows.to_dict("records")
+    n = int(judgements["sample_id"].nunique())
+    out = []
+    for i, row in enumerate(rows):
+        value = row.get("value") if isinstance(row, dict) else None
+        if not isinstance(row, dict) or not isinstance(row.get("metric"), str) or isinstance(value, bool) \
+                or not isinstance(value, (int, float)) and value is not None:
+            raise RunFailed(f"{split.key}: calculate_metrics row {i} must be a dict with a string 'metric' and a "
+                            f"numeric 'value', got {row!r}")
+        out.append({**_SUMMARY_DEFAULTS, "n": n, **row, "value": float("nan") if value is None else float(value)})
+    return pd.DataFrame(out)
 
 
 def failed_gates(gates: pd.DataFrame | None) -> dict[tuple[str, str], str]:

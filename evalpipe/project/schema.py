@@ -167,6 +167,11 @@ class SplitOptions(_Strict):
     epochs_reducer: Optional[str] = Field(default=None,
                                           pattern=r"^(mean|median|max|at_least_[1-9][0-9]*|pass_at_[1-9][0-9]*)$")
     sample_ids: Optional[list[str]] = None
+    # [routing] each sample judged by its source's metrics (evalpipe/benchmarks/routing.py, docs/metrics.md)
+    metrics_by_source: Optional[dict[str, list[Union[str, dict[str, Any]]]]] = None
+    route_by: Optional[str] = Field(default=None, min_length=1)
+    # a function computing the split's extra metrics rows from its judgements (Adapter.calculate_metrics)
+    calculate_metrics: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][\w.]*:[A-Za-z_][\w.]*$")
 
 
 MetricSpec = Union[str, dict[str, Any]]
@@ -452,7 +457,8 @@ COMMON_MODEL_OPTIONS = set(RunOptions.model_fields) | {"experiment", "prompt_wra
 # `shuffle`, `seed` and `protocol` are not here: only the adapters that apply them declare them.
 COMMON_SPLIT_OPTIONS = {"limit", "slice_by", "tools", "prompt_wrapper", "max_turns", "max_tool_calls", "tool_timeout_s",
                         "tool_output_cap", "sandbox", "rollout_shards", "fail_on_fingerprint_mismatch", "num_shards",
-                        "shard_index", "epochs", "epochs_reducer", "sample_ids"}
+                        "shard_index", "epochs", "epochs_reducer", "sample_ids", "metrics_by_source", "route_by",
+                        "calculate_metrics"}
 # Split options a single run may override (`--benchmark-option`, `evaluate(benchmark_options=...)`, the launchpad's
 # `eval_config.split_options`): the ones read only after the dataset stage (prompts, rollouts, judging) or kept apart
 # (shards write their own warehouse). Any other option shapes the `dataset` partition, which is keyed by split alone
@@ -573,6 +579,32 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
                                    "add it under 'judges:'")
 
 
+def _check_routes(report: _Report, loc: Loc, options: dict[str, Any], metrics: list[str], judges: Iterable[str],
+                  notes: list[str] | None, shared: Any = None, names_only: bool = False) -> None:
+    """`metrics_by_source:` (evalpipe/benchmarks/routing.py): each source's metrics as a `metrics:` list, and none
+    also in `shared` (the `metrics:` judging every sample: a metric can't judge all samples and some only)."""
+    from evalpipe.benchmarks.routing import spec_name
+
+    routes = options.get("metrics_by_source")
+    if not isinstance(routes, dict):
+        return
+    every = {spec_name(m) for m in shared} if isinstance(shared, list) else set()
+    for source, specs in routes.items():
+        for i, spec in enumerate(specs if isinstance(specs, list) else []):
+            if spec_name(spec) in every:
+                report.add(loc + ("metrics_by_source", source, i),
+                           f"metric {spec_name(spec)!r} is also under `metrics:`, which judges every sample; keep it "
+                           "in one of the two")
+    if names_only:
+        return
+    if not routes:
+        report.add(loc + ("metrics_by_source",), "metrics_by_source is empty: name at least one source and its "
+                                                 "metrics (e.g. {gaia: [gaia]}), or remove it")
+    for source, specs in routes.items():
+        if isinstance(specs, list):
+            _check_metrics(report, loc + ("metrics_by_source", source), specs, metrics, judges, notes)
+
+
 def undeclared_note(kind: str, name: str) -> str:
     return (f"{kind} {name!r} declares no option_schema: its options are passed on unchecked (a plugin may declare "
             "them, docs/config.md#declaring-options)")
@@ -632,6 +664,7 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         factory = adapters.get(adapter) if isinstance(adapter, str) else None
         schema = _option_schema(factory)
         opts = b.get("options") if isinstance(b.get("options"), dict) else {}
+        _check_routes(report, ("benchmarks", bname, "options"), opts, metrics, judge_names, notes, b.get("metrics"))
         _check_declared(report, schema, opts, lambda k, bn=bname: ("benchmarks", bn, "options") + ((k,) if k else ()),
                         f"adapter {adapter!r}", COMMON_SPLIT_OPTIONS)
         splits = b.get("splits")
@@ -650,6 +683,11 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
                 if isinstance(s.get("metrics"), list):
                     _check_metrics(report, ("benchmarks", bname, "splits", sname, "metrics"), s["metrics"], metrics,
                                    judge_names, notes)
+                _check_routes(report, ("benchmarks", bname, "splits", sname), s, metrics, judge_names, notes,
+                              s.get("metrics", b.get("metrics")))
+                if "metrics" in s and "metrics_by_source" not in s:  # the split's own list beside the benchmark's routes
+                    _check_routes(report, ("benchmarks", bname, "options"), {"metrics_by_source": opts.get(
+                        "metrics_by_source")}, metrics, [], None, s.get("metrics"), names_only=True)
                 own = {k: v for k, v in s.items() if k not in ("metrics", "prompt_template", "description")}
                 _check_declared(report, schema, own,
                                 lambda k, bn=bname, sn=sname: ("benchmarks", bn, "splits", sn) + ((k,) if k else ()),

@@ -37,6 +37,22 @@ _databases: dict[tuple[int, str], tuple[Any, set[str]]] = {}
 _databases_lock = threading.Lock()
 
 PART_FILE = "part.parquet"
+
+# Views over the tables' views (nothing writes them): name -> (the tables they read, their SELECT).
+# `sample_stages` (design_refs 001, docs/operations.md "Per-sample stages"): where each sample of a partition stands. `init`: the prompts
+# hold it (the dataset was loaded and the sample prompted for that model); `rollout`: it has a rollouts row (answered,
+# or failed: `rollout_status` says which); `judged`: it has judgements rows (`judged_metrics` of them).
+DERIVED_VIEWS: dict[str, tuple[tuple[str, ...], str]] = {
+    "sample_stages": (("prompts", "rollouts", "judgements"), (
+        "SELECT p.benchmark_split, p.model, p.sample_id, p.sample_index, "
+        "CASE WHEN j.sample_id IS NOT NULL THEN 'judged' WHEN r.sample_id IS NOT NULL THEN 'rollout' ELSE 'init' END "
+        "AS stage, r.status AS rollout_status, coalesce(j.n, 0) AS judged_metrics "
+        "FROM prompts p "
+        "LEFT JOIN (SELECT benchmark_split, model, sample_id, any_value(status) AS status FROM rollouts "
+        "GROUP BY ALL) r ON r.benchmark_split = p.benchmark_split AND r.model = p.model AND r.sample_id = p.sample_id "
+        "LEFT JOIN (SELECT benchmark_split, model, sample_id, count(*) AS n FROM judgements GROUP BY ALL) j "
+        "ON j.benchmark_split = p.benchmark_split AND j.model = p.model AND j.sample_id = p.sample_id")),
+}
 STALE_TMP_S = 3600.0  # a temp file this old, or whose writer is gone, is a leftover of a killed write
 
 
@@ -274,7 +290,10 @@ class Warehouse:
         it never goes stale."""
         import duckdb
 
-        wanted = TABLES if tables is None else [t for t in TABLES if t in set(tables)]
+        names = (set(TABLES) | set(DERIVED_VIEWS)) if tables is None else set(tables)
+        derived = [v for v in DERIVED_VIEWS if v in names]
+        names |= {t for v in derived for t in DERIVED_VIEWS[v][0]}
+        wanted = [t for t in TABLES if t in names]
         key = (os.getpid(), self._signature())
         with _databases_lock:
             if key not in _databases:
@@ -288,6 +307,10 @@ class Warehouse:
                 if table not in viewed:
                     db.execute(f"CREATE VIEW {table} AS {self._view_sql(table)}")
                     viewed.add(table)
+            for view in derived:
+                if view not in viewed:
+                    db.execute(f"CREATE VIEW {view} AS {DERIVED_VIEWS[view][1]}")
+                    viewed.add(view)
             con = db.cursor()
         for table in wanted:
             root = str(self.table_dir(table))
@@ -308,7 +331,7 @@ class Warehouse:
             import re
 
             # views only for the tables the query names (a word match; a false positive only costs a view)
-            named = [t for t in TABLES if re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE)]
+            named = [t for t in (*TABLES, *DERIVED_VIEWS) if re.search(rf"\b{re.escape(t)}\b", sql, re.IGNORECASE)]
             con = self.connect(named)
             return con.execute(sql, params).df() if params is not None else con.execute(sql).df()
         except duckdb.Error as exc:  # a damaged partition file: name it, and how to get it back
@@ -334,7 +357,7 @@ class Warehouse:
         return f"SELECT * FROM read_parquet('{glob}', union_by_name=true, hive_partitioning=false)"
 
     def _signature(self) -> str:
-        spec = {t: [self._view_sql(t), str(TABLES[t])] for t in TABLES}
+        spec = {t: [self._view_sql(t), str(TABLES[t])] for t in TABLES} | {v: sql for v, (_, sql) in DERIVED_VIEWS.items()}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
     @property
@@ -384,6 +407,8 @@ class Warehouse:
             try:
                 for table in TABLES:
                     con.execute(f"CREATE OR REPLACE VIEW {table} AS {self._view_sql(table)}")
+                for view, (_, sql) in DERIVED_VIEWS.items():
+                    con.execute(f"CREATE OR REPLACE VIEW {view} AS {sql}")
             finally:
                 con.close()
             tmp = self._sidecar.with_name(self._sidecar.name + f".{os.getpid()}.tmp")
