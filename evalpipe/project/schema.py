@@ -244,9 +244,10 @@ class Artifacts(_Strict):
 
 
 class Tracing(_Strict):
-    exporter: Optional[Literal["jsonl", "otlp", "none"]] = None
+    exporter: Optional[Literal["jsonl", "otlp", "azure_monitor", "none"]] = None
     path: Optional[str] = None
     endpoint: Optional[str] = None
+    connection_string_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a NAME, not the secret
 
 
 class Pii(_Strict):
