@@ -196,6 +196,7 @@ def test_azure_monitor_exporter_sends_the_run_spans_and_keeps_the_connection_str
     conn = f"InstrumentationKey={ikey};IngestionEndpoint=http://127.0.0.1:{server.server_port}/"
     monkeypatch.delenv("EVALS_TRACING", raising=False)
     monkeypatch.setenv("APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL", "true")  # no calls home to Microsoft
+    monkeypatch.setenv("APPLICATIONINSIGHTS_SDKSTATS_DISABLED", "true")  # nor usage metrics to the endpoint
     monkeypatch.setenv("AI_CONN", conn)
     try:
         write_config(smoke_benchmark(limit=3) + MODELS.format(
@@ -204,6 +205,11 @@ def test_azure_monitor_exporter_sends_the_run_spans_and_keeps_the_connection_str
         result = evaluate(load_config(), ["smoke/extra"], ["tooly"], instance=instance)
         assert result.success
     finally:
+        from evalpipe.pipeline import tracing
+
+        p = tracing._providers.pop(("azure_monitor", "AI_CONN"), None)
+        if p is not None:  # flushed and closed while the endpoint still listens
+            p.shutdown()
         server.shutdown()
     assert got and {path for path, _ in got} == {"/v2.1/track"}
     envelopes = [e for _, batch in got for e in batch]
