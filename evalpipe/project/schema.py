@@ -241,6 +241,8 @@ class Checkpoints(_Strict):
 class Artifacts(_Strict):
     dir: Optional[str] = None
     enabled: Optional[bool] = None
+    writer: Optional[str] = None  # local (default) | memory | package.module:attribute (store/artifacts.py ArtifactWriter)
+    folder_name: Optional[Literal["run_id", "timestamp_run_id"]] = None  # run folders: <run_id> or <UTC start>_<run_id>
 
 
 class Tracing(_Strict):
