@@ -46,7 +46,7 @@ def _evaluate(instance):
     return result.partitions[0].run_id
 
 
-def test_memory_writer_gets_every_file_and_nothing_is_written_locally(home, write_config, instance):
+def test_memory_writer_gets_every_file_and_nothing_is_written_locally(home, write_config, instance, monkeypatch):
     from dagster import AssetKey
 
     write_config(smoke_benchmark(limit=3) + MODELS + "artifacts: {writer: memory}\n")
@@ -60,6 +60,11 @@ def test_memory_writer_gets_every_file_and_nothing_is_written_locally(home, writ
     assert not (home / "artifacts").exists()  # the local folder writer was not used
     meta = instance.get_latest_materialization_event(AssetKey("metrics")).asset_materialization.metadata
     assert meta["artifacts"].value == f"memory://smoke/extra/parrot/{run_id}"
+    from tests.helpers.cli import cli_in_process
+
+    r = cli_in_process(monkeypatch)("export", "--split", "smoke/extra", "--model", "parrot", "--out", str(home / "exported"))
+    assert r.exit_code == 0, r.output  # a folder named on the command line is written there, memory writer or not
+    assert (home / "exported" / "samples.jsonl").read_text() == files["samples.jsonl"]
 
 
 def test_a_writer_named_by_module_attribute_and_a_bad_name(write_config):

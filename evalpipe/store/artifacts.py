@@ -800,12 +800,14 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
                     dataset_header: dict[str, Any] | None = None, writer: ArtifactWriter | None = None) -> Any:
-    """Write the partition's run artifacts through `writer` (default: the config's, else the local folder writer:
+    """Write the partition's run artifacts through `writer` (default: the config's, else the local folder writer, always
+    the local one for `out_dir`:
     `<artifacts root>/<split>/<model>/<run_id>/`, with `latest` pointing at it) and return where they are (a Path
     for the local writer). The per-sample files are written batch by batch (`batch_rows` samples at a time), so the
     partition never sits in memory whole. Every value is redacted before it reaches the writer."""
     run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    writer = writer or artifact_writer(cfg)
+    if writer is None:  # a folder the user named (`evalpipe export --out`) is a local folder whatever the config says
+        writer = _WRITERS["local"] if out_dir else artifact_writer(cfg)
     out = writer.open_run(split_key, model_key, str(run_id), cfg, out_dir, started_at=(run or {}).get("started_at"))
     r = get_redactor()
     try:
