@@ -9,8 +9,9 @@
     summary.md      the same for humans, one table per metric
 
 Everything is built from the warehouse (plus the metrics just computed), so the `metrics` asset and
-`evalpipe export` write identical folders. Every value passes through `evalpipe.core.redact`. The folder is written
-under a temp name and renamed into place: a reader never sees half a set of files.
+`evalpipe export` write identical folders. Every value passes through `evalpipe.core.redact`. The files go through an
+`ArtifactWriter` (below; `artifacts: {writer: ...}`): the default writes the folder under a temp name and renames it
+into place, so a reader never sees half a set of files; `memory` keeps them as text; your own may ship them anywhere.
 """
 from __future__ import annotations
 
@@ -800,10 +801,9 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
                     dataset_header: dict[str, Any] | None = None, writer: ArtifactWriter | None = None) -> Any:
-    """Write the partition's run artifacts through `writer` (default: the config's, else the local folder writer, always
-    the local one for `out_dir`:
-    `<artifacts root>/<split>/<model>/<run_id>/`, with `latest` pointing at it) and return where they are (a Path
-    for the local writer). The per-sample files are written batch by batch (`batch_rows` samples at a time), so the
+    """Write the partition's run artifacts through `writer` (default: the config's `artifacts.writer`, else the local
+    folder writer: `<artifacts root>/<split>/<model>/<run_id>/`, with `latest` pointing at it; `out_dir` always goes
+    to the local writer) and return where they are (a Path for the local writer). The per-sample files are written batch by batch (`batch_rows` samples at a time), so the
     partition never sits in memory whole. Every value is redacted before it reaches the writer."""
     run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     if writer is None:  # a folder the user named (`evalpipe export --out`) is a local folder whatever the config says
