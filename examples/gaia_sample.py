@@ -82,7 +82,8 @@ class GaiaAgent:
         message = f"Task: {task.question}"
         reply = self.run(message)
         return {"prediction": reply.get("content") or "",
-                "messages": [{"role": "user", "content": message}, {"role": "assistant", "content": reply.get("content")}]}
+                "messages": [{"role": "user", "content": message},
+                             {"role": "assistant", "content": reply.get("content")}]}
 
 
 def offline_model(stack: ExitStack, gaia_path: Path, split: str) -> str:
@@ -145,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         results = evaluator.evaluate(agent.run_task, tasks, config={"output_dir": str(a.out)}, save_results=True)
 
     for row in results.samples.to_dict("records"):
-        print(f"{row['sample_id']}: {str(row.get('prediction'))[:60]!r} "
-              f"gaia={row.get('gaia_score', row.get('score'))} tokens={row.get('input_tokens')}/{row.get('output_tokens')}")
+        print(f"{row['sample_id']}: {str(row.get('prediction'))[:60]!r} gaia={row.get('gaia_score', row.get('score'))} "
+              f"tokens={row.get('input_tokens')}/{row.get('output_tokens')}")
     print(results.metrics[["metric", "slice", "value", "n"]].to_string(index=False))
     print(f"agent calls: {agent.calls}; results: {a.out}; traces: {os.environ['EVALS_TRACING']}")
     return 0 if results.success else 1

@@ -114,7 +114,7 @@ def write_partition_report(cfg: Any, split_key: str, model_key: str, wh: Any, ju
     return write_report(rep, folder)
 
 
-# ---- CI gates (the harness's CI hooks; docs/tools.md "CI gates") ------------------------------------------------------
+# ---- CI gates (the harness's CI hooks; docs/tools.md "CI gates") ---------------------------------------------------
 # Each returns {gate, status: pass|fail|warn|insufficient, value, limit, detail}; `make ci-*` exits 1 on "fail".
 PARITY_MAX_DELTA = 0.03      # runner parity: |macro F1 (OpenAI-compatible) - macro F1 (local)|
 LOCALE_MAX_DELTA = 0.05      # locale probes: strict-lax delta per locale
@@ -136,7 +136,7 @@ def runner_parity_gate(a: dict[str, Any], b: dict[str, Any], max_delta: float = 
     deltas = {}
     for k in ("f1_strict_macro", "f1_lax_macro"):
         x, y = (a.get("macro") or {}).get(k), (b.get("macro") or {}).get(k)
-        if x is None or y is None or (isinstance(x, float) and math.isnan(x)) or (isinstance(y, float) and math.isnan(y)):
+        if any(v is None or (isinstance(v, float) and math.isnan(v)) for v in (x, y)):
             return {"gate": "runner_parity", "status": "insufficient", "value": None, "limit": max_delta,
                     "detail": f"{k} missing from a report"}
         deltas[k] = abs(float(x) - float(y))

@@ -1,8 +1,8 @@
 """Optional OpenTelemetry tracing of each sample: model calls, judge calls, tool calls. Off by default.
 
 Turn it on with the config (`tracing: {exporter: jsonl, path: traces.jsonl}`, `{exporter: otlp, endpoint:
-http://host:4318/v1/traces}` or `{exporter: azure_monitor, connection_string_env: APPLICATIONINSIGHTS_CONNECTION_STRING}`)
-or the env var `EVALS_TRACING` (`off`, `jsonl:<path>`, `otlp`, `otlp:<endpoint>`, `azure_monitor`,
+http://host:4318/v1/traces}` or `{exporter: azure_monitor, connection_string_env: APPLICATIONINSIGHTS_CONNECTION_STRING}`
+) or the env var `EVALS_TRACING` (`off`, `jsonl:<path>`, `otlp`, `otlp:<endpoint>`, `azure_monitor`,
 `azure_monitor:<ENV_VAR>`), which wins over the config. Azure Monitor's connection string is a secret: only the name
 of the variable holding it is configured, and the value is read when the exporter is built, never stored.
 

@@ -90,8 +90,8 @@ def load_callable(spec: str | None) -> Callable[..., Any]:
     return import_callable(spec, f"agent {spec!r}")
 
 
-_USAGE_FIELDS = {"input_tokens": ("input_tokens", "prompt_tokens"), "output_tokens": ("output_tokens", "completion_tokens"),
-                 "cost": ("cost", "cost_usd", "total_cost")}
+_USAGE_FIELDS = {"input_tokens": ("input_tokens", "prompt_tokens"),
+                 "output_tokens": ("output_tokens", "completion_tokens"), "cost": ("cost", "cost_usd", "total_cost")}
 
 
 def usage_owner(fn: Any) -> Any:

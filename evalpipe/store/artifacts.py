@@ -803,8 +803,9 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                     dataset_header: dict[str, Any] | None = None, writer: ArtifactWriter | None = None) -> Any:
     """Write the partition's run artifacts through `writer` (default: the config's `artifacts.writer`, else the local
     folder writer: `<artifacts root>/<split>/<model>/<run_id>/`, with `latest` pointing at it; `out_dir` always goes
-    to the local writer) and return where they are (a Path for the local writer). The per-sample files are written batch by batch (`batch_rows` samples at a time), so the
-    partition never sits in memory whole. Every value is redacted before it reaches the writer."""
+    to the local writer) and return where they are (a Path for the local writer). The per-sample files are written
+    batch by batch (`batch_rows` samples at a time), so the partition never sits in memory whole. Every value is
+    redacted before it reaches the writer."""
     run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
     if writer is None:  # a folder the user named (`evalpipe export --out`) is a local folder whatever the config says
         writer = _WRITERS["local"] if out_dir else artifact_writer(cfg)
