@@ -59,7 +59,8 @@ ci-teacher-heavy: install  ## the teacher-heavy slice: warn on span-cap exceedan
 ci-broker-smoke: install  ## the tool broker's fixture hit rate >= 95% under normalization variants (no model, seconds)
 	EVALS_CONFIG=$(CURDIR)/evals.yaml $(BIN)/evalpipe tools check --split tool_integration/shipped --min-hit-rate 0.95
 
-ci-tool-gates: ci-broker-smoke ci-runner-parity ci-locale ci-teacher-heavy  ## all four
+ci-tool-gates: ci-broker-smoke  ## all four (the three model gates on one run of the set each way)
+	$(CI_GATES) runner-parity locale teacher-heavy
 
 bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md)
 	$(BIN)/python benchmarks/readme_speed.py

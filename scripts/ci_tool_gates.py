@@ -4,13 +4,14 @@
     python scripts/ci_tool_gates.py runner-parity [--max-delta 0.03]
     python scripts/ci_tool_gates.py locale [--max-delta 0.05]
     python scripts/ci_tool_gates.py teacher-heavy [--min-f1 F] [--min-results 2]
+    python scripts/ci_tool_gates.py locale teacher-heavy      # several gates on one run of the set
 
 Each run happens in a temp DAGSTER_HOME (nothing of the user's is read or written) on `--items` with tools replayed
 from `--fixtures`, answering with `--predictions` (recorded outputs and tool calls, the `replay` runner: the local
 runner). runner-parity also plays the same recordings through the OpenAI-compatible runner (`runner: litellm` with
 `api_base`, its aiohttp fast path) against a loopback chat-completions server, so both go through the same tool
-loop, broker and scorer, and compares their macro F1. Prints one line per gate and the JSON (`--out` writes it);
-exits 1 when a gate fails, 0 otherwise ("warn" and "insufficient" print but pass).
+loop, broker and scorer, and compares their macro F1. Prints one line per gate and the JSON (`--out` writes it: a
+list of the gates); exits 1 when a gate fails, 0 otherwise ("warn" and "insufficient" print but pass).
 """
 from __future__ import annotations
 
@@ -104,7 +105,8 @@ def _report(results: list[dict[str, Any]], model_key: str) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="ci_tool_gates", description=__doc__.split("\n\n")[0])
-    p.add_argument("gate", choices=["runner-parity", "locale", "teacher-heavy"])
+    p.add_argument("gates", nargs="+", choices=["runner-parity", "locale", "teacher-heavy"], metavar="GATE",
+                   help="runner-parity, locale, teacher-heavy (several: one run of the set serves them all)")
     p.add_argument("--items", type=Path, default=DATA / "items.jsonl")
     p.add_argument("--fixtures", type=Path, default=DATA / "fixtures")
     p.add_argument("--allowlist", type=Path, default=DATA / "allowlist.txt")
@@ -112,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="recorded answers (replay format) the runners play")
     p.add_argument("--openai-predictions", type=Path, default=None,
                    help="runner-parity: what the OpenAI-compatible runner plays (default: --predictions)")
-    p.add_argument("--max-delta", type=float, default=None, help="parity 0.03, locale 0.05")
+    p.add_argument("--max-delta", type=float, default=None, help="parity 0.03, locale 0.05 (one gate per call)")
     p.add_argument("--min-f1", type=float, default=None, help="teacher-heavy: default the header's f1_strict_macro min")
     p.add_argument("--min-results", type=int, default=None, help="teacher-heavy: tool results per item (default 2)")
     p.add_argument("--out", type=Path, default=None, help="write the gate JSON here")
@@ -139,27 +141,32 @@ def main(argv: list[str] | None = None) -> int:
             os.environ["EVALS_CONFIG"] = str(cfg)
             try:
                 local = _run("local", work)
-                if a.gate == "runner-parity":
-                    remote = _run("openai-compatible", work)
-                    gate = tr.runner_parity_gate(_report(remote, "openai-compatible"), _report(local, "local"),
-                                                 tr.PARITY_MAX_DELTA if a.max_delta is None else a.max_delta)
-                elif a.gate == "locale":
-                    gate = tr.locale_gate(local, tr.LOCALE_MAX_DELTA if a.max_delta is None else a.max_delta)
-                else:
-                    gate = tr.teacher_heavy_gate(local, tr.header_min_f1(local) if a.min_f1 is None else a.min_f1,
-                                                 a.min_results or tr.TEACHER_HEAVY_MIN_RESULTS)
+                gates = []
+                for name in dict.fromkeys(a.gates):
+                    if name == "runner-parity":
+                        remote = _run("openai-compatible", work)
+                        gates.append(tr.runner_parity_gate(
+                            _report(remote, "openai-compatible"), _report(local, "local"),
+                            tr.PARITY_MAX_DELTA if a.max_delta is None else a.max_delta))
+                    elif name == "locale":
+                        gates.append(tr.locale_gate(local, tr.LOCALE_MAX_DELTA if a.max_delta is None else a.max_delta))
+                    else:
+                        gates.append(tr.teacher_heavy_gate(
+                            local, tr.header_min_f1(local) if a.min_f1 is None else a.min_f1,
+                            a.min_results or tr.TEACHER_HEAVY_MIN_RESULTS))
             finally:
                 if saved is None:
                     os.environ.pop("EVALS_CONFIG", None)
                 else:
                     os.environ["EVALS_CONFIG"] = saved
-    value = "n/a" if gate["value"] is None else f"{gate['value']:.4g}"
-    print(f"{gate['gate']}: {gate['status']} (value {value}, limit {gate['limit']})")
-    text = json.dumps(gate, indent=2, default=str)
+    text = json.dumps(gates, indent=2, default=str)
     print(text)
+    for gate in gates:  # the verdicts last, where a CI log ends
+        value = "n/a" if gate["value"] is None else f"{gate['value']:.4g}"
+        print(f"{gate['gate']}: {gate['status']} (value {value}, limit {gate['limit']})")
     if a.out:
         a.out.write_text(text + "\n")
-    return 1 if gate["status"] == "fail" else 0
+    return 1 if any(g["status"] == "fail" for g in gates) else 0
 
 
 if __name__ == "__main__":
