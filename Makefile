@@ -11,7 +11,8 @@ export LITELLM_OFFLINE_MODE := true
 export HF_HUB_OFFLINE ?= 1
 PIP := $(BIN)/python -m pip --disable-pip-version-check -q
 
-.PHONY: install run test lint test-fast dev validate validate-sharding bench bench-readme bench-peers lock clean
+.PHONY: install run test lint test-fast dev validate validate-sharding bench bench-readme bench-peers lock clean \
+	ci-runner-parity ci-locale ci-teacher-heavy ci-broker-smoke ci-tool-gates
 
 install: $(STAMP)
 	@command -v bwrap >/dev/null || echo "note: bubblewrap is not installed, so model-written code runs under the 'process' sandbox, which is NOT a boundary. Get it: sudo apt-get install bubblewrap (Debian/Ubuntu) | sudo dnf install bubblewrap (Fedora); then check: $(BIN)/evalpipe sandbox check (docs/sandbox.md)"
@@ -42,6 +43,24 @@ validate: install
 
 validate-sharding: install  ## prove N shards equal one pass: make validate-sharding DATASET=smoke/test MODEL=echo RUNNER=echo SHARDS=4
 	$(BIN)/evalpipe validate-sharding --dataset "$(DATASET)" --model "$(MODEL)" $(if $(RUNNER),--runner "$(RUNNER)") --shards $(or $(SHARDS),4)
+
+# The tool-integration harness's CI hooks, offline on the shipped set (data/tool_integration); each exits 1 when its
+# gate fails (docs/tools.md "CI gates"). Runs happen in a temp DAGSTER_HOME: nothing of yours is touched.
+CI_GATES := $(BIN)/python scripts/ci_tool_gates.py
+ci-runner-parity: install  ## the OpenAI-compatible runner vs the local one on the same recordings: macro F1 delta <= 0.03 (MAX_DELTA=)
+	$(CI_GATES) runner-parity $(if $(MAX_DELTA),--max-delta $(MAX_DELTA))
+
+ci-locale: install  ## locale probes (es/de/fr): strict-lax delta <= 0.05 per locale (MAX_DELTA=)
+	$(CI_GATES) locale $(if $(MAX_DELTA),--max-delta $(MAX_DELTA))
+
+ci-teacher-heavy: install  ## the teacher-heavy slice: warn on span-cap exceedances, fail on strict macro F1 below MIN_F1 (default: the header's)
+	$(CI_GATES) teacher-heavy $(if $(MIN_F1),--min-f1 $(MIN_F1))
+
+ci-broker-smoke: install  ## the tool broker's fixture hit rate >= 95% under normalization variants (no model, seconds)
+	EVALS_CONFIG=$(CURDIR)/evals.yaml $(BIN)/evalpipe tools check --split tool_integration/shipped --min-hit-rate 0.95
+
+ci-tool-gates: ci-broker-smoke  ## all four (the three model gates on one run of the set each way)
+	$(CI_GATES) runner-parity locale teacher-heavy
 
 bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md)
 	$(BIN)/python benchmarks/readme_speed.py

@@ -7,6 +7,7 @@ Thin on purpose: each asset resolves its partition to config entries and calls a
 import pandas as pd
 import hashlib
 import warnings
+from pathlib import Path
 
 from dagster import BetaWarning
 from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
@@ -433,7 +434,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
 
         tool_rows = judgements.select(lambda b: b["metric"] == METRIC, rows) if (df["metric"] == METRIC).any() else None
         report = write_partition_report(cfg, dims["benchmark_split"], dims["model"], warehouse.get(), tool_rows,
-                                        started, folder) if tool_rows is not None else None
+                                        started, folder) if tool_rows is not None and isinstance(folder, Path) else None
         if report is not None:
             meta["tool_integration_report"] = MetadataValue.path(str(report))
     version = frame_version(df)

@@ -130,7 +130,14 @@ METRICS_CHECK_SPECS = {
                     "partition is not ranked on the leaderboard (its samples and metrics stay viewable) and "
                     "`evalpipe run` exits 3. Non-blocking or 'insufficient' gates (too few eligible items) warn. "
                     "Declared only in projects with a tool_integration metric; other splits' partitions pass."),
+    "tool_integration_ci_gates": AssetCheckSpec(
+        "tool_integration_ci_gates", asset=metrics, partitions_def=eval_partitions, additional_deps=["judgements"],
+        description="The tool-integration harness's CI gates one partition can judge (docs/tools.md \"CI gates\"): "
+                    "locale probes' strict-lax delta <= 0.05 per locale (es/de/fr) and the teacher-heavy slice "
+                    "(strict macro F1 at least the header's f1_strict_macro min; span-cap exceedances warn). A "
+                    "warning only: the partition stays ranked. Runner parity compares two runs: make ci-runner-parity."),
 }
+TOOL_INTEGRATION_CHECKS = ("tool_integration_gates", "tool_integration_ci_gates")
 BLOCKING_CHECKS = tuple(k for k, spec in METRICS_CHECK_SPECS.items() if spec.blocking)
 
 
@@ -177,7 +184,7 @@ def metrics_checks_for(project: Project | None):
     """The metrics checks of a project: `tool_integration_gates` only where a split has the tool_integration
     metric (None: every check, for callers without a project)."""
     names = [k for k in METRICS_CHECK_SPECS
-             if k != "tool_integration_gates" or project is None or splits_with_tool_integration(project)]
+             if k not in TOOL_INTEGRATION_CHECKS or project is None or splits_with_tool_integration(project)]
 
     @multi_asset_check(
         name="metrics_checks", specs=[METRICS_CHECK_SPECS[k] for k in names], can_subset=True,
@@ -198,7 +205,7 @@ def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: Eva
     selected = {key.name for key in context.selected_asset_check_keys}
     t = thresholds(eval_config)
     # [scale] only the columns the checks read (the readers are lazy: resources/warehouse.py)
-    judgement_columns = ["sample_id", "metric", "status"] + (["details"] if "tool_integration_gates" in selected else [])
+    judgement_columns = ["sample_id", "metric", "status"] + (["details"] if selected & set(TOOL_INTEGRATION_CHECKS) else [])
     judgements = judgements.to_pandas(judgement_columns)
     split = eval_config.get().split(partition_dims(context.partition_key)["benchmark_split"])
     router = SourceRouter.of(split.key, split.options)  # [routing] a routed metric judges its sources' samples only
@@ -223,6 +230,15 @@ def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: Eva
         yield AssetCheckResult(check_name="tool_integration_gates", passed=out.passed, metadata=meta,
                                description=out.description[:1000],
                                severity=AssetCheckSeverity.ERROR if out.error else AssetCheckSeverity.WARN)
+    if "tool_integration_ci_gates" in selected:
+        from evalpipe.pipeline.tool_report import judged_results, partition_ci_gates
+
+        results = judged_results(judgements)
+        gates = partition_ci_gates(results) if results else []
+        yield AssetCheckResult(check_name="tool_integration_ci_gates", severity=AssetCheckSeverity.WARN,
+                               passed=all(g["status"] != "fail" for g in gates),
+                               metadata={"ci_gates": MetadataValue.json(gates)} if gates else {},
+                               description="; ".join(f"{g['gate']}: {g['status']}" for g in gates) or "not applicable")
 
 
 metrics_checks = metrics_checks_for(None)

@@ -151,3 +151,89 @@ def test_traced_runner_factories_keep_their_declarations(write_config, monkeypat
     assert getattr(echo, "_evals_traced", False) and echo.option_schema is EchoRunner.option_schema
     with pytest.raises(ConfigError, match="unknown option 'replly' for runner 'echo'"):
         check_run_options(load_config(), ["smoke/extra"], ["parrot"], {}, {"replly": "target"})
+
+
+def _ingestion_server():
+    """A loopback stand-in for Azure Monitor's ingestion endpoint: records each POSTed envelope batch."""
+    import gzip
+
+    got: list[tuple[str, list]] = []
+
+    class Ingestion(BaseHTTPRequestHandler):
+        def do_POST(self):
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            if self.headers.get("Content-Encoding") == "gzip" or body[:2] == b"\x1f\x8b":
+                body = gzip.decompress(body)
+            got.append((self.path, json.loads(body)))
+            n = len(got[-1][1])
+            reply = json.dumps({"itemsReceived": n, "itemsAccepted": n, "errors": []}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *a):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Ingestion)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, got
+
+
+def test_azure_monitor_exporter_sends_the_run_spans_and_keeps_the_connection_string_secret(
+        home, write_config, instance, tmp_path, monkeypatch):
+    """`tracing: {exporter: azure_monitor}`: a real run's spans reach Azure Monitor's exporter, which POSTs them to
+    the ingestion endpoint named in the connection string (a loopback server); the connection string, read from the
+    env var the config names, is in no file the run writes."""
+    from eval_assets.launch import evaluate
+    from evalpipe.project import load_config
+    from evalpipe.project.redaction import install_redaction
+    from tests.helpers.secrets import all_text, found
+
+    server, got = _ingestion_server()
+    ikey = "4f1c2a7e-0b9d-4c55-9e0a-5d3b1f2e8c77"
+    conn = f"InstrumentationKey={ikey};IngestionEndpoint=http://127.0.0.1:{server.server_port}/"
+    monkeypatch.delenv("EVALS_TRACING", raising=False)
+    monkeypatch.setenv("APPLICATIONINSIGHTS_STATSBEAT_DISABLED_ALL", "true")  # no calls home to Microsoft
+    monkeypatch.setenv("APPLICATIONINSIGHTS_SDKSTATS_DISABLED", "true")  # nor usage metrics to the endpoint
+    monkeypatch.setenv("AI_CONN", conn)
+    try:
+        write_config(smoke_benchmark(limit=3) + MODELS.format(
+            extra="tracing: {exporter: azure_monitor, connection_string_env: AI_CONN}"))
+        install_redaction()
+        result = evaluate(load_config(), ["smoke/extra"], ["tooly"], instance=instance)
+        assert result.success
+    finally:
+        from evalpipe.pipeline import tracing
+
+        p = tracing._providers.pop(("azure_monitor", "AI_CONN"), None)
+        if p is not None:  # flushed and closed while the endpoint still listens
+            p.shutdown()
+        server.shutdown()
+    assert got and {path for path, _ in got} == {"/v2.1/track"}
+    envelopes = [e for _, batch in got for e in batch]
+    assert {e["iKey"] for e in envelopes} == {ikey}
+    names = [e["data"]["baseData"].get("name") for e in envelopes if e["data"]["baseType"] in ("RemoteDependencyData", "RequestData")]
+    assert names.count("model_call") == 3 and names.count("tool_call") == 6
+    props = [e["data"]["baseData"].get("properties", {}) for e in envelopes]
+    assert {p.get("dagster.run_id") for p in props if "dagster.run_id" in p} == {result.partitions[0].run_id}
+    leaks = found(all_text(tmp_path), tmp_path, {"connection string": conn, "instrumentation key": ikey})
+    assert leaks == []
+    from evalpipe.core.redact import get_redactor
+
+    # its variable's name looks like no secret; the config naming it makes its value one (masked on every write path)
+    assert ikey not in get_redactor().redact(f"connecting with {conn}")
+
+
+def test_azure_monitor_without_its_connection_string_is_a_one_line_config_error(monkeypatch):
+    from evalpipe.pipeline import tracing
+    from evalpipe.core.errors import ConfigError
+
+    monkeypatch.delenv("APPLICATIONINSIGHTS_CONNECTION_STRING", raising=False)
+    monkeypatch.setenv("EVALS_TRACING", "azure_monitor")
+    with pytest.raises(ConfigError, match=r"\$APPLICATIONINSIGHTS_CONNECTION_STRING, which is not set"):
+        tracing.settings()
+    monkeypatch.setenv("MY_AI", "InstrumentationKey=00000000-0000-0000-0000-000000000000")
+    monkeypatch.setenv("EVALS_TRACING", "azure_monitor:MY_AI")
+    assert tracing.settings() == ("azure_monitor", "MY_AI")  # the variable's name: the secret stays in the env

@@ -1,8 +1,10 @@
 """Optional OpenTelemetry tracing of each sample: model calls, judge calls, tool calls. Off by default.
 
-Turn it on with the config (`tracing: {exporter: jsonl, path: traces.jsonl}` or `{exporter: otlp, endpoint:
-http://host:4318/v1/traces}`) or the env var `EVALS_TRACING` (`off`, `jsonl:<path>`, `otlp`, `otlp:<endpoint>`),
-which wins over the config.
+Turn it on with the config (`tracing: {exporter: jsonl, path: traces.jsonl}`, `{exporter: otlp, endpoint:
+http://host:4318/v1/traces}` or `{exporter: azure_monitor, connection_string_env: APPLICATIONINSIGHTS_CONNECTION_STRING}`
+) or the env var `EVALS_TRACING` (`off`, `jsonl:<path>`, `otlp`, `otlp:<endpoint>`, `azure_monitor`,
+`azure_monitor:<ENV_VAR>`), which wins over the config. Azure Monitor's connection string is a secret: only the name
+of the variable holding it is configured, and the value is read when the exporter is built, never stored.
 
 How spans are made: while tracing is on, every registered runner factory is wrapped, so each runner built in
 this process (the evaluated model's, and the judges' built by model-graded metrics) gets a traced `generate`:
@@ -25,6 +27,7 @@ from typing import Any, Iterator
 from evalpipe.core.errors import ConfigError
 
 TRACING_ENV = "EVALS_TRACING"
+AZURE_CONNECTION_ENV = "APPLICATIONINSIGHTS_CONNECTION_STRING"  # Azure's own default name for it
 _scope_attrs: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("evals_trace_scope", default=None)
 # the (exporter, target) of the innermost scope: runners built inside it trace there (the scope was handed the config)
 _scope_conf: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("evals_trace_conf", default=None)
@@ -47,7 +50,10 @@ def settings(cfg: Any = None) -> tuple[str, str] | None:
     kind = str(t.get("exporter") or "none").lower()
     if kind in ("none", "off"):
         return None
-    target = t.get("path") if kind == "jsonl" else t.get("endpoint")
+    if kind == "azure_monitor":
+        target = t.get("connection_string_env")
+    else:
+        target = t.get("path") if kind == "jsonl" else t.get("endpoint")
     if kind == "jsonl" and target and not os.path.isabs(str(target)):
         target = str((cfg.path.parent / str(target)).resolve())
     return _check(kind, str(target or ""), "tracing: in the config")
@@ -60,7 +66,28 @@ def _check(kind: str, target: str, where: str) -> tuple[str, str]:
         return kind, str(Path(target).expanduser().resolve())
     if kind == "otlp":  # empty target: the OTLP exporter's own default / OTEL_EXPORTER_OTLP_* env vars
         return kind, target
-    raise ConfigError(f"{where}: unknown trace exporter {kind!r}; use jsonl, otlp or off")
+    if kind == "azure_monitor":  # the target is the NAME of the env var holding the connection string
+        name = target or AZURE_CONNECTION_ENV
+        if not os.environ.get(name):
+            raise ConfigError(f"{where}: the azure_monitor exporter reads its connection string from ${name}, which "
+                              f"is not set; export it (or name another variable with connection_string_env)")
+        return kind, name
+    raise ConfigError(f"{where}: unknown trace exporter {kind!r}; use jsonl, otlp, azure_monitor or off")
+
+
+def azure_monitor_exporter(env_name: str):
+    """Azure Monitor's span exporter, given the connection string from `$env_name` (read here, held only by the
+    exporter). Offline retry storage is off: it would keep spans on disk in a folder named after the instrumentation
+    key (part of the secret); a failed batch is dropped, as with OTLP."""
+    try:
+        from azure.monitor.opentelemetry.exporter import AzureMonitorTraceExporter
+    except ImportError as e:
+        raise ConfigError("tracing: the azure_monitor exporter needs azure-monitor-opentelemetry-exporter; "
+                          "pip install 'evalpipe[azure]'") from e
+    conn = os.environ.get(env_name)
+    if not conn:
+        raise ConfigError(f"tracing: ${env_name} (the Azure Monitor connection string) is not set")
+    return AzureMonitorTraceExporter(connection_string=conn, disable_offline_storage=True)
 
 
 class JsonlSpanExporter:
@@ -126,6 +153,8 @@ def provider(conf: tuple[str, str]):
         kind, target = conf
         if kind == "jsonl":
             exporter = JsonlSpanExporter(target)
+        elif kind == "azure_monitor":
+            exporter = azure_monitor_exporter(target)
         else:
             from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 

@@ -35,6 +35,12 @@ def _discovered_inputs(secrets: set[str], names: list[str]) -> None:
             names.append(m.api_key_env)
 
 
+def _tracing_secret_names(cfg: Any) -> list[str]:
+    """The env var holding Azure Monitor's connection string (tracing.connection_string_env; Azure's default name
+    always): its value is a secret though its name does not look like one."""
+    return ["APPLICATIONINSIGHTS_CONNECTION_STRING", *filter(None, [cfg.tracing.get("connection_string_env")])]
+
+
 class ConfigFileSecrets:
     """The config file the environment names (`EVALS_CONFIG`, else evals.yaml), followed as it changes: read
     leniently, so an invalid config (the CLI's error about it included) still has its secrets masked."""
@@ -71,6 +77,7 @@ class ConfigFileSecrets:
         try:
             cfg = load_config()
             names += [m.api_key_env for m in cfg.models.values() if m.api_key_env]
+            names += _tracing_secret_names(cfg)
             patterns = cfg.raw.get("redact_patterns") or []
         except Exception:  # no config yet (or an invalid one): the name-based rule still applies
             pass
@@ -110,6 +117,7 @@ class ProjectSecrets:
             patterns = [patterns]
         secrets = set(secrets) | set(self.project.secrets)
         names = list(names) + [m.api_key_env for m in self.project.config.models.values() if m.api_key_env]
+        names += _tracing_secret_names(self.project.config)
         return secrets, names, [*patterns, *self.project.redact_patterns]
 
     def pii(self) -> Any:

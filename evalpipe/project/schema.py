@@ -246,12 +246,15 @@ class Checkpoints(_Strict):
 class Artifacts(_Strict):
     dir: Optional[str] = None
     enabled: Optional[bool] = None
+    writer: Optional[str] = None  # local (default) | memory | package.module:attribute (store/artifacts.py ArtifactWriter)
+    folder_name: Optional[Literal["run_id", "timestamp_run_id"]] = None  # run folders: <run_id> or <UTC start>_<run_id>
 
 
 class Tracing(_Strict):
-    exporter: Optional[Literal["jsonl", "otlp", "none"]] = None
+    exporter: Optional[Literal["jsonl", "otlp", "azure_monitor", "none"]] = None
     path: Optional[str] = None
     endpoint: Optional[str] = None
+    connection_string_env: Optional[str] = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")  # a NAME, not the secret
 
 
 class Pii(_Strict):

@@ -22,6 +22,13 @@ the `tool_calls` table gets the same records; it returns the tool's result (pars
 
 Fingerprints hash the callable's name, `params` and `options.version`: bump `version` when the agent's code
 changes and its old answers should be re-run.
+
+Usage deltas: an agent reused across samples often keeps cumulative usage (an SDK client's running totals). When
+the callable (or the object a bound method belongs to) has `usage_summary()` or a `usage` attribute (a mapping or an
+object with `input_tokens`/`prompt_tokens`, `output_tokens`/`completion_tokens`, `cost`), it is read before and after
+each sample and the difference is that sample's usage (unless the agent returned its own `usage`), kept as a
+`usage_delta` event too. Such an agent runs one sample at a time by default (`concurrency` 1): with samples
+overlapping, a window holding another sample's calls is not attributed (event `usage_delta_skipped`).
 """
 from __future__ import annotations
 
@@ -83,6 +90,37 @@ def load_callable(spec: str | None) -> Callable[..., Any]:
     return import_callable(spec, f"agent {spec!r}")
 
 
+_USAGE_FIELDS = {"input_tokens": ("input_tokens", "prompt_tokens"),
+                 "output_tokens": ("output_tokens", "completion_tokens"), "cost": ("cost", "cost_usd", "total_cost")}
+
+
+def usage_owner(fn: Any) -> Any:
+    """The object whose cumulative usage is read around each sample: the callable or its bound method's owner
+    (None when neither has `usage_summary()` / `usage`)."""
+    for obj in (fn, getattr(fn, "__self__", None)):
+        if obj is not None and not inspect.isfunction(obj) and (hasattr(obj, "usage_summary") or hasattr(obj, "usage")):
+            return obj
+    return None
+
+
+def usage_snapshot(owner: Any) -> dict[str, float]:
+    """The owner's cumulative usage now, as {input_tokens, output_tokens, cost} (fields it lacks left out)."""
+    raw = owner.usage_summary() if hasattr(owner, "usage_summary") else owner.usage
+    raw = raw() if callable(raw) else raw
+    out = {}
+    for name, keys in _USAGE_FIELDS.items():
+        for k in keys:
+            v = raw.get(k) if isinstance(raw, dict) else getattr(raw, k, None)
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
+                out[name] = v
+                break
+    return out
+
+
+def usage_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: after[k] - before.get(k, 0) for k in after}
+
+
 def normalize(result: Any, task: AgentTask) -> Generation:
     """An agent's return value -> a Generation (the fields every runner produces)."""
     if isinstance(result, str) or result is None:
@@ -130,6 +168,10 @@ class AgentRunner(Runner):
             raise ConfigError(f"model {model.key!r}: options.isolation must be 'thread' or 'process'")
         self.keep_workdir = bool(model.options.get("keep_workdir", False))
         self._pool: ThreadPoolExecutor | None = None
+        self._usage_owner = usage_owner(self.fn)
+        self._in_flight = 0  # samples of this agent running now (a usage window must hold one only)
+        if self._usage_owner is not None:
+            self.default_concurrency = 1  # cumulative usage: one sample at a time, so each delta is its own
 
     def identity(self) -> dict[str, Any]:
         return {"runner": self.name, "agent": self.spec, "params": self.model.params,
@@ -165,6 +207,31 @@ class AgentRunner(Runner):
                 shutil.rmtree(workdir, ignore_errors=True)
 
     async def _in_thread(self, task: AgentTask) -> Generation:
+        owner = getattr(self, "_usage_owner", None)
+        if owner is None:
+            return await self._call_in_thread(task)
+        self._in_flight += 1
+        self._started = mine = getattr(self, "_started", 0) + 1
+        alone = self._in_flight == 1
+        before = usage_snapshot(owner)
+        try:
+            gen = await self._call_in_thread(task)
+        finally:
+            self._in_flight -= 1
+        after = usage_snapshot(owner)
+        # the window is this sample's alone when nothing else ran in it: none running at its start or end, none started
+        alone = alone and self._in_flight == 0 and self._started == mine
+        if not alone:
+            gen.trajectory.append({"type": "usage_delta_skipped", "reason": "samples of this agent overlapped"})
+            return gen
+        delta = usage_delta(before, after)
+        gen.trajectory.append({"type": "usage_delta", "before": before, "after": after, "delta": delta})
+        if gen.input_tokens is None and gen.output_tokens is None and not gen.cost:  # the agent's own usage wins
+            gen.input_tokens, gen.output_tokens = delta.get("input_tokens"), delta.get("output_tokens")
+            gen.cost = float(delta.get("cost") or 0.0)
+        return gen
+
+    async def _call_in_thread(self, task: AgentTask) -> Generation:
         try:
             if inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(getattr(self.fn, "__call__", None)):
                 result = await self.fn(task)

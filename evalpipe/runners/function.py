@@ -22,7 +22,7 @@ from evalpipe.core.callables import callable_fingerprint, callable_name
 from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.types import Generation
-from evalpipe.runners.agent import AgentRunner
+from evalpipe.runners.agent import AgentRunner, usage_owner
 from evalpipe.runners.base import Runner, register_runner
 
 # fingerprint -> the agent function, filled by `register_function` (the Python API) in this process
@@ -109,6 +109,9 @@ class FunctionRunner(AgentRunner):
         self.isolation = "thread"
         self.keep_workdir = bool(model.options.get("keep_workdir", False))
         self._pool = None
+        self._usage_owner, self._in_flight = usage_owner(fn), 0  # [usage deltas] read around each sample (agent.py)
+        if self._usage_owner is not None:
+            self.default_concurrency = 1
 
     def identity(self) -> dict[str, Any]:
         # `version` (the source fingerprint) is one of the identity keys of the model fingerprint too

@@ -9,8 +9,9 @@
     summary.md      the same for humans, one table per metric
 
 Everything is built from the warehouse (plus the metrics just computed), so the `metrics` asset and
-`evalpipe export` write identical folders. Every value passes through `evalpipe.core.redact`. The folder is written
-under a temp name and renamed into place: a reader never sees half a set of files.
+`evalpipe export` write identical folders. Every value passes through `evalpipe.core.redact`. The files go through an
+`ArtifactWriter` (below; `artifacts: {writer: ...}`): the default writes the folder under a temp name and renames it
+into place, so a reader never sees half a set of files; `memory` keeps them as text; your own may ship them anywhere.
 """
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ from datetime import datetime, timezone
 from importlib import metadata as importlib_metadata
 from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pandas as pd
 
 from evalpipe.core.config import REPO_ROOT, EvalConfig, dagster_home
-from evalpipe.core.errors import WarehouseError
+from evalpipe.core.errors import ConfigError, WarehouseError
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.core.jsontext import dumps as _dump
 from evalpipe.core.redact import MASK, get_redactor, is_secret_name
@@ -646,53 +647,184 @@ def summary_markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
-                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
-                    out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
-                    dataset_header: dict[str, Any] | None = None) -> Path:
-    """Write the partition's artifact folder (default `<artifacts root>/<split>/<model>/<run_id>/`, with
-    `<artifacts root>/<split>/<model>/latest` pointing at it); returns its path. Folders of earlier runs are kept;
-    the same run id written again replaces its own folder whole. The per-sample files are written batch by batch
-    (`batch_rows` samples at a time), so the partition never sits in memory whole."""
-    run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    if out_dir:
-        target = Path(out_dir).expanduser().resolve()
-    else:  # one folder per run, kept; `latest` points at the newest (docs/reproducibility.md)
-        target = partition_dir(artifacts_root(cfg), split_key, model_key) / safe_run_id(run_id)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
-    tmp.mkdir()
-    r = get_redactor()
-    try:
-        lines = {name: open(tmp / name, "w", encoding="utf-8") for name in FILES if name.endswith(".jsonl")}
-        try:
-            def sink(name: str, text: str) -> None:  # one batch of per-sample lines, redacted
-                lines[name].write(text)
+# ---- where the files go: the ArtifactWriter protocol ----------------------------------------------------------------
+@runtime_checkable
+class RunArtifacts(Protocol):
+    """One run's files while they are written: `write` appends text (already redacted) to a file of the run, in
+    batches; `commit` publishes every file at once and returns where the run is; `abort` drops what was written."""
 
-            contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=sink, batch_rows=batch_rows,
-                                       dataset_header=dataset_header)
-        finally:
-            for fh in lines.values():
-                fh.close()
-        for name, obj in contents.items():
-            with open(tmp / name, "w", encoding="utf-8") as fh:
-                if name.endswith(".json"):
-                    fh.write(json.dumps(r.redact_obj(obj), ensure_ascii=False, default=str, indent=2) + "\n")
-                else:
-                    fh.write(r.redact(obj))
+    def write(self, name: str, text: str) -> None: ...
+
+    def commit(self) -> Any: ...
+
+    def abort(self) -> None: ...
+
+
+@runtime_checkable
+class ArtifactWriter(Protocol):
+    """Where run artifacts are written (`artifacts: {writer: ...}` in the config, or `write_artifacts(writer=)`).
+    `open_run` starts one run's set of files: `out_dir` is the folder the user asked for (`evalpipe export --out`),
+    None for the writer's own place for (split, model, run id); `started_at` the run's start (epoch seconds)."""
+
+    def open_run(self, split_key: str, model_key: str, run_id: str, cfg: EvalConfig | None = None,
+                 out_dir: str | os.PathLike | None = None, started_at: float | None = None) -> RunArtifacts: ...
+
+
+class _FolderRun:
+    """A run folder written under a temp name and renamed into place: a reader never sees half a set of files."""
+
+    def __init__(self, target: Path, point_latest_at_commit: bool) -> None:
+        self.target, self.latest = target, point_latest_at_commit
+        target.parent.mkdir(parents=True, exist_ok=True)
+        self.tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.tmp")
+        self.tmp.mkdir()
+        self.files: dict[str, Any] = {}
+
+    def write(self, name: str, text: str) -> None:
+        fh = self.files.get(name)
+        if fh is None:
+            fh = self.files[name] = open(self.tmp / name, "w", encoding="utf-8")
+        fh.write(text)
+
+    def _close(self) -> None:
+        for fh in self.files.values():
+            fh.close()
+        self.files.clear()
+
+    def commit(self) -> Path:
+        self._close()
+        target = self.target
         if target.exists():
             old = target.with_name(f".{target.name}.{uuid.uuid4().hex[:8]}.old")
             os.replace(target, old)
-            os.replace(tmp, target)
+            os.replace(self.tmp, target)
             shutil.rmtree(old, ignore_errors=True)
         else:
-            os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    if not out_dir:
-        point_latest(target)
-    return target
+            os.replace(self.tmp, target)
+        if self.latest:
+            point_latest(target)
+        return target
+
+    def abort(self) -> None:
+        self._close()
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+FOLDER_NAMES = ("run_id", "timestamp_run_id")
+
+
+def run_folder_name(run_id: str, started_at: float | None = None, cfg: EvalConfig | None = None) -> str:
+    """A run's folder name: the run id (default), or with `artifacts: {folder_name: timestamp_run_id}`
+    `<UTC start, YYYYMMDDTHHMMSSZ>_<run id>` (the GAIA harness's layout: folders sort by time)."""
+    style = str((cfg.artifacts.get("folder_name") if cfg is not None else None) or "run_id")
+    if style not in FOLDER_NAMES:
+        raise ConfigError(f"artifacts.folder_name: {style!r} is not one of {', '.join(FOLDER_NAMES)}")
+    name = safe_run_id(run_id)
+    if style == "timestamp_run_id":
+        when = datetime.fromtimestamp(started_at if started_at is not None else time.time(), timezone.utc)
+        name = f"{when.strftime('%Y%m%dT%H%M%SZ')}_{name}"
+    return name
+
+
+class LocalFolderWriter:
+    """The default: `<artifacts root>/<split>/<model>/<run_id>/`, `latest` beside it pointing at the newest; folders
+    of earlier runs are kept, the same run id written again replaces its own folder whole."""
+
+    def open_run(self, split_key: str, model_key: str, run_id: str, cfg: EvalConfig | None = None,
+                 out_dir: str | os.PathLike | None = None, started_at: float | None = None) -> RunArtifacts:
+        if out_dir:
+            return _FolderRun(Path(out_dir).expanduser().resolve(), point_latest_at_commit=False)
+        name = run_folder_name(run_id, started_at, cfg)
+        return _FolderRun(partition_dir(artifacts_root(cfg), split_key, model_key) / name, True)
+
+
+class MemoryArtifactWriter:
+    """Keeps each run's files as text in `runs[(split, model, run_id)]` (tests, notebooks, a service that ships
+    them elsewhere): nothing touches the disk. Committed runs only; a run written again replaces its files."""
+
+    def __init__(self) -> None:
+        self.runs: dict[tuple[str, str, str], dict[str, str]] = {}
+
+    def open_run(self, split_key: str, model_key: str, run_id: str, cfg: EvalConfig | None = None,
+                 out_dir: str | os.PathLike | None = None, started_at: float | None = None) -> RunArtifacts:
+        return _MemoryRun(self, (split_key, model_key, str(out_dir or run_id)))
+
+
+class _MemoryRun:
+    def __init__(self, owner: MemoryArtifactWriter, key: tuple[str, str, str]) -> None:
+        self.owner, self.key, self.parts = owner, key, {}
+
+    def write(self, name: str, text: str) -> None:
+        self.parts.setdefault(name, []).append(text)
+
+    def commit(self) -> str:
+        self.owner.runs[self.key] = {name: "".join(chunks) for name, chunks in self.parts.items()}
+        return "memory://" + "/".join(self.key)
+
+    def abort(self) -> None:
+        self.parts.clear()
+
+
+_WRITERS: dict[str, Any] = {"local": LocalFolderWriter(), "memory": MemoryArtifactWriter()}
+
+
+def register_artifact_writer(name: str, writer: ArtifactWriter) -> None:
+    """Make `artifacts: {writer: NAME}` use `writer` (an object with `open_run`, see ArtifactWriter)."""
+    if not isinstance(writer, ArtifactWriter):
+        raise TypeError(f"artifact writer {name!r} has no open_run(split_key, model_key, run_id, cfg, out_dir)")
+    _WRITERS[name] = writer
+
+
+def artifact_writer(cfg: EvalConfig | None = None) -> ArtifactWriter:
+    """The config's `artifacts.writer`: a registered name (`local`, the default; `memory`) or `module:attribute`
+    naming a writer object, or a class built with no arguments."""
+    spec = str((cfg.artifacts.get("writer") if cfg is not None else None) or "local")
+    if spec in _WRITERS:
+        return _WRITERS[spec]
+    if ":" not in spec:
+        raise ConfigError(f"artifacts.writer: unknown writer {spec!r}; use {', '.join(sorted(_WRITERS))} or "
+                          "'package.module:attribute'")
+    import importlib
+
+    module, _, attr = spec.partition(":")
+    try:
+        obj = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as e:
+        raise ConfigError(f"artifacts.writer: cannot import {spec!r} ({e})") from e
+    writer = obj() if isinstance(obj, type) else obj
+    register_artifact_writer(spec, writer)  # one instance per process: a stateful writer keeps its state
+    return writer
+
+
+def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
+                    metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
+                    out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
+                    dataset_header: dict[str, Any] | None = None, writer: ArtifactWriter | None = None) -> Any:
+    """Write the partition's run artifacts through `writer` (default: the config's `artifacts.writer`, else the local
+    folder writer: `<artifacts root>/<split>/<model>/<run_id>/`, with `latest` pointing at it; `out_dir` always goes
+    to the local writer) and return where they are (a Path for the local writer). The per-sample files are written
+    batch by batch (`batch_rows` samples at a time), so the partition never sits in memory whole. Every value is
+    redacted before it reaches the writer."""
+    run_id = (run or {}).get("run_id") or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    if writer is None:  # a folder the user named (`evalpipe export --out`) is a local folder whatever the config says
+        writer = _WRITERS["local"] if out_dir else artifact_writer(cfg)
+    out = writer.open_run(split_key, model_key, str(run_id), cfg, out_dir, started_at=(run or {}).get("started_at"))
+    r = get_redactor()
+    try:
+        contents = build_artifacts(split_key, model_key, wh, cfg, metrics, run, sink=out.write,  # lines come redacted
+                                   batch_rows=batch_rows, dataset_header=dataset_header)
+        for name, obj in contents.items():
+            if name.endswith(".json"):
+                out.write(name, json.dumps(r.redact_obj(obj), ensure_ascii=False, default=str, indent=2) + "\n")
+            else:
+                out.write(name, r.redact(obj))
+        for name in FILES:  # an empty file still exists (errors.jsonl of a clean run)
+            out.write(name, "")
+        return out.commit()
+    except BaseException:
+        out.abort()
+        raise
 
 
 def safe_run_id(run_id: str) -> str:
