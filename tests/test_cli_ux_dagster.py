@@ -173,3 +173,28 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
     assert r.exit_code == 3, r.output
     assert "check samples_accounted on metrics [smoke/extra|good]: FAILED" in r.output
     assert "gate failed" in r.output
+
+
+def test_try_keys_are_classified():
+    from partitions import try_kind
+
+    assert [try_kind(k) for k in ("echo", "adhoc:openai/gpt-4o", "echo@limit5", "echo@exp-limit5",
+                                  "echo@ids-0123456789ab", "echo@exp-ids-0123456789ab", "echo@exp")] == \
+        [None, "adhoc", "limit", "limit", "ids", "ids", "experiment"]
+
+
+@pytest.mark.slow
+def test_a_try_partition_s_run_is_tagged(instance, home, write_config, monkeypatch):
+    """A throw-away key's run carries evals/try=<kind> (the Runs page filters on it), whichever way it is launched;
+    a configured model's run carries none."""
+    from partitions import TRY_TAG
+    from tests.helpers.cli import invoke
+
+    restore_cli_env(monkeypatch)
+    write_config(smoke_benchmark(limit=2) + "models:\n  good: {runner: echo}\n")
+    assert invoke("run", "--model", "good", "--no-progress").exit_code == 0
+    assert invoke("run", "--model", "good", "--limit", "1", "--no-progress").exit_code == 0
+    tagged = {r.tags.get("dagster/partition/model", r.tags.get("dagster/partition")): r.tags.get(TRY_TAG)
+              for r in instance.get_runs() if "dagster/partition" in r.tags and "|" in r.tags["dagster/partition"]}
+    by_model = {k.split("|")[-1] if "|" in k else k: v for k, v in tagged.items()}
+    assert by_model == {"good": None, "good@limit1": "limit"}
