@@ -53,12 +53,13 @@ models:
 """
 
 
-def make_home(root: Path) -> dict[str, str]:
-    """A fresh DAGSTER_HOME with the dagster.yaml `make dev` uses, and a config over the smoke split: the env."""
+def make_home(root: Path, config: str = CONFIG) -> dict[str, str]:
+    """A fresh DAGSTER_HOME with the dagster.yaml `make dev` uses, and `config` (default: the smoke split, two echo
+    models) as root/evals.yaml: the environment for the services and the CLI."""
     home = root / "home"
     home.mkdir(parents=True)
     shutil.copy(REPO / "dagster_home" / "dagster.yaml", home / "dagster.yaml")
-    (root / "evals.yaml").write_text(CONFIG)
+    (root / "evals.yaml").write_text(config)
     env = {**os.environ, "DAGSTER_HOME": str(home), "EVALS_CONFIG": str(root / "evals.yaml"),
            "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     env.pop("EVALS_WAREHOUSE", None)
