@@ -49,14 +49,14 @@ def mark_try_run(context) -> None:
     """Tag the run of a throw-away partition `evals/try=<kind>` (the Runs page filters on it, each run shows it),
     whichever way it was launched: the CLI, the API, the launchpad, a backfill. Dynamic partition keys carry no
     description in Dagster, so the run tag (and the key's own `@`/`adhoc:` mark) is what the UI can show."""
-    from dagster import DagsterInvalidPropertyError
+    from dagster import DagsterError
 
     kind = try_kind(partition_dims(context.partition_key).get(MODEL, ""))
     if not kind:
         return
     try:
         tags = context.run.tags
-    except DagsterInvalidPropertyError:  # an asset called directly (build_asset_context): no run to tag
+    except DagsterError:  # an asset called directly (build_asset_context): no run to tag
         return
     if tags.get(TRY_TAG) != kind:
         context.instance.add_run_tags(context.run_id, {TRY_TAG: kind})
