@@ -68,11 +68,11 @@ def test_chart_markdown_and_link(monkeypatch):
                         "ci_high": float("nan")},
                        {"metric": "latency_s_p50", "slice": "usage", "value": 3.0, "ci_low": None, "ci_high": None}])
     md = metrics_chart_md(df)
-    assert "| gaia ↑ | all | 0.500 (0.30-0.70) | `" + "█" * 5 + "░" * 5 + "` |" in md
+    assert "| gaia ↑ | all | 0.500 (0.30-0.70) | `" + "█" * 4 + "░" * 4 + "` |" in md
     assert "| gaia ↑ | level=1 | - | |" in md and "latency" not in md
-    # four columns and a 10-cell bar: the table fits the Dagster UI's metadata panel (a 20-cell bar in six
+    # four columns and an 8-cell bar: the table fits the Dagster UI's metadata panel (a 20-cell bar in six
     # columns, ~72 characters a row, was cut at a 1280 px window)
-    assert md.splitlines()[0].count("|") == 5 and max(len(line) for line in md.splitlines()) <= 55
+    assert md.splitlines()[0].count("|") == 5 and max(len(line) for line in md.splitlines()) <= 50
     monkeypatch.setenv("EVALS_VIEWER_URL", "http://viewer.internal:9000/")
     assert viewer_url("gaia/validation", "m@x") == \
         "http://viewer.internal:9000/samples?split=gaia%2Fvalidation&model=m%40x"

@@ -9,8 +9,8 @@ from urllib.parse import urlencode
 VIEWER_URL_ENV = "EVALS_VIEWER_URL"
 DEFAULT_VIEWER_URL = "http://127.0.0.1:8585"
 # The Dagster UI shows markdown metadata in a side panel about 600 px wide at a 1280 px window; a 20-cell bar and
-# six columns ran past it (the table was cut). Four columns and a 10-cell bar fit.
-BAR_WIDTH = 10
+# six columns ran past it (the table was cut). Four columns and an 8-cell bar fit (~410 px for a short metric name).
+BAR_WIDTH = 8
 
 
 def viewer_url(split: str, model: str, metric: str | None = None, sample_ids: list[str] | None = None,
