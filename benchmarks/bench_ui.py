@@ -21,7 +21,7 @@ import argparse
 import json
 import os
 import shutil
-import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -224,13 +224,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
     check_repeat(args.repeat)
-    from tests.helpers.services import free_port
-
+    with socket.socket() as sock:  # a free loopback port
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
     root = Path(tempfile.mkdtemp(prefix="bench_ui_"))
     env = make_home(root)
     cli(env, MODELS)  # journal both partitions: later runs call no model
     keys = [f"{SPLIT}|{m}" for m in MODELS]
-    with DagsterDev(env, free_port(), log=root / "dev.log") as dev:
+    with DagsterDev(env, port, log=root / "dev.log") as dev:
         jobs = {
             "cli_one": lambda r: {"wall_s": cli(env, MODELS[:1])},
             "ui_one": lambda r: timed(lambda: wait_run(dev.url, launch_run(dev.url, SPLIT, MODELS[0]))),

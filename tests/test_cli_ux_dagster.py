@@ -103,8 +103,6 @@ def test_dev_instance_polls_for_interactive_use():
     threads; the run limits stay."""
     import yaml
 
-    from dagster import DagsterInstance
-
     cfg = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
     assert cfg["run_queue"] == {"dequeue_interval_seconds": 1, "dequeue_use_threads": True}
     assert cfg["backfills"]["use_threads"] is True
