@@ -38,7 +38,7 @@ from evalpipe.runners.function import functions_version
 from evalpipe.core.redact import redact
 from evalpipe.core.run_marks import limit_of
 from evalpipe.store.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
-from partitions import benchmark_split_partitions, eval_partitions, partition_dims
+from partitions import benchmark_split_partitions, eval_partitions, mark_try_run, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
@@ -204,6 +204,7 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
             warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
+    mark_try_run(context)  # [ui] a throw-away key's run is tagged evals/try=<kind> (partitions/__init__.py)
     cfg = eval_config.get()
     model = cfg.model(dims["model"])  # fail early, with a clear message, for a model nobody configured
     split = cfg.split(dims["benchmark_split"])
@@ -404,6 +405,7 @@ def judgements_asset(project: Project):
 def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
             judgements: PartitionReader, rollouts: PartitionReader) -> Output[pd.DataFrame]:
     dims = partition_dims(context.partition_key)
+    mark_try_run(context)  # [ui] also when the UI re-materializes metrics alone
     rows = _batch_rows(eval_config.get())
     # only the columns aggregation reads, held compactly (~150 bytes per judgement; docs/scale.md)
     verdicts = compact_judgements(judgements.batches(rows, AGGREGATE_COLUMNS))

@@ -27,7 +27,7 @@ from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import USAGE_METRICS
 from evalpipe.store.warehouse import PartitionReader  # [scale] inputs read lazily or by column (resources/warehouse.py)
 from evalpipe.project import Project
-from partitions import benchmark_split_partitions, eval_partitions, partition_dims
+from partitions import BENCHMARK_SPLIT, MODEL, benchmark_split_partitions, eval_partitions, partition_dims
 from resources import EvalConfigResource, WarehouseResource
 
 DEFAULTS = {"max_error_rate": 0.1, "max_parse_error_rate": 0.05, "severity": "error"}
@@ -83,6 +83,20 @@ def accounted_result(prompts: pd.DataFrame, judgements: pd.DataFrame, metric_row
         problems.append("no judgements at all")
     return not problems, {"samples": len(all_samples), "metrics": len(names),
                           "problems": MetadataValue.md("\n".join(f"- {p}" for p in problems) or "_none_")}
+
+
+def unaccounted_samples(prompts: pd.DataFrame, judgements: pd.DataFrame,
+                        routed: dict[str, set[str]] | None = None) -> list[str]:
+    """The samples that fail `samples_accounted`: without a judgement for some metric (of those it routes to
+    them, `routed` as in `accounted_result`), or judged with a status that is none of
+    scored/unscored/error/parse_error."""
+    samples = set(prompts["sample_id"]) if len(prompts) else set()
+    if not len(judgements):
+        return sorted(map(str, samples))
+    out = set(judgements.loc[~judgements["status"].isin(["scored", "unscored", "error", "parse_error"]), "sample_id"])
+    for m, j in judgements.groupby("metric"):
+        out |= (routed or {}).get(m, samples) - set(j["sample_id"])
+    return sorted(map(str, out))
 
 
 def parse_failure_result(judgements: pd.DataFrame, max_rate: float) -> tuple[bool, dict[str, Any]]:
@@ -199,6 +213,56 @@ def metrics_checks_for(project: Project | None):
     return metrics_checks
 
 
+# Which samples fail a tool-integration gate, from their result records (evalpipe/tooleval/report.py `summarize`
+# counts the same flags); gates over pooled scores (F1, JSON validity) have no per-sample culprit.
+_GATE_SAMPLE_FAILS = {
+    "controls_with_integration": lambda r: r.get("kind") == "control" and bool(r["flags"].get("contaminated")),
+    "control_contamination_rate": lambda r: r.get("kind") == "control" and bool(r["flags"].get("contaminated")),
+    "coverage": lambda r: bool(r["eligible"].get("coverage")) and not r["flags"].get("integrated"),
+    "grounded_coverage": lambda r: bool(r["eligible"].get("coverage")) and not r["flags"].get("grounded"),
+    "multi_call_parity": lambda r: bool(r["eligible"].get("parity")) and not r["calls"].get("parity"),
+    "error_recovery": lambda r: bool(r["eligible"].get("recovery")) and not r["flags"].get("recovered"),
+    "negative_control_hallucination_rate": lambda r: (r.get("kind") == "negative_control"
+                                                      and bool(r["flags"].get("hallucinated"))),
+    "fixture_misses": lambda r: int(r["calls"].get("fixture_misses") or 0) > 0,
+}
+MAX_LINKED_SAMPLES = 200  # a longer id list makes a URL some browsers and proxies refuse
+
+
+def gate_failed_samples(judgements: pd.DataFrame, failed_gates: list[str]) -> list[str]:
+    """The sample ids whose tool_integration records fail one of `failed_gates` (those with a per-sample rule)."""
+    import json
+
+    from evalpipe.tooleval.report import METRIC
+
+    rules = [_GATE_SAMPLE_FAILS[g] for g in failed_gates if g in _GATE_SAMPLE_FAILS]
+    j = judgements[judgements["metric"] == METRIC] if len(judgements) and rules else judgements.iloc[0:0]
+    out = []
+    for sample_id, details in zip(j["sample_id"], j["details"]):
+        try:
+            rec = json.loads(details) if isinstance(details, str) and details else {}
+        except ValueError:
+            continue
+        try:
+            if rec.get("result_version") and any(rule(rec) for rule in rules):
+                out.append(str(sample_id))
+        except (KeyError, TypeError, AttributeError):  # a record of another layout: no culprit, not a crash
+            continue
+    return sorted(set(out))
+
+
+def failed_samples_meta(partition_key, sample_ids: list[str], metric: str | None = None) -> dict[str, Any]:
+    """Metadata of a failed gate: how many samples failed it and a link to the viewer's sample list narrowed to
+    them (the first MAX_LINKED_SAMPLES)."""
+    from evalpipe.viewer.links import viewer_url
+
+    dims = partition_dims(partition_key)
+    if MODEL not in dims or not sample_ids:
+        return {}
+    url = viewer_url(dims[BENCHMARK_SPLIT], dims[MODEL], metric=metric, sample_ids=sample_ids[:MAX_LINKED_SAMPLES])
+    return {"failed_samples": len(sample_ids), "failed_samples_link": MetadataValue.url(url)}
+
+
 def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: EvalConfigResource,
                            metrics: pd.DataFrame, prompts: PartitionReader,
                            judgements: PartitionReader) -> Iterator[AssetCheckResult]:
@@ -216,6 +280,8 @@ def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: Eva
         routed = router.expected_samples(prompts["sample_id"], (json.loads(m) if isinstance(m, str) else {}
                                                                for m in prompts["metadata"])) if router else None
         ok, meta = accounted_result(prompts, judgements, rows, routed)
+        if not ok:
+            meta.update(failed_samples_meta(context.partition_key, unaccounted_samples(prompts, judgements, routed)))
         yield AssetCheckResult(check_name="samples_accounted", passed=ok, severity=_severity(t), metadata=meta,
                                description=None if ok else "some samples are not accounted for")
     if "judge_parse_failures" in selected:
@@ -226,6 +292,10 @@ def _metrics_check_results(context: AssetCheckExecutionContext, eval_config: Eva
 
         out = gate_outcome(judgements)
         meta = {"gates": MetadataValue.json(out.gates)} if out.applicable else {}
+        failed = [g["gate"] for g in out.gates if g.get("status") == "fail"]
+        if failed:
+            meta.update(failed_samples_meta(context.partition_key, gate_failed_samples(judgements, failed),
+                                            metric="tool_integration"))
         # only a failed gate the header marks blocking is an ERROR (blocks); other failures warn
         yield AssetCheckResult(check_name="tool_integration_gates", passed=out.passed, metadata=meta,
                                description=out.description[:1000],

@@ -36,4 +36,9 @@ def build_definitions(project: Project) -> Definitions:
         sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
         schedules=[retry_failed_partitions_schedule],
         resources=project_resources(project),
+        # Selections made in the UI (Materialize, backfills) run in Dagster's implicit asset job, whose default is
+        # the multiprocess executor: a fresh Python process and a full import of this code location per step
+        # (~3-5 s each here, x5 steps). The `evaluate` job's executor instead (in_process by default, or
+        # EVALS_EXECUTOR's celery/k8s): a partition's steps run one after another anyway, so nothing is lost.
+        executor=evaluate_job.executor_def,
     )

@@ -27,5 +27,40 @@ def partition_dims(partition_key) -> dict[str, str]:
     return {BENCHMARK_SPLIT: str(partition_key)}
 
 
-__all__ = ["BENCHMARK_SPLIT", "MODEL", "benchmark_split_partitions", "eval_key", "eval_partitions",
+TRY_TAG = "evals/try"
+
+
+def try_kind(model_key: str) -> str | None:
+    """What kind of throw-away key `model_key` is: "adhoc" (`adhoc:*`), "ids" (`@ids-<h>`), "limit" (`@limit<N>`),
+    "experiment" (any other `<model>@<name>`), or None for a configured model's key."""
+    from evalpipe.core.run_marks import is_adhoc, is_limited, limit_of
+
+    key = str(model_key)
+    if is_adhoc(key):
+        return "adhoc"
+    if "@" not in key:
+        return None
+    if limit_of(key):
+        return "limit"
+    return "ids" if is_limited(key) else "experiment"  # is_limited: a limit or a sample selection
+
+
+def mark_try_run(context) -> None:
+    """Tag the run of a throw-away partition `evals/try=<kind>` (the Runs page filters on it, each run shows it),
+    whichever way it was launched: the CLI, the API, the launchpad, a backfill. Dynamic partition keys carry no
+    description in Dagster, so the run tag (and the key's own `@`/`adhoc:` mark) is what the UI can show."""
+    from dagster import DagsterError
+
+    kind = try_kind(partition_dims(context.partition_key).get(MODEL, ""))
+    if not kind:
+        return
+    try:
+        tags = context.run.tags
+    except DagsterError:  # an asset called directly (build_asset_context): no run to tag
+        return
+    if tags.get(TRY_TAG) != kind:
+        context.instance.add_run_tags(context.run_id, {TRY_TAG: kind})
+
+
+__all__ = ["TRY_TAG", "mark_try_run", "try_kind", "BENCHMARK_SPLIT", "MODEL", "benchmark_split_partitions", "eval_key", "eval_partitions",
            "model_partitions", "partition_dims"]

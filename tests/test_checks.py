@@ -3,7 +3,8 @@ import pandas as pd
 import pytest
 from dagster import DagsterEventType
 
-from eval_assets.checks import accounted_result, error_rate_result, parse_failure_result
+from eval_assets.checks import (accounted_result, error_rate_result, failed_samples_meta, gate_failed_samples,
+                                parse_failure_result, unaccounted_samples)
 from evalpipe.project import load_config
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
@@ -98,6 +99,10 @@ def test_check_functions_on_hand_made_frames():
     ok, meta = accounted_result(prompts, j.iloc[:2], rows)
     assert not ok and "without a judgement" in meta["problems"].value
     assert not accounted_result(prompts, j, rows.assign(n=1))[0]
+    assert unaccounted_samples(prompts, j) == []
+    lost = pd.concat([j.iloc[:2].assign(status=["scored", "lost"]),
+                      pd.DataFrame({"sample_id": ["a", "b", "c"], "metric": "m2", "status": "scored"})])
+    assert unaccounted_samples(prompts, lost) == ["b", "c"]  # b: unknown status; c: no judgement for m
     j2 = pd.DataFrame({"metric": "m", "status": ["scored", "parse_error", "unscored", "error"]})
     ok, meta = parse_failure_result(j2, 0.4)
     assert not ok and meta["worst_parse_error_rate"] == 0.5  # unscored and failed rollouts were never judged
@@ -105,6 +110,35 @@ def test_check_functions_on_hand_made_frames():
 
 
 # ---- gates that block (issue 25) -------------------------------------------------------------------------------------
+def test_a_failed_gate_links_to_the_samples_that_failed_it(monkeypatch):
+    """A failed gate's metadata links to the viewer's sample list narrowed to its culprits: for a tool-integration
+    gate, the samples whose result records break it (a contaminated control for controls_with_integration, an
+    eligible item without integration for coverage); gates over pooled scores name no sample."""
+    import json
+    from urllib.parse import parse_qs, urlparse
+
+    from partitions import eval_key
+
+    def record(kind, integrated=True, contaminated=False):
+        return json.dumps({"result_version": 1, "kind": kind, "eligible": {"coverage": kind == "item"},
+                           "flags": {"integrated": integrated, "contaminated": contaminated}, "calls": {}})
+
+    j = pd.DataFrame({"sample_id": ["i1", "i2", "c1", "c2", "x"],
+                      "metric": ["tool_integration"] * 4 + ["exact_match"],
+                      "details": [record("item"), record("item", integrated=False), record("control"),
+                                  record("control", contaminated=True), record("control", contaminated=True)]})
+    assert gate_failed_samples(j, ["controls_with_integration"]) == ["c2"]  # x is another metric's row
+    assert gate_failed_samples(j, ["coverage", "controls_with_integration"]) == ["c2", "i2"]
+    assert gate_failed_samples(j, ["f1_strict_macro"]) == []
+    monkeypatch.setenv("EVALS_VIEWER_URL", "http://viewer:8585")
+    meta = failed_samples_meta(eval_key("tools/test", "m1"), ["c2", "i2"], metric="tool_integration")
+    url = urlparse(meta["failed_samples_link"].url)
+    assert meta["failed_samples"] == 2 and url.path == "/samples"
+    assert parse_qs(url.query) == {"split": ["tools/test"], "model": ["m1"], "metric": ["tool_integration"],
+                                   "ids": ["c2,i2"]}
+    assert failed_samples_meta(eval_key("tools/test", "m1"), []) == {}
+
+
 def _spec_names(project) -> dict[str, bool]:
     from eval_assets.checks import eval_checks
 
@@ -193,6 +227,10 @@ def test_a_partition_whose_blocking_gate_failed_is_off_the_leaderboard(instance,
     board = wh.read_table("leaderboard").set_index("model")
     assert board.loc["right", "rank"] == 1 and pd.isna(board.loc["right", "gate"])
     assert pd.isna(board.loc["wrong", "rank"]) and board.loc["wrong", "gate"].startswith("samples_accounted failed")
+    gate = [check_outcomes(instance, run.run_id).get(("metrics", "samples_accounted")) for run in instance.get_runs()]
+    failed = [g for g in gate if g is not None and not g.passed]
+    link = failed[0].metadata["failed_samples_link"].url  # the UI links to the wrong model's unaccounted samples
+    assert "model=wrong" in link and "ids=s1%2Cs2" in link and failed[0].metadata["failed_samples"].value == 2
     out = invoke("leaderboard").output
     line = next(x for x in out.splitlines() if " wrong " in x)
     assert "gate failed" in line and "samples_accounted failed" in line

@@ -1,9 +1,14 @@
 """Issue 14 in the Dagster UI: the leaderboard follows `metrics` by declarative automation (no hourly
 schedule), each metrics materialization carries a chart and a viewer link, and `make dev`'s launcher."""
+import sys
+from pathlib import Path
+
 import pytest
 
 from tests.helpers.cli import restore_cli_env
 from tests.helpers.configs import smoke_benchmark
+
+REPO = Path(__file__).parents[1]
 
 
 def test_definitions_have_the_automation_sensor_and_no_hourly_schedule():
@@ -41,7 +46,7 @@ def test_leaderboard_is_requested_when_a_metrics_partition_changes(instance, wri
     assert r.success
     # the metrics materialization carries a chart and the viewer link
     mat = instance.get_latest_materialization_event(AssetKey("metrics")).asset_materialization
-    assert "| exact_match | all | 0.000 |" in mat.metadata["chart"].value
+    assert "| exact_match ↑ | all | 0.000 (" in mat.metadata["chart"].value
     assert mat.metadata["viewer"].value.startswith("http://127.0.0.1:8585/samples?split=smoke%2Fextra&model=good")
 
     after = evaluate_automation_conditions(defs=graph, instance=instance, cursor=cursor)
@@ -63,11 +68,57 @@ def test_chart_markdown_and_link(monkeypatch):
                         "ci_high": float("nan")},
                        {"metric": "latency_s_p50", "slice": "usage", "value": 3.0, "ci_low": None, "ci_high": None}])
     md = metrics_chart_md(df)
-    assert "| gaia | all | 0.500 | 0.300-0.700 | `" + "█" * 10 + "░" * 10 + "` |" in md
-    assert "| gaia | level=1 | - | - | |" in md and "latency" not in md
+    assert "| gaia ↑ | all | 0.500 (0.30-0.70) | `" + "█" * 4 + "░" * 4 + "` |" in md
+    assert "| gaia ↑ | level=1 | - | |" in md and "latency" not in md
+    # four columns and an 8-cell bar: the table fits the Dagster UI's metadata panel (a 20-cell bar in six
+    # columns, ~72 characters a row, was cut at a 1280 px window)
+    assert md.splitlines()[0].count("|") == 5 and max(len(line) for line in md.splitlines()) <= 50
     monkeypatch.setenv("EVALS_VIEWER_URL", "http://viewer.internal:9000/")
     assert viewer_url("gaia/validation", "m@x") == \
         "http://viewer.internal:9000/samples?split=gaia%2Fvalidation&model=m%40x"
+
+
+def test_dev_daemon_shortens_the_backfill_loop(monkeypatch):
+    """`make dev`'s daemon is `dagster-daemon` with the backfill daemon's fixed 30 s loop shortened: the constant
+    Dagster reads at each loop is set before the daemon's CLI starts."""
+    import dagster._daemon.cli as daemon_cli
+    import dagster._daemon.controller as controller
+
+    from evalpipe.cli import dev
+
+    seen = {}
+    monkeypatch.setattr(controller, "DEFAULT_DAEMON_INTERVAL_SECONDS", 30)
+    monkeypatch.setattr(daemon_cli, "main", lambda: seen.update(argv=list(sys.argv),
+                                                               interval=controller.DEFAULT_DAEMON_INTERVAL_SECONDS))
+    monkeypatch.setattr(sys, "argv", ["x"])
+    dev.main(["daemon", "run", "-w", "workspace.yaml"])
+    assert seen == {"argv": ["dagster-daemon", "run", "-w", "workspace.yaml"], "interval": dev.DAEMON_INTERVAL_S}
+    monkeypatch.setenv("EVALS_DEV_DAEMON_INTERVAL_S", "3")
+    dev.main(["daemon", "run"])
+    assert seen["interval"] == 3
+
+
+def test_dev_instance_polls_for_interactive_use():
+    """The dagster.yaml `make dev` uses dequeues runs every second, in threads, and submits backfill runs in
+    threads; the run limits stay."""
+    import yaml
+
+    cfg = yaml.safe_load((REPO / "dagster_home" / "dagster.yaml").read_text())
+    assert cfg["run_queue"] == {"dequeue_interval_seconds": 1, "dequeue_use_threads": True}
+    assert cfg["backfills"]["use_threads"] is True
+    assert cfg["concurrency"]["runs"]["max_concurrent_runs"] == 4
+
+
+def test_ui_runs_execute_in_process():
+    """Selections made in the UI run in the implicit asset job: in-process (no Python start and import per step),
+    like the `evaluate` job."""
+    from dagster import in_process_executor
+
+    from eval_assets.factory import build_definitions
+    from evalpipe.project import Project
+
+    defs = build_definitions(Project.from_dict({"benchmarks": {}, "models": {}}))
+    assert defs.resolve_implicit_global_asset_job_def().executor_def is in_process_executor
 
 
 def test_dev_launcher_stops_every_service_on_the_first_signal(tmp_path):
@@ -78,7 +129,8 @@ def test_dev_launcher_stops_every_service_on_the_first_signal(tmp_path):
     from evalpipe.cli.dev import commands, stop
 
     cmds = commands("127.0.0.1", 3999, "workspace.yaml")
-    assert cmds[0][0].endswith("dagster-webserver") and cmds[1][0].endswith("dagster-daemon") and cmds[1][1] == "run"
+    assert cmds[0][0].endswith("dagster-webserver")
+    assert cmds[1][1:5] == ["-m", "evalpipe.cli.dev", "daemon", "run"]  # dagster-daemon run, with a short backfill loop
     # a service that ignores SIGTERM is killed after the grace period; one that obeys stops at once
     stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
                                  "signal.SIG_IGN); time.sleep(60)"], start_new_session=True)
@@ -119,3 +171,28 @@ def test_samples_accounted_is_a_blocking_gate(home, write_config, monkeypatch):
     assert r.exit_code == 3, r.output
     assert "check samples_accounted on metrics [smoke/extra|good]: FAILED" in r.output
     assert "gate failed" in r.output
+
+
+def test_try_keys_are_classified():
+    from partitions import try_kind
+
+    assert [try_kind(k) for k in ("echo", "adhoc:openai/gpt-4o", "echo@limit5", "echo@exp-limit5",
+                                  "echo@ids-0123456789ab", "echo@exp-ids-0123456789ab", "echo@exp")] == \
+        [None, "adhoc", "limit", "limit", "ids", "ids", "experiment"]
+
+
+@pytest.mark.slow
+def test_a_try_partition_s_run_is_tagged(instance, home, write_config, monkeypatch):
+    """A throw-away key's run carries evals/try=<kind> (the Runs page filters on it), whichever way it is launched;
+    a configured model's run carries none."""
+    from partitions import TRY_TAG
+    from tests.helpers.cli import invoke
+
+    restore_cli_env(monkeypatch)
+    write_config(smoke_benchmark(limit=2) + "models:\n  good: {runner: echo}\n")
+    assert invoke("run", "--model", "good", "--no-progress").exit_code == 0
+    assert invoke("run", "--model", "good", "--limit", "1", "--no-progress").exit_code == 0
+    tagged = {r.tags.get("dagster/partition/model", r.tags.get("dagster/partition")): r.tags.get(TRY_TAG)
+              for r in instance.get_runs() if "dagster/partition" in r.tags and "|" in r.tags["dagster/partition"]}
+    by_model = {k.split("|")[-1] if "|" in k else k: v for k, v in tagged.items()}
+    assert by_model == {"good": None, "good@limit1": "limit"}

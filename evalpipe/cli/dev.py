@@ -6,6 +6,11 @@ prints a notice that `dg dev` supersedes it, and `dg` needs a separate CLI packa
 group, then SIGKILL to what is left after a few seconds.
 
     .venv/bin/python -m evalpipe.cli.dev [--host 127.0.0.1] [--port 3000] [--workspace workspace.yaml]
+
+The daemon runs with a short backfill loop (DAEMON_INTERVAL_S, env EVALS_DEV_DAEMON_INTERVAL_S): Dagster's backfill
+daemon waits a fixed 30 s between iterations, with no setting, and an asset backfill of `dataset` then the
+per-model chain needs one iteration per level, so a two-model backfill launched in the UI sat idle for a minute.
+The run queue's and automation's intervals are in dagster_home/dagster.yaml.
 """
 from __future__ import annotations
 
@@ -18,6 +23,8 @@ import time
 from pathlib import Path
 
 STOP_GRACE_S = 5.0
+DAEMON_INTERVAL_ENV = "EVALS_DEV_DAEMON_INTERVAL_S"
+DAEMON_INTERVAL_S = 1
 
 
 def _bin(name: str) -> str:
@@ -26,7 +33,17 @@ def _bin(name: str) -> str:
 
 def commands(host: str, port: int, workspace: str) -> list[list[str]]:
     return [[_bin("dagster-webserver"), "-w", workspace, "-h", host, "-p", str(port)],
-            [_bin("dagster-daemon"), "run", "-w", workspace]]
+            [sys.executable, "-m", "evalpipe.cli.dev", "daemon", "run", "-w", workspace]]
+
+
+def daemon(argv: list[str]) -> int:
+    """`dagster-daemon ARGV` with the backfill loop's interval shortened (see the module's docstring)."""
+    import dagster._daemon.controller as controller  # the constant is read at each loop, from this module
+    from dagster._daemon.cli import main as daemon_main
+
+    controller.DEFAULT_DAEMON_INTERVAL_SECONDS = float(os.environ.get(DAEMON_INTERVAL_ENV) or DAEMON_INTERVAL_S)
+    sys.argv = ["dagster-daemon", *argv]
+    return daemon_main()
 
 
 def stop(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
@@ -49,6 +66,9 @@ def stop(procs: list[subprocess.Popen], grace_s: float = STOP_GRACE_S) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["daemon"]:
+        return daemon(argv[1:])
     ap = argparse.ArgumentParser(prog="make dev", description=__doc__.splitlines()[0])
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=3000)
