@@ -103,3 +103,14 @@ def test_an_empty_context_is_refused_with_one_line():
     runner = build_runner(endpoint_model("http://127.0.0.1:9/v1"))
     with pytest.raises(ModelError, match="empty context .* use runner: local"):
         asyncio.run(runner.loglikelihood([["", "some text"]]))
+
+
+def test_a_chat_only_server_fails_each_sample_naming_the_endpoint_and_the_fix(home, project_from, task_dir):
+    from benchmarks.mock_server import MockLLM
+
+    split = split_of(project_from, task_dir, "tiny_mc")
+    with serve_in_thread(MockLLM()) as (_, base_url):  # answers /chat/completions only: 404 on /completions
+        _, rollouts, _, _ = _rollouts_only(split, endpoint_model(base_url), home)
+    assert set(rollouts["error"]) == {f"{base_url}/completions: HTTP 404: not found; log-likelihood tasks need a "
+                                      "completions endpoint that echoes prompt logprobs (vLLM's OpenAI server does), "
+                                      "or runner: local"}

@@ -245,9 +245,10 @@ def callable_spec(fn: Any, label: str) -> str:
 
 def build_raw_config(agent: Any, dataset: Any, metrics: Any, *, config: str | os.PathLike | None = None,
                      columns: dict[str, Any] | None = None, name: str | None = None, model_name: str | None = None,
-                     tools: Iterable[Any] | None = None, prompt_template: str | None = None, slice_by: list[str] | None = None,
-                     params: dict[str, Any] | None = None, metrics_by_source: dict[str, Any] | None = None,
-                     route_by: str | None = None, calculate_metrics: Any = None) -> tuple[dict[str, Any], Path, str, str]:
+                     tools: Iterable[Any] | None = None, prompt_template: str | None = None,
+                     slice_by: list[str] | None = None, params: dict[str, Any] | None = None,
+                     metrics_by_source: dict[str, Any] | None = None, route_by: str | None = None,
+                     calculate_metrics: Any = None) -> tuple[dict[str, Any], Path, str, str]:
     """(raw config, base folder, benchmark name, model key) of one Python-API call: the base config's judges and
     settings, with exactly one benchmark (the dataset) and one model (the agent). `metrics_by_source`, `route_by`
     and `calculate_metrics` are the dataset's split options (docs/metrics.md)."""

@@ -32,8 +32,9 @@ class LogprobsMock:
     serve_in_thread): legacy `/v1/completions` with `echo` + `logprobs` as vLLM returns them (tokens, token_logprobs,
     top_logprobs, text_offset; the first token has no logprob), and vLLM's tokenizer endpoints (`/tokenizer_info`,
     `/tokenize`, `/detokenize`) that lm-eval's `local-completions` model uses. Tokens are pieces of up to four word
-    characters (a piece that starts a word carries its leading spaces), or single punctuation marks; each token's logprob is a fixed function of the text before it and the
-    token, and it is the greedy choice when that logprob is above -1. `logprobs=False` answers without logprobs
+    characters (a piece that starts a word carries its leading spaces), or single punctuation marks; each token's
+    logprob is a fixed function of the text before it and the token, and it is the greedy choice when that logprob is
+    above -1. `logprobs=False` answers without logprobs
     (as an endpoint that doesn't return prompt logprobs); `requests` keeps the completions request bodies."""
 
     TOKEN = r"\s*\w{1,4}|\s*[^\w\s]|\s+"  # long words make several tokens: sums over more than one
