@@ -114,3 +114,30 @@ def test_a_chat_only_server_fails_each_sample_naming_the_endpoint_and_the_fix(ho
     assert set(rollouts["error"]) == {f"{base_url}/completions: HTTP 404: not found; log-likelihood tasks need a "
                                       "completions endpoint that echoes prompt logprobs (vLLM's OpenAI server does), "
                                       "or runner: local"}
+
+
+def test_trailing_spaces_and_long_continuations_match_lm_eval_request_by_request():
+    import asyncio
+
+    from lm_eval.api.instance import Instance
+    from lm_eval.models.openai_completions import LocalCompletionsAPI
+
+    from evalpipe.runners import build_runner
+
+    pairs = [["Question: capital of France?\nAnswer: ", "Paris, the city of light"],  # space moves to the answer
+             ["The sky is", " blue"], ["Two plus two  ", "equals four"], ["Say:", "!"]]
+    async def score(base_url):
+        runner = build_runner(endpoint_model(base_url))
+        try:
+            return await runner.loglikelihood(pairs)
+        finally:
+            await runner.aclose()
+
+    with serve_in_thread(LogprobsMock()) as (_, base_url):
+        ours = asyncio.run(score(base_url))
+        lm = LocalCompletionsAPI(base_url=f"{base_url}/completions", model="mock", tokenizer_backend="remote",
+                                 max_retries=1)
+        theirs = lm.loglikelihood([Instance("loglikelihood", {}, tuple(p), idx=i) for i, p in enumerate(pairs)],
+                                  disable_tqdm=True)
+    assert ours == [tuple(t) for t in theirs]
+    assert len({ll for ll, _ in ours}) == 4
