@@ -216,12 +216,42 @@ def tool_specs(tools: Iterable[Any] | None) -> list[str]:
 
 
 # ---- the project --------------------------------------------------------------------------------------------------
+def source_routes(metrics_by_source: Any) -> dict[str, list[Any]]:
+    """`metrics_by_source=` as the split option: each source's metrics as `metric_specs` makes them (functions and
+    Metric objects registered), an empty list kept empty (that source gets only the split's `metrics`)."""
+    if not isinstance(metrics_by_source, dict) or not metrics_by_source:
+        raise ConfigError(f"metrics_by_source= takes a non-empty dict {{source: [metric, ...]}} (\"*\": every other "
+                          f"source), got {metrics_by_source!r}")
+    return {str(source): metric_specs(specs) if specs else [] for source, specs in metrics_by_source.items()}
+
+
+def callable_spec(fn: Any, label: str) -> str:
+    """`package.module:function` naming `fn` (what a split option such as `calculate_metrics` holds; it is imported
+    by name where the metrics are computed), or the string given. Nested functions and lambdas have no such name."""
+    if isinstance(fn, str):
+        return fn
+    from evalpipe.core.registry import import_callable
+
+    spec = f"{getattr(fn, '__module__', None)}:{getattr(fn, '__qualname__', '')}"
+    try:
+        found = import_callable(spec, label) if callable(fn) and "<" not in spec else None
+    except ConfigError:
+        found = None
+    if found is not fn:
+        raise ConfigError(f"{label}= takes a function defined at the top level of a module (or its "
+                          f"'package.module:function' name): {fn!r} can't be found by name")
+    return spec
+
+
 def build_raw_config(agent: Any, dataset: Any, metrics: Any, *, config: str | os.PathLike | None = None,
                      columns: dict[str, Any] | None = None, name: str | None = None, model_name: str | None = None,
-                     tools: Iterable[Any] | None = None, prompt_template: str | None = None, slice_by: list[str] | None = None,
-                     params: dict[str, Any] | None = None) -> tuple[dict[str, Any], Path, str, str]:
+                     tools: Iterable[Any] | None = None, prompt_template: str | None = None,
+                     slice_by: list[str] | None = None, params: dict[str, Any] | None = None,
+                     metrics_by_source: dict[str, Any] | None = None, route_by: str | None = None,
+                     calculate_metrics: Any = None) -> tuple[dict[str, Any], Path, str, str]:
     """(raw config, base folder, benchmark name, model key) of one Python-API call: the base config's judges and
-    settings, with exactly one benchmark (the dataset) and one model (the agent)."""
+    settings, with exactly one benchmark (the dataset) and one model (the agent). `metrics_by_source`, `route_by`
+    and `calculate_metrics` are the dataset's split options (docs/metrics.md)."""
     base, base_dir = load_base_config(config)
     bench, entry = dataset_entry(dataset, base, base_dir, columns, name)
     specs = metric_specs(metrics)
@@ -231,6 +261,12 @@ def build_raw_config(agent: Any, dataset: Any, metrics: Any, *, config: str | os
         entry["prompt_template"] = prompt_template
     if slice_by is not None:
         entry.setdefault("options", {})["slice_by"] = list(slice_by)
+    if metrics_by_source is not None:
+        entry.setdefault("options", {})["metrics_by_source"] = source_routes(metrics_by_source)
+    if route_by is not None:
+        entry.setdefault("options", {})["route_by"] = str(route_by)
+    if calculate_metrics is not None:
+        entry.setdefault("options", {})["calculate_metrics"] = callable_spec(calculate_metrics, "calculate_metrics")
     live = tool_specs(tools)
     if live:
         entry["tools"] = {**(entry.get("tools") or {}), "live": [*((entry.get("tools") or {}).get("live") or []),

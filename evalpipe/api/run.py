@@ -17,8 +17,10 @@ from evalpipe.core.errors import ConfigError
 
 PYTHON_OPTION_NAMES = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params",
                        "limit", "concurrency", "timeout_s", "instance", "warehouse", "run_id",
-                       "reload_datasets", "epochs", "epochs_reducer", "sample_ids")
-_PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params")
+                       "reload_datasets", "epochs", "epochs_reducer", "sample_ids", "output_path",
+                       "metrics_by_source", "route_by", "calculate_metrics")
+_PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_template", "slice_by", "params",
+                    "metrics_by_source", "route_by", "calculate_metrics")
 
 
 @contextlib.contextmanager
@@ -86,8 +88,10 @@ def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: An
       the function's name), `config` (a config file to take benchmarks, models and judges from), `tools`,
       `prompt_template`, `slice_by`, `params` (decoding params), `limit`, `epochs` and `epochs_reducer`
       (docs/metrics.md#epochs-and-sample-selection), `sample_ids` (a try under `<model>@ids-<h>`), `concurrency`,
-      `timeout_s`, `run_id`,
-      `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's)."""
+      `timeout_s`, `run_id`, `reload_datasets`, `warehouse` / `instance` (default: $DAGSTER_HOME's),
+      `output_path` (the run's portable results file, docs/interop.md), `metrics_by_source` ({source: [metric, ...]},
+      `"*"` for the rest) with `route_by` (the metadata field, default `source`), `calculate_metrics` (a function of
+      the judgements returning extra metrics rows; docs/metrics.md)."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)
         return read_results(_launch(project, splits, model_key, options))
@@ -108,6 +112,11 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
         outcomes.append(PartitionOutcome(p.benchmark_split, p.model, p.success, p.error, p.run_id,
                                          d.resolve() if p.success and d.exists() else None))
     wh = Warehouse(project.warehouse)
+    if options.get("output_path"):  # the same results file as evaluate(benchmarks=..., output_path=...)
+        from evalpipe.repro.run_request import RunOptions
+
+        RunOptions.from_kwargs({"output_path": options["output_path"], "run_id": options.get("run_id")}) \
+            .write_results_file(outcomes, wh, project.config, "evalpipe.evaluate()")
     keys = {(p.benchmark_split, p.model) for p in outcomes}
     metrics = wh.query("SELECT * FROM metrics WHERE model = ? ORDER BY benchmark_split, metric, slice", [model_key])
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]

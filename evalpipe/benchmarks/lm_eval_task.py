@@ -90,7 +90,8 @@ class LmEvalAdapter(Adapter):
             return
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
-                              f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local")
+                              f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local, or "
+                              "runner: litellm with an OpenAI-compatible api_base that returns prompt logprobs")
         problem = getattr(runner, "loglikelihood_problem", lambda: None)()
         if problem:
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()}: {problem}")

@@ -110,7 +110,10 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                 async with asyncio.timeout(s.timeout_s + 30):
                     gen = await run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
             else:
-                call = _Call(runner.generate(req))
+                # an lm_eval log-likelihood sample on a runner that scores them apart from generate (API endpoints)
+                ll = req.metadata and "loglikelihood_requests" in req.metadata \
+                    and getattr(runner, "loglikelihood_generation", None)
+                call = _Call(ll(req) if ll else runner.generate(req))
                 gen = call.answer_at_once()
                 if gen is _WAITING:  # it waits (a network reply): the rest of the call is bounded by the deadline
                     async with asyncio.timeout_at(deadline):

@@ -120,10 +120,106 @@ class OpenAICompatRunner(ApiRunner):
             raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
         return parse_chat_turn(payload.decode("utf-8", "replace"), self)
 
+    async def loglikelihood(self, pairs: list[list[str]]) -> list[tuple[float, bool]]:
+        """(log P(continuation | context), is_greedy) per (context, continuation) pair, from the endpoint's
+        legacy `/completions` with echoed prompt logprobs, as lm-eval's `local-completions` model computes them
+        (docs/interop.md). Raises ModelError when the endpoint returns no prompt logprobs."""
+        return (await self._loglikelihood_reply(pairs))[0]
+
+    async def loglikelihood_generation(self, request: RolloutRequest) -> Generation:
+        """An lm_eval log-likelihood sample (its `loglikelihood_requests`) as one rollout: the text is the JSON list
+        of [loglikelihood, is_greedy] pairs the metric `lm_eval` reads (as the local runner writes it)."""
+        results, data, text = await self._loglikelihood_reply(request.metadata["loglikelihood_requests"])
+        usage = data.get("usage") or {}
+        tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return Generation(text=json.dumps([[ll, greedy] for ll, greedy in results]), finish_reason="loglikelihood",
+                          input_tokens=tin, output_tokens=tout, cost=self.cost(tin, tout), raw=text)
+
+    async def _loglikelihood_reply(self, pairs: list[list[str]]) -> tuple[list[tuple[float, bool]], dict, str]:
+        """One `/completions` request for all the pairs of a sample (a list of prompts): (results, reply, body)."""
+        url = completions_url(self.api_base)
+        prompts, spans = logprob_prompts(pairs, self.model.key)
+        # lm-eval's payload: greedy, one generated token (dropped: only the prompt's tokens are read), echo
+        body = {"model": self.bare_model if self.provider else self.model.model, **self.extra_body,
+                "prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 1, "temperature": 0}
+        session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
+            else self._open()
+        try:
+            async with session.post(url, data=json.dumps(body, ensure_ascii=False).encode()) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    error = http_error(resp.status, payload.decode("utf-8", "replace"), parse_retry_after(resp.headers))
+                    if isinstance(error, RetryableError):
+                        raise error
+                    raise ModelError(f"{url}: {error}; log-likelihood tasks need a completions endpoint that echoes "
+                                     "prompt logprobs (vLLM's OpenAI server does), or runner: local", error.status)
+        except aiohttp.ClientError as exc:
+            raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
+        text = payload.decode("utf-8", "replace")
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise ModelError(f"{url}: reply is not JSON: {text[:200]!r}") from None
+        return echoed_loglikelihoods(data, spans, url), data, text
+
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:
             await self._session.close()
         self._session = None
+
+
+def completions_url(api_base: str) -> str:
+    """The legacy completions endpoint beside the chat one: `https://h/v1` -> `https://h/v1/completions`."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    u = urlsplit(api_base.strip())
+    path = u.path.rstrip("/").removesuffix("/chat/completions").removesuffix("/completions") + "/completions"
+    return urlunsplit(u._replace(path=path))
+
+
+def logprob_prompts(pairs: list[list[str]], model_key: str) -> tuple[list[str], list[tuple[int, int]]]:
+    """The prompts (context + continuation) and each continuation's character span in its prompt. Trailing spaces
+    of the context move onto the continuation, as lm-eval's `_encode_pair` does. An empty context is refused:
+    lm-eval conditions on the model's BOS token there, which an endpoint taking text can't be given."""
+    prompts, spans = [], []
+    for context, continuation in pairs:
+        if not context:
+            raise ModelError(f"model {model_key!r}: a log-likelihood request with an empty context (e.g. "
+                             "loglikelihood_rolling) can't be scored through an API endpoint; use runner: local")
+        n_ctx = len(context.rstrip())
+        prompts.append(context + continuation)
+        spans.append((n_ctx, len(context) + len(continuation)))
+    return prompts, spans
+
+
+def echoed_loglikelihoods(data: Any, spans: list[tuple[int, int]], url: str) -> list[tuple[float, bool]]:
+    """(sum of the continuation tokens' logprobs, is_greedy) per prompt from a completions reply with `echo` and
+    `logprobs`, as lm-eval's LocalCompletionsAPI.parse_logprobs reads it; the continuation's tokens are those that
+    start at or after the context's end (`text_offset`), up to the prompt's end (the generated token is not read).
+    ModelError when the reply has no prompt logprobs."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or len(choices) != len(spans):
+        got = len(choices) if isinstance(choices, list) else 0
+        raise ModelError(f"{url}: expected {len(spans)} choices (one per prompt), got {got}: {str(data)[:200]}")
+    out = []
+    for choice, (start, end) in zip(sorted(choices, key=lambda c: c.get("index", 0)), spans):
+        lp = choice.get("logprobs") or {}
+        offsets, token_lps, tops = lp.get("text_offset"), lp.get("token_logprobs"), lp.get("top_logprobs")
+        if not offsets or not token_lps or len(offsets) != len(token_lps):
+            raise ModelError(f"{url} returned no prompt logprobs (echo: true, logprobs: 1); log-likelihood tasks need "
+                             "an endpoint that does (vLLM's OpenAI server), or runner: local")
+        picked = [i for i, off in enumerate(offsets) if start <= off < end]
+        values = [token_lps[i] for i in picked]
+        if not values or any(v is None for v in values):
+            raise ModelError(f"{url}: no logprob for the continuation's tokens (prompt chars {start}-{end})")
+        greedy = True
+        for i, value in zip(picked, values):
+            top = tops[i] if isinstance(tops, list) and i < len(tops) else None
+            if not top or value != max(top.values()):
+                greedy = False
+                break
+        out.append((sum(values), greedy))
+    return out
 
 
 def _first_choice(text: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]:

@@ -25,3 +25,78 @@ def litellm_models(port: int, n: int) -> str:
     """YAML lines for `models:` m0..m{n-1}, each a litellm model openai/mock-<i> on the mock at port."""
     return "".join(f"  m{i}:\n    runner: litellm\n    model: openai/mock-{i}\n"
                    f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n" for i in range(n))
+
+
+class LogprobsMock:
+    """A loopback OpenAI-compatible server that scores prompts (to be served with benchmarks.mock_server's
+    serve_in_thread): legacy `/v1/completions` with `echo` + `logprobs` as vLLM returns them (tokens, token_logprobs,
+    top_logprobs, text_offset; the first token has no logprob), and vLLM's tokenizer endpoints (`/tokenizer_info`,
+    `/tokenize`, `/detokenize`) that lm-eval's `local-completions` model uses. Tokens are pieces of up to four word
+    characters (a piece that starts a word carries its leading spaces), or single punctuation marks; each token's
+    logprob is a fixed function of the text before it and the token, and it is the greedy choice when that logprob is
+    above -1. `logprobs=False` answers without logprobs
+    (as an endpoint that doesn't return prompt logprobs); `requests` keeps the completions request bodies."""
+
+    TOKEN = r"\s*\w{1,4}|\s*[^\w\s]|\s+"  # long words make several tokens: sums over more than one
+
+    def __init__(self, logprobs: bool = True):
+        self.logprobs = logprobs
+        self.vocab: dict[str, int] = {"<eos>": 0}
+        self.requests: list[dict] = []
+        self.latency = 0.0
+        self.keep_bodies = False
+
+    def tokens(self, text: str) -> list[str]:
+        import re
+
+        return re.findall(self.TOKEN, text)
+
+    def ids(self, text: str) -> list[int]:
+        return [self.vocab.setdefault(t, len(self.vocab)) for t in self.tokens(text)]
+
+    def text_of(self, ids: list[int]) -> str:
+        words = {i: t for t, i in self.vocab.items()}
+        return "".join(words[i] for i in ids)
+
+    @staticmethod
+    def logprob(before: str, token: str) -> float:
+        import hashlib
+
+        h = int.from_bytes(hashlib.sha256(f"{before}\x00{token}".encode()).digest()[:4], "big")
+        return -(h % 4000) / 1000  # in (-4, 0]
+
+    def score(self, prompt: str) -> dict:
+        toks = self.tokens(prompt) + [" the"]  # max_tokens 1: one generated token after the prompt
+        offsets, lps, tops, pos = [], [], [], 0
+        for k, tok in enumerate(toks):
+            offsets.append(pos)
+            lp = None if k == 0 else self.logprob(prompt[:pos], tok)
+            lps.append(lp)
+            tops.append(None if lp is None else {tok: lp} if lp > -1 else {tok: lp, " other": -0.5})
+            pos += len(tok)
+        return {"tokens": toks, "token_logprobs": lps, "top_logprobs": tops, "text_offset": offsets}
+
+    def handle(self, method: str, path: str, body: bytes):
+        import json
+
+        data = json.loads(body) if body else {}
+        js = {"Content-Type": "application/json"}
+        if path.endswith("/tokenizer_info"):
+            return 200, js, json.dumps({"eos_token": "<eos>", "bos_token": None, "pad_token": None})
+        if path.endswith("/tokenize"):
+            return 200, js, json.dumps({"tokens": self.ids(data["prompt"])})
+        if path.endswith("/detokenize"):
+            return 200, js, json.dumps({"prompt": self.text_of(data["tokens"])})
+        if not path.endswith("/completions") or path.endswith("/chat/completions"):
+            return 404, {}, "not found"
+        self.requests.append(data)
+        prompts = data["prompt"]
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        prompts = [self.text_of(p) if isinstance(p, list) else p for p in prompts]
+        choices = [{"index": i, "text": p + " the", "finish_reason": "length",
+                    "logprobs": self.score(p) if self.logprobs else None} for i, p in enumerate(prompts)]
+        n_in = sum(len(self.tokens(p)) for p in prompts)
+        return 200, js, json.dumps({"id": "cmpl-1", "object": "text_completion", "model": data.get("model"),
+                                    "choices": choices, "usage": {"prompt_tokens": n_in, "completion_tokens":
+                                                                  len(prompts), "total_tokens": n_in + len(prompts)}})
