@@ -44,7 +44,8 @@ def _check_options(options: dict[str, Any]) -> None:
     if unknown:
         from evalpipe.project.schema import did_you_mean
 
-        raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{did_you_mean(unknown[0], PYTHON_OPTION_NAMES)}")
+        hint = did_you_mean(unknown[0], PYTHON_OPTION_NAMES)
+        raise ConfigError(f"evaluate() got unknown option {unknown[0]!r}{hint}")
 
 
 def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> tuple[Any, list[str], str]:
