@@ -30,6 +30,8 @@ The peers run from `.venv-peers/` (`make bench-peers`); without it they are skip
 Wall and CPU (user+sys of the CLI process and its children, from wait4) are medians over `--repeat` rounds, the
 contenders in an order rotated each round so the machine's load hits them alike; ratios (to the import floor, to
 `evalpipe`) are taken within each round, then their median. Seconds are printed with the machine named.
+Every contender runs with `PYTHONDONTWRITEBYTECODE` unset, as a user's interpreter would (a sandbox that sets it makes
+each CLI start recompile its sources: 0.5-0.7 s of CPU more per evalpipe run).
 """
 from __future__ import annotations
 
