@@ -46,3 +46,12 @@ def test_the_repository_readme_has_a_block_for_every_generated_benchmark():
     text = readme_speed.README.read_text()
     for name in readme_speed.GENERATED:
         assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
+
+
+def test_light_run_contenders_write_bytecode_like_a_user_interpreter(tmp_path, monkeypatch):
+    from benchmarks import bench_light_run
+
+    monkeypatch.setenv("PYTHONDONTWRITEBYTECODE", "1")  # what this sandbox sets
+    for name in ("evalpipe", bench_light_run.FLOOR, "inspect"):
+        env = bench_light_run.Contender(name, tmp_path / "d.jsonl", "http://x", tmp_path).env(tmp_path / "s")
+        assert "PYTHONDONTWRITEBYTECODE" not in env, name

@@ -205,3 +205,29 @@ def test_the_startup_lock_is_reentrant_and_excludes_other_processes(tmp_path, mo
     assert "starting for over 0 s in another process (pid %d)" % os.getpid() in held, held
     assert probe() == "acquired"
     assert InstanceStorageError.exit_code == 2
+
+
+def test_an_existing_instance_opens_and_runs_without_importing_alembic(tmp_path):
+    """alembic (~0.3 s of imports) loads only to create, stamp or migrate a database (evalpipe/store/
+    deferred_alembic.py); an existing instance still reports the same revisions and still migrates."""
+    env = _env(tmp_path)
+    probe = ("import sys\n"
+             "from evalpipe.store.instance_storage import open_instance\n"
+             "from dagster._core.storage.runs.sqlite import sqlite_run_storage as s\n"
+             "i = open_instance()\n"
+             "i.get_runs(limit=1)\n"
+             "with i.run_storage.connect() as conn:\n"
+             "    revisions = s.check_alembic_revision(s.get_alembic_config(s.__file__), conn)\n"
+             "print('alembic' in sys.modules, *revisions)\n")
+    made = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert made.returncode == 0, made.stderr
+    assert made.stdout.split()[0] == "True"  # creating the databases stamps them with alembic
+    heads = list(Path(env["DAGSTER_HOME"]).rglob("alembic-head-*.txt"))
+    assert heads and all(p.read_text().split() == ["dagster:_core/storage/alembic", HEAD] for p in heads)
+    again = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.split()[0] == "False" and again.stdout.count(HEAD) == 2, again.stdout  # (db, head)
+    upgraded = subprocess.run([sys.executable, "-c", "import sys; from evalpipe.store.instance_storage import "
+                               "open_instance; open_instance().upgrade(); print('alembic' in sys.modules)"],
+                              cwd=ROOT, env=env, capture_output=True, text=True)
+    assert upgraded.returncode == 0 and upgraded.stdout.split()[-1] == "True", upgraded.stdout + upgraded.stderr

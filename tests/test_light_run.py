@@ -248,3 +248,22 @@ models: {{}}
     assert v1 != v0
     data.write_text(data.read_text() + '{"id": "b", "question": "r?", "answer": "y"}\n')
     assert version()[0] != v1
+
+
+def test_plain_asset_names_skip_dagsters_selection_parser():
+    """`run_assets(["prompts", ...])` hands Dagster a key selection: strings would each go through its ANTLR
+    grammar (~0.1-0.5 s of a cold run) to the same selection; anything else passes as it is."""
+    import sys
+
+    from dagster import AssetSelection
+
+    from eval_assets.launch import CHAIN, asset_selection
+
+    assert asset_selection(CHAIN) == AssetSelection.assets(*CHAIN)
+    assert asset_selection(["a+"]) == ["a+"] and asset_selection("*") == "*"
+    custom = AssetSelection.assets("metrics").without_checks()
+    assert asset_selection(custom) is custom
+    code = ("import sys; from eval_assets.launch import asset_selection; asset_selection(['dataset']); "
+            "print('antlr4' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
+    assert out.stdout.strip() == "False", out.stderr

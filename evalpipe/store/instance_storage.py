@@ -39,10 +39,14 @@ from typing import Any, Iterator
 
 import sqlalchemy as db
 from dagster import DagsterEventType, Field, StringSource
-from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
-from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage
-from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage
-from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS
+
+from evalpipe.store import deferred_alembic
+
+deferred_alembic.import_sql_module()  # before the storages below import it: alembic loads only for a migration
+from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage  # noqa: E402
+from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorage  # noqa: E402
+from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
+from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS  # noqa: E402
 
 from evalpipe.core.errors import EvalError
 
@@ -55,37 +59,40 @@ RUN_WAL_AUTOCHECKPOINT = 8192  # a per-run database: folded back once when its r
 MAX_ENGINES = 32  # per-run event databases: a long-lived process (daemon, webserver) keeps only the recent ones
 PARTITION_CACHE_S = 5.0  # how long "this dynamic partition exists" is trusted without asking the database again
 
+def _db_revision(conn: Any) -> Any:
+    """The database's alembic revision, as alembic's `MigrationContext.get_current_revision()` reads it (None
+    without a version table or row); on SQLite with one query and without importing alembic."""
+    if conn.dialect.name != "sqlite":
+        from alembic.runtime.migration import MigrationContext
+
+        return MigrationContext.configure(conn).get_current_revision()
+    if conn.exec_driver_sql("SELECT 1 FROM sqlite_master WHERE type='table' AND name='alembic_version'").first() is None:
+        return None
+    rows = [r[0] for r in conn.exec_driver_sql("SELECT version_num FROM alembic_version")]
+    if len(rows) > 1:  # alembic's "more than one head": a database this process did not check at start-up
+        path = getattr(conn.engine.url, "database", None) or str(conn.engine.url)
+        raise InstanceStorageError(_heads_message(path, rows))
+    return rows[0] if rows else None
+
+
 def _check_alembic_revision_cached(alembic_config: Any, conn: Any) -> tuple[Any, Any]:
-    """Dagster's `check_alembic_revision` with the head revision remembered per migration folder: it is fixed for
-    the installed Dagster, and finding it parses ~270 migration scripts (~0.13 s) on every storage start, three
-    times per process. The database's own revision is still read every time."""
-    from alembic.runtime.migration import MigrationContext
-    from alembic.util import CommandError
+    """Dagster's `check_alembic_revision` without alembic on the run path (evalpipe/store/deferred_alembic.py): the
+    database's own revision is read every time; the head revision, fixed for the installed Dagster (finding it
+    parses ~270 migration scripts, ~0.13 s), is remembered beside the database."""
     from dagster._core.storage import sql
 
-    location = alembic_config.get_main_option("script_location")
     with sql._alembic_lock:
-        try:
-            db_revision = MigrationContext.configure(conn).get_current_revision()
-        except CommandError as exc:  # a database this process did not check at start-up (check_versions)
-            if "more than one head" not in str(exc):
-                raise
-            path = getattr(conn.engine.url, "database", None) or str(conn.engine.url)
-            raise InstanceStorageError(_heads_message(path, _versions(path) if os.path.exists(path) else [])) \
-                from None
-        head = _alembic_heads.get(location)
-        if head is None:
-            from alembic.script import ScriptDirectory
-
-            head = _alembic_heads[location] = ScriptDirectory.from_config(alembic_config).as_revision_number("head")
+        db_revision = _db_revision(conn)
+        head = deferred_alembic.head_revision(alembic_config, getattr(conn.engine.url, "database", None))
     return db_revision, head
 
 
-_alembic_heads: dict[str, Any] = {}
 for _module in ("dagster._core.storage.runs.sqlite.sqlite_run_storage",
                 "dagster._core.storage.event_log.sqlite.sqlite_event_log",
                 "dagster._core.storage.schedules.sqlite.sqlite_schedule_storage"):
-    __import__(_module, fromlist=["check_alembic_revision"]).check_alembic_revision = _check_alembic_revision_cached
+    _storage = sys.modules[_module]
+    _storage.check_alembic_revision = _check_alembic_revision_cached
+    deferred_alembic.use_config_refs(_storage)
 
 _RUN_END = {DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
 _engines: OrderedDict[tuple[int, str], Any] = OrderedDict()
