@@ -460,13 +460,21 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
        # changes, once per change, never while it is already being rebuilt
        automation_condition=(AutomationCondition.any_deps_updated().since_last_handled()
                              & ~AutomationCondition.in_progress()))
-def leaderboard(context: AssetExecutionContext, warehouse: WarehouseResource) -> Output[pd.DataFrame]:
+def leaderboard(context: AssetExecutionContext, eval_config: EvalConfigResource,
+                warehouse: WarehouseResource) -> Output[pd.DataFrame]:
     wh = warehouse.get()
     # a partition whose blocking gate failed is listed unranked, with the reason (docs/metrics.md "Gates")
     df = pipeline.build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
     blocked = sorted({f"{s} x {m}: {g}" for s, m, g in zip(df["benchmark_split"], df["model"], df["gate"])
                       if isinstance(g, str)}) if len(df) else []
-    context.add_output_metadata({"rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
+    # the pairs the config means to run, not Dagster's whole split x model product (docs/operations.md)
+    pairs = pipeline.intended_pairs_status(eval_config.get(), df)
+    context.add_output_metadata({"intended_pairs": f"{len(pairs['ranked'])} of {pairs['intended']} ranked, "
+                                                   f"{len(pairs['not_ranked'])} held by a gate, "
+                                                   f"{len(pairs['missing'])} not evaluated yet",
+                                 "intended_pairs_missing": MetadataValue.md(
+                                     "\n".join(f"- {s} x {m}" for s, m in pairs["missing"][:50]) or "_none_"),
+                                 "rows": len(df), "models": int(df["model"].nunique()) if len(df) else 0,
                                  "not_ranked": MetadataValue.md("\n".join(f"- {b}" for b in blocked) or "_none_"),
                                  # ranks as read (`=1` tied), counts as counts, which side is better (issue 20)
                                  "preview": _preview(pipeline.leaderboard_display(df), ["benchmark_split", "metric",

@@ -325,7 +325,8 @@ def concurrent_partitions(cfg: EvalConfig, override: int | None = None) -> int:
     return max(1, int(value))
 
 
-def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str], resources: dict[str, Any] | None = None,
+def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str] | dict[str, list[str]],
+             resources: dict[str, Any] | None = None,
              instance: DagsterInstance | None = None, on_event: Callable[[str], None] | None = None,
              tags: dict[str, str] | None = None,
              on_progress: Callable[[int, int, str], None] | None = None,
@@ -343,12 +344,15 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
     `on_sample(split, model, done, total)` as each sample of a partition's rollouts finishes. Callbacks may come
     from worker threads, one at a time. Results are in (split, model) order whatever the finishing order.
     `project`: the Project to run (an EvalConfig is taken as the environment's project of that config); its
-    splits and models become partitions here, so a project built in memory runs splits no config file names."""
+    splits and models become partitions here, so a project built in memory runs splits no config file names.
+    `models`: the model keys for every split, or per split ({split: keys}: only the intended pairs)."""
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
     project = as_project(project)
     cfg = project.config
+    per_split = {s: list(models[s]) for s in splits} if isinstance(models, dict) else {s: list(models) for s in splits}
+    models = list(dict.fromkeys(m for s in splits for m in per_split[s]))  # every model key of the run, once
     for s in splits:
         cfg.split(s)
     for m in models:
@@ -359,9 +363,10 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
     sync_split_partitions(instance, splits)
     added = sync_model_partitions(instance, models)
     out = EvaluateResult()
-    fold_leaderboard = len(splits) * len(models) == 1  # one chain: the leaderboard joins its run
+    n_chains = sum(len(per_split[s]) for s in splits)
+    fold_leaderboard = n_chains == 1  # one chain: the leaderboard joins its run
     effective = resources["eval_config"].get()
-    total, done = len(splits) * (1 + len(models)) + (0 if fold_leaderboard else 1), 0
+    total, done = len(splits) + n_chains + (0 if fold_leaderboard else 1), 0
     lock = threading.RLock()
     results: dict[tuple[str, str], PartitionResult] = {}
     board_failures: list[Any] = []  # a folded leaderboard step that failed (its run)
@@ -409,7 +414,7 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         if current is not None:
             step(f"dataset {split} unchanged (loaded by run {current[:8]})")
             finished()
-            return [pool.submit(chain, split, m) for m in models]
+            return [pool.submit(chain, split, m) for m in per_split[split]]
         step(f"dataset {split}")
         r = run_assets(["dataset"], split, instance, resources,
                        {**(tags or {}), **({DATASET_VERSION_TAG: version} if version else {})}, project)
@@ -417,12 +422,12 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         if not r.success:
             err = _first_error(r, project.home)
             with lock:
-                for m in models:
+                for m in per_split[split]:
                     results[(split, m)] = PartitionResult(split, m, False, r.run_id, err)
-            finished(len(models))
+            finished(len(per_split[split]))
             step(f"dataset {split} failed: {err}")
             return []
-        return [pool.submit(chain, split, m) for m in models]
+        return [pool.submit(chain, split, m) for m in per_split[split]]
 
     workers = concurrent_partitions(cfg, max_concurrent) if _threads_safe(instance) else 1
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool, \
@@ -430,8 +435,9 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         chains = [f for fut in [loaders.submit(load, s, pool) for s in splits] for f in fut.result()]
         for f in chains:
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
-    out.partitions = [results[(s, m)] for s in splits for m in models]
-    forget_empty_models(instance, project, [m for m in added if not any(results[(s, m)].success for s in splits)])
+    out.partitions = [results[(s, m)] for s in splits for m in per_split[s]]
+    forget_empty_models(instance, project, [m for m in added if not any(
+        results[(s, m)].success for s in splits if m in per_split[s])])
     if fold_leaderboard and out.partitions[0].success:
         r = board_failures[0] if board_failures else None  # run (or failed) in the chain's run
     else:

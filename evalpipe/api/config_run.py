@@ -161,13 +161,14 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
-    from evalpipe.core.run_marks import limited_key, run_limit
+    from evalpipe.core.run_marks import run_limit
 
     # limit=N (or benchmark_options={"limit": N}): the model keys <model>@limit<N>, as `evalpipe run --limit N`;
     # the dataset partition and the full results are never touched
     limit = run_limit(options.get("limit"), split_options, "limit={}", "benchmark_options limit={}")
-    model_keys = rp.model_keys(list(models or cfg.default_models), cfg)
-    model_keys = [limited_key(k, limit) for k in model_keys] if limit else model_keys
+    # none named: each split's intended models (its benchmark's `models:`, else default_models)
+    per_split = rp.models_per_split(cfg, chosen, list(models) if models else None, limit)
+    model_keys = list(dict.fromkeys(m for s in chosen for m in per_split[s]))
     resources: dict[str, Any] = {
         "model_runner": runner_overrides({**dict(options.get("runner_options") or {}), **rp.runner_options()},
                                          options.get("concurrency"), options.get("timeout_s")),
@@ -181,10 +182,11 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     instance = project_instance(project, options.get("instance"))
-    result = launch_evaluate(project, chosen, model_keys, resources=resources, instance=instance, tags=rp.tags() or None,
+    result = launch_evaluate(project, chosen, per_split, resources=resources, instance=instance, tags=rp.tags() or None,
                              reload_datasets=bool(options.get("reload_datasets")))
     if result.success:
-        rp.after_run(cfg, chosen, model_keys, instance)
+        for s in chosen:
+            rp.after_run(cfg, [s], per_split[s], instance)
     wh = Warehouse(project.warehouse)
     rp.write_results_file(result.partitions, wh, cfg, "evalpipe.evaluate()")  # output_path=: the results file
     from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir

@@ -213,7 +213,7 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     from evalpipe.repro.run_request import RunOptions, check_declared_options, check_judge_keys, runner_overrides
 
     rp = RunOptions.from_kwargs(repro)  # [reproducibility] shards, wrapper, experiment, run id
-    from evalpipe.cli.run import limit_keys, resolve_models
+    from evalpipe.cli.run import resolve_models
 
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
     from evalpipe.core.run_marks import run_limit
@@ -226,12 +226,16 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     resources = {"model_runner": runner_overrides({**_kv(runner_options, "--runner-option"), **rp.runner_options()},
                                                   concurrency, timeout_s), **rp.resources()}
     # before any model call and before an ad-hoc model is registered (a model string not in the config reads as litellm)
-    check_declared_options(cfg, chosen, list(models) or cfg.default_models, split_options, resources["model_runner"])
+    asked = list(models) or None  # none named: each split's intended models (its benchmark's `models:`)
+    check_declared_options(cfg, chosen, asked or list(dict.fromkeys(m for s in chosen for m in cfg.models_for(s))),
+                           split_options, resources["model_runner"])
     if not dry_run:
         check_judge_keys(cfg, chosen)  # a judge's missing API key: before the rollouts are paid for
     # after every other setting is checked: an ad-hoc model is registered only for a run that will start
-    model_keys = rp.model_keys(resolve_models(cfg, list(models) or cfg.default_models, api_base, api_key_env), cfg)
-    model_keys = limit_keys(model_keys, limit)  # --limit: partitions of their own, never the full results
+    # --limit: partitions of their own (<model>@limit<N>), never the full results
+    per_split = rp.models_per_split(cfg, chosen, asked, limit,
+                                    resolve=lambda names: resolve_models(cfg, names, api_base, api_key_env))
+    model_keys = list(dict.fromkeys(m for s in chosen for m in per_split[s]))
     if split_options:
         resources["eval_config"] = EvalConfigResource(split_options=split_options)
     if tools_mode:
@@ -241,7 +245,8 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     if dry_run:  # [scale] cost before spending: no Dagster run, no model call
         from evalpipe.cli.dryrun import as_frame, estimate
 
-        _out(_table(as_frame(estimate(cfg, chosen, model_keys, split_options, resources["model_runner"].params))))
+        _out(_table(as_frame([e for s in chosen for e in estimate(cfg, [s], per_split[s], split_options,
+                                                                  resources["model_runner"].params)])))
         return
     instance = get_instance(project)
     # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
@@ -256,11 +261,12 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # running in threads the redirections interleave and can leave fd 1/2 pointing at a step's log file.
     # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
-        result = evaluate(project, chosen, model_keys, resources=resources, instance=instance, on_progress=progress.step,
+        result = evaluate(project, chosen, per_split, resources=resources, instance=instance, on_progress=progress.step,
                           on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
     if result.success:
-        for line in rp.after_run(cfg, chosen, model_keys, instance):  # shard runs: merge when all shards are done
-            click.echo(_redact_line(line), err=True)
+        for s in chosen:  # shard runs: merge when all shards are done
+            for line in rp.after_run(cfg, [s], per_split[s], instance):
+                click.echo(_redact_line(line), err=True)
 
     wh = _warehouse()
     rows = []

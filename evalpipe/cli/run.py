@@ -90,12 +90,6 @@ def write_output_dir(out_dir: str, partitions: list[Any], wh: Any) -> list[str]:
     return [f"DSGym results: {folder}" for folder in write_dsgym_layout(finished, wh, out_dir)] if finished else []
 
 
-def limit_keys(keys: list[str], limit: int | None) -> list[str]:
-    from evalpipe.core.run_marks import limited_key
-
-    return [limited_key(k, limit) for k in keys] if limit else keys
-
-
 def _num(v: Any) -> float | None:
     try:
         f = float(v)

@@ -18,7 +18,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 # Runner settings every model entry may carry; anything else under a model goes to `options`.
 _MODEL_FIELDS = {"runner", "model", "api_base", "api_key_env", "params", "options", "description"}
-_SPLIT_FIELDS = {"adapter", "splits", "options", "metrics", "prompt_template", "description", "tools", "prompt_wrapper"}
+_SPLIT_FIELDS = {"adapter", "splits", "options", "metrics", "prompt_template", "description", "tools", "prompt_wrapper",
+                 "models"}
 # Benchmark-level keys that are stored in each split's options (docs/interfaces.md); a split may override them.
 _OPTION_FIELDS = ("tools", "prompt_wrapper")
 
@@ -110,6 +111,17 @@ class EvalConfig:
     # Models known outside the file (the checkpoint registry: evalpipe/store/models_registry.py), looked up by key;
     # handed in by the project so that this base module needs no storage import.
     model_lookup: Callable[[str], "ModelConfig | None"] | None = field(default=None, repr=False, compare=False)
+    # benchmark -> the model keys meant to run it (its `models:`); a benchmark without one: `default_models`
+    intended_models: dict[str, list[str]] = field(default_factory=dict)
+
+    def models_for(self, split_key: str) -> list[str]:
+        """The model keys a run evaluates on this split when no model is named: its benchmark's `models:`, else
+        `default_models` (docs/config.md "Which models run which benchmarks")."""
+        return list(self.intended_models.get(self.split(split_key).benchmark) or self.default_models)
+
+    def intended_pairs(self) -> list[tuple[str, str]]:
+        """Every (split, model) the config means to evaluate: each split with its `models_for`."""
+        return [(s, m) for s in sorted(self.splits) for m in self.models_for(s)]
 
     def split(self, key: str) -> SplitConfig:
         try:

@@ -782,6 +782,24 @@ def failed_gates(gates: pd.DataFrame | None) -> dict[tuple[str, str], str]:
     return out
 
 
+def intended_pairs_status(cfg: EvalConfig, board: pd.DataFrame) -> dict[str, Any]:
+    """Where the config's intended (split, model) pairs stand (`EvalConfig.intended_pairs`: each split with its
+    benchmark's `models:`, else default_models), from the leaderboard: `ranked`, `not_ranked` (a failed blocking
+    gate), `missing` (no metrics yet). Dagster's graph counts the whole split x model product; this counts what the
+    config means to run (docs/operations.md "The partition space")."""
+    have = {(s, m): g for s, m, g in zip(board["benchmark_split"], board["model"],
+                                         board["gate"] if "gate" in board else [None] * len(board))} \
+        if len(board) else {}
+    out: dict[str, Any] = {"intended": 0, "ranked": [], "not_ranked": [], "missing": []}
+    for pair in cfg.intended_pairs():
+        out["intended"] += 1
+        if pair not in have:
+            out["missing"].append(pair)
+        else:
+            out["not_ranked" if isinstance(have[pair], str) else "ranked"].append(pair)
+    return out
+
+
 def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False,
                       gates: pd.DataFrame | None = None) -> pd.DataFrame:
     """Slice `all` of every partition, ranked per benchmark split and metric by the metric's direction

@@ -75,6 +75,19 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
     for d in default_models:
         if d not in models:
             raise ConfigError(f"{path}: default model {d!r} is not under 'models'")
+    # [partition space] a benchmark's `models:`: the models meant to run it (names resolved as default_models are)
+    intended_models: dict[str, list[str]] = {}
+    for name, raw in benchmarks.items():
+        wanted = raw.get("models") if isinstance(raw, dict) else None
+        if wanted is None:
+            continue
+        keys = [sanitize_key(d) for d in ([wanted] if isinstance(wanted, str) else wanted)]
+        keys = [d if d in models else next((k for k in models if k.split("@", 1)[0] == d), d) for d in keys]
+        for d in keys:
+            if d not in models:
+                raise ConfigError(f"{path}: benchmark {name!r} lists model {d!r} under its 'models:', which is not "
+                                  f"under 'models' (configured: {', '.join(models) or 'none'})")
+        intended_models[str(name)] = list(dict.fromkeys(keys))
     default_benchmarks = data.get("default_benchmarks") or sorted({s.benchmark for s in splits.values()})
     if isinstance(default_benchmarks, str):
         default_benchmarks = [default_benchmarks]
@@ -89,7 +102,7 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
         path=path, splits=splits, models=models, default_models=default_models,
         default_benchmarks=[str(b) for b in default_benchmarks],
         judges=dict(data.get("judges") or {}), settings=dict(data.get("settings") or {}), raw=data,
-        model_lookup=lambda key: discovered_models().get(key),
+        model_lookup=lambda key: discovered_models().get(key), intended_models=intended_models,
     )
 
 

@@ -194,6 +194,8 @@ class Benchmark(_Strict):
     description: Optional[str] = None
     tools: Optional[ToolsSpec] = None
     prompt_wrapper: Any = None
+    # the models meant to run this benchmark (a run without --model; the leaderboard's intended pairs)
+    models: Union[list[str], str, None] = None
 
 
 class ModelEntry(_Strict):

@@ -78,6 +78,23 @@ class RunOptions:
             keys = [f"{k.split('@', 1)[0]}@{exp}" for k in keys]
         return self.selected_keys(keys)
 
+    def models_per_split(self, cfg: Any, splits: list[str], asked: list[str] | None, limit: int | None = None,
+                         resolve: Any = None) -> dict[str, list[str]]:
+        """The model keys each split runs: `asked` (the same for every split), else the split's intended models
+        (its benchmark's `models:`, else `default_models`), each list through `resolve` (the CLI's ad-hoc model
+        strings), the experiment and `--sample-id` marks, and the `--limit` mark."""
+        from evalpipe.core.run_marks import limited_key
+
+        out: dict[str, list[str]] = {}
+        done: dict[tuple[str, ...], list[str]] = {}
+        for s in splits:
+            names = tuple(asked) if asked else tuple(cfg.models_for(s))
+            if names not in done:
+                keys = self.model_keys(resolve(list(names)) if resolve else list(names), cfg)
+                done[names] = [limited_key(k, limit) for k in keys] if limit else keys
+            out[s] = done[names]
+        return out
+
     def selected_keys(self, keys: list[str]) -> list[str]:
         """With `--sample-id`: the try keys `<model>@ids-<h>`, the ids recorded beside the instance (every process
         of the run, and any later materialization of the key, reads them back); else `keys`."""
