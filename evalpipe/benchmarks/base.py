@@ -85,6 +85,24 @@ def files_version(paths: Iterable[Any]) -> str:
 _ADAPTERS: Registry[Adapter] = Registry("benchmark adapter")
 
 
+def read_json_array(path: Any, what: str = "questions") -> list[Any]:
+    """A JSON file holding one array (QRData's and DSGym's question files), or a one-line DataError naming the file
+    and what is wrong with it."""
+    import json
+
+    from evalpipe.core.errors import DataError
+
+    try:
+        items = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"{path}: cannot read the file ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{path} line {exc.lineno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(items, list):
+        raise DataError(f"{path}: expected a JSON array of {what}")
+    return items
+
+
 def register_adapter(name: str, factory: Callable[[SplitConfig], Adapter] | None = None, *, replace: bool = False):
     """Register an adapter factory (a class or a function taking a SplitConfig). Also usable as a decorator."""
     return _ADAPTERS.register(name, factory, replace=replace)

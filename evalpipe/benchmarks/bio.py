@@ -22,12 +22,11 @@ JSON file's folder) by their path below `/data/` or `/data/dsbio/`, then by file
 from __future__ import annotations
 
 import ast
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
+from evalpipe.benchmarks.base import Adapter, read_json_array, files_version, register_adapter
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
 from evalpipe.benchmarks.qrdata import extract_final
@@ -107,14 +106,7 @@ class BioAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         qfile = self.questions_file()
-        try:
-            items = json.loads(qfile.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"{qfile}: cannot read the file ({exc})") from None
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{qfile} line {exc.lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(items, list):
-            raise DataError(f"{qfile}: expected a JSON array of questions (DSGym's dsbio format)")
+        items = read_json_array(qfile, "questions (DSGym's dsbio format)")
         root = self.data_root(qfile)
         limit = self.options.get("limit")
         samples = []

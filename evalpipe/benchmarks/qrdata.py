@@ -18,14 +18,13 @@ START with the reference (`"treatment group, because ..."` is right for `treatme
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import zipfile
 from pathlib import Path
 from typing import Any, Iterable
 
 from evalpipe.benchmarks import hub
-from evalpipe.benchmarks.base import Adapter, register_adapter
+from evalpipe.benchmarks.base import Adapter, read_json_array, register_adapter
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
 from evalpipe.core.config import dagster_home
@@ -218,14 +217,7 @@ class QRDataAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         qfile = self.locate()
-        try:
-            items = json.loads(qfile.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise DataError(f"{qfile}: cannot read the file ({exc})") from None
-        except json.JSONDecodeError as exc:
-            raise DataError(f"{qfile} line {exc.lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(items, list):
-            raise DataError(f"{qfile}: expected a JSON array of questions")
+        items = read_json_array(qfile, "questions")
         files = DataFiles(qfile.parent, dagster_home() / "cache" / "qrdata")
         samples = []
         for i, item in enumerate(items):
