@@ -71,3 +71,41 @@ def test_limit_1_makes_concurrent_runs_take_turns_in_rollouts(home, tmp_path):
         assert any("blocked by limit for pool model_calls" in m for m in m2), m2
         info = instance.event_log_storage.get_concurrency_info("model_calls")
         assert info.slot_count == 1 and info.active_slot_count == 0 and info.pending_step_count == 0  # all freed
+
+
+def test_slot_claims_on_the_sqlite_instance_take_turns(tmp_path, monkeypatch):
+    """Dagster's claim asks whether a slot is free, queues the step as assigned if so, then takes a free slot by id;
+    SQLite ignores its FOR UPDATE SKIP LOCKED, so two claims at the same moment both got a pool's one slot
+    (test_limit_1_... above saw both rollouts overlap, now and then). Our event log storage lets one claim through
+    at a time: here each claim lingers after reading that a slot is free, as a loaded machine makes it, and still
+    only one of two gets the slot."""
+    import threading
+    import time
+
+    from dagster._core.storage.event_log.sqlite.sqlite_event_log import SqliteEventLogStorage
+
+    from evalpipe.store.instance_storage import FastSqliteEventLogStorage
+
+    real_free = SqliteEventLogStorage.has_unassigned_slots
+
+    def lingering_free(self, *args, **kwargs):
+        free = real_free(self, *args, **kwargs)
+        time.sleep(0.3)
+        return free
+
+    monkeypatch.setattr(SqliteEventLogStorage, "has_unassigned_slots", lingering_free)
+    # two storages over one folder: two processes' views of the same instance
+    storages = [FastSqliteEventLogStorage(str(tmp_path / "runs")) for _ in range(2)]
+    storages[0].set_concurrency_slots("model_calls", 1)
+    results = [None, None]
+
+    def claim(i):
+        results[i] = storages[i].claim_concurrency_slot("model_calls", f"run{i}", "rollouts")
+
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(bool(r.is_claimed) for r in results) == [False, True]  # one slot, one holder
+    assert storages[0].get_concurrency_info("model_calls").active_slot_count == 1

@@ -169,6 +169,9 @@ def _after_fork() -> None:
 os.register_at_fork(after_in_child=_after_fork)
 
 
+CLAIM_LOCK_FILE = ".concurrency-claims.lock"  # serializes pool slot claims (FastSqliteEventLogStorage)
+
+
 def _lock_folder(folder: str | None = None) -> str:
     home = os.environ.get("DAGSTER_HOME")
     return os.path.abspath(home if home else (folder or "."))
@@ -391,6 +394,32 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             self.reindex_events()
             self.reindex_assets()
             self._run_template()  # part of making the instance, like index.db: not billed to its first run
+
+    @contextmanager
+    def _slots_locked(self) -> Iterator[None]:
+        # Dagster's claim asks whether a slot is free, queues the step as assigned if so, then takes a free slot by
+        # id (SELECT ... FOR UPDATE SKIP LOCKED, which SQLite ignores): two processes claiming at the same moment
+        # both got a pool's one slot. Claims and frees go one at a time per instance, across processes and threads
+        # (flock on a file beside index.db), so a pool limit stays a limit (tests/test_pools.py).
+        with open(os.path.join(os.path.abspath(self._base_dir), CLAIM_LOCK_FILE), "a") as fh:
+            fcntl.flock(fh, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    def claim_concurrency_slot(self, concurrency_key: str, run_id: str, step_key: str,
+                               priority: int | None = None) -> Any:
+        with self._slots_locked():
+            return super().claim_concurrency_slot(concurrency_key, run_id, step_key, priority)
+
+    def free_concurrency_slot_for_step(self, run_id: str, step_key: str) -> None:
+        with self._slots_locked():
+            return super().free_concurrency_slot_for_step(run_id, step_key)
+
+    def free_concurrency_slots_for_run(self, run_id: str) -> None:
+        with self._slots_locked():
+            return super().free_concurrency_slots_for_run(run_id)
 
     @contextmanager
     def _connect(self, shard: str) -> Iterator[Any]:
