@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 import evalpipe
+from tests.helpers.configs import smoke_benchmark
 from evalpipe.core.types import Generation
 
 ROWS = [{"id": f"q{i}", "question": f"{i} + {i}", "answer": str(2 * i), "level": 1 + i % 2} for i in range(4)]
@@ -174,18 +175,7 @@ def test_input_errors_before_anything_runs(home, bad, match):
 
 def test_a_configured_benchmark_with_a_python_agent(home, tmp_path):
     cfg = tmp_path / "evals.yaml"
-    cfg.write_text(f"""
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: {os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}/data/smoke/test.jsonl, limit: 4}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
-  fixed: {{runner: echo, reply: fixed, text: Paris}}
-""")
+    cfg.write_text(smoke_benchmark(limit=4) + "models:\n  fixed: {runner: echo, reply: fixed, text: Paris}\n")
     env = dict(os.environ)
 
     def paris(sample):

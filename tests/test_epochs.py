@@ -8,21 +8,14 @@ import pandas as pd
 import pytest
 
 from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import smoke_benchmark
 
-CONFIG = """
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {path: {repo}/data/smoke/test.jsonl}
-    options:
-      columns: {prompt: question, target: answer, id: id}
-    metrics: [exact_match]
-models:
+MODELS = """models:
   perfect: {runner: echo, reply: target}
   parrot: {runner: echo}
 default_models: [perfect]
 """
+CONFIG = smoke_benchmark() + MODELS
 
 
 def _judgements(scores: dict[str, list]) -> pd.DataFrame:
@@ -186,8 +179,7 @@ def test_api_configured_sample_ids(home, write_config):
 
 
 def test_config_sample_ids_define_the_split_and_epochs_is_a_config_option(home, write_config):
-    write_config(CONFIG.replace("extra: {path: {repo}/data/smoke/test.jsonl}",
-                                "extra: {path: {repo}/data/smoke/test.jsonl, sample_ids: [s4, s1], epochs: 2}"))
+    write_config(smoke_benchmark(options="sample_ids: [s4, s1]\nepochs: 2") + MODELS)
     from evalpipe.core.errors import ConfigError
     from evalpipe.pipeline.stages import build_dataset, build_prompts
     from evalpipe.project import Project
