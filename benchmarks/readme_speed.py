@@ -22,13 +22,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch")  # README shows each one's table
+GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale")  # README shows each one's table
 OTHERS: tuple[str, ...] = ()
+# arguments a benchmark gets under `make bench` before the common ones (a later --repeat overrides its own)
+ARGS = {"scale": ["--sizes", "10000", "--modes", "cold,warm", "--repeat", "3"]}
 
 
 def run_all(results: Path, names: list[str], repeat: int | None, light_run_args: list[str]) -> None:
     for name in names:
-        cmd = [sys.executable, str(ROOT / "benchmarks" / f"bench_{name}.py")]
+        cmd = [sys.executable, str(ROOT / "benchmarks" / f"bench_{name}.py"), *ARGS.get(name, [])]
         if name in GENERATED:
             cmd += ["--json", str(results / f"{name}.json")]
         if repeat:
