@@ -298,9 +298,11 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     step = max(1, len(prompts) // 10)
     key = context.partition_key  # (a property that parses the run's tags: not once per sample)
 
+    report = sample_progress.reporter(key)  # at most every 50 ms, and the last sample
+
     def progress(done: int, total: int, errors: int | None = None) -> None:
         # [scale] per-sample progress, in-process caller; [viewer/CLI] with the failed samples so far
-        sample_progress.report(key, done, total, errors)
+        report(done, total, errors)
         if done == total or done % step == 0:
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 

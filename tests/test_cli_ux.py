@@ -141,6 +141,29 @@ def test_progress_counts_samples_across_partitions_rate_eta_errors():
     assert type(reporter(enabled=False)).__name__ == "NoProgress"
 
 
+def test_a_partitions_progress_reaches_its_listener_at_most_every_interval_and_always_at_the_end():
+    """The rollouts asset reports every sample; the listener hears the first, then at most one per interval, and
+    the last one (done == total) whenever it comes, with its error count."""
+    from evalpipe.pipeline import sample_progress
+
+    now = [100.0]
+    heard = []
+    sample_progress.listen("s|m", lambda d, t, e=None: heard.append((d, t, e)))
+    try:
+        report = sample_progress.reporter("s|m", interval_s=0.05, clock=lambda: now[0])
+        for done in range(1, 1001):  # 1000 samples within one interval: the first and the last
+            report(done, 1000, done // 10)
+        assert heard == [(1, 1000, 0), (1000, 1000, 100)]
+        heard.clear()
+        report = sample_progress.reporter("s|m", interval_s=0.05, clock=lambda: now[0])
+        for done in range(1, 11):  # one sample every 30 ms: every other one, and the last
+            now[0] += 0.03
+            report(done, 10)
+        assert [d for d, _, _ in heard] == [1, 3, 5, 7, 9, 10]
+    finally:
+        sample_progress.unlisten("s|m")
+
+
 def test_render_wraps_long_text_and_prints_missing_values_the_same():
     from evalpipe.cli.view import MISSING, render
 

@@ -6,8 +6,10 @@ Runs in other processes (the daemon, celery workers) have no listener: a diction
 """
 from __future__ import annotations
 
+import time
 from typing import Any, Callable
 
+INTERVAL_S = 0.05  # how often a partition's progress reaches its listener at most (the last sample always does)
 _listeners: dict[str, Callable[[int, int], None]] = {}
 
 
@@ -25,3 +27,18 @@ def report(partition_key: Any, done: int, total: int, errors: int | None = None)
     fn = _listeners.get(str(partition_key))
     if fn is not None:
         fn(done, total) if errors is None else fn(done, total, errors)
+
+
+def reporter(partition_key: Any, interval_s: float = INTERVAL_S,
+             clock: Callable[[], float] = time.monotonic) -> Callable[..., None]:
+    """`report` for one partition, at most every `interval_s` plus the last sample (done == total): a display needs
+    no more, and the listener's locks and rate bookkeeping cost ~10 us a sample (0.1 s of CPU per 10k fast ones)."""
+    key, last = str(partition_key), [float("-inf")]
+
+    def report_some(done: int, total: int, errors: int | None = None) -> None:
+        now = clock()
+        if done == total or now - last[0] >= interval_s:
+            last[0] = now
+            report(key, done, total, errors)
+
+    return report_some
