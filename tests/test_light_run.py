@@ -161,6 +161,36 @@ def test_a_rerun_is_one_dagster_run_and_a_changed_file_is_reloaded(fast_home, wr
     assert n == 4
 
 
+def test_in_process_runs_capture_no_compute_logs_and_the_configured_instance_still_does(fast_home, write_config,
+                                                                                         tmp_path):
+    """`evaluate()` (the CLI, the Python API, `evalpipe serve`) opens the instance with Dagster's compute-log
+    capture off: no `tail` and watcher processes per run, nothing under storage/<run>/compute_logs, fds 1/2 left
+    alone. The run's events are all recorded; an instance opened plainly (the UI's, the daemon's) still captures."""
+    import resource
+
+    from dagster import DagsterEventType, DagsterInstance
+    from dagster._core.storage.noop_compute_log_manager import NoOpComputeLogManager
+
+    from eval_assets.launch import evaluate, get_instance
+    from evalpipe.project import load_config
+
+    data = tmp_path / "qa.jsonl"
+    data.write_text("".join((ROOT / "data/smoke/test.jsonl").read_text().splitlines(keepends=True)[:2]))
+    _one_split_config(write_config, data)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    inst = get_instance()
+    assert isinstance(inst.compute_log_manager, NoOpComputeLogManager)
+    result = evaluate(load_config(), ["smoke/extra"], ["m"], instance=inst)
+    assert result.success
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert (after.ru_utime + after.ru_stime) - (children.ru_utime + children.ru_stime) < 0.01  # nothing spawned
+    run_id = result.partitions[0].run_id
+    assert not (fast_home / "storage" / run_id / "compute_logs").exists()
+    assert len(inst.all_logs(run_id, of_type=DagsterEventType.ASSET_MATERIALIZATION)) == 5
+    with DagsterInstance.get() as plain:
+        assert not isinstance(plain.compute_log_manager, NoOpComputeLogManager)
+
+
 def test_changed_options_reload_the_dataset_and_two_models_share_one_leaderboard_run(fast_home, write_config, tmp_path):
     """A different adapter option (`slice_by`) makes the dataset on record stale; with two models the leaderboard is a
     run of its own, after both chains. (A run-time `limit` is refused there: tests/test_limit_isolation.py.)"""

@@ -299,16 +299,26 @@ def check_versions(path: str) -> None:
                 "kept %s (this Dagster's head, whose tables it has)", path, len(rows), ", ".join(rows), keep)
 
 
-def open_instance(home: str | None = None) -> Any:
+# Dagster's compute log manager that captures nothing (the stdout/stderr tab of a run stays empty)
+NO_COMPUTE_LOGS = {"module": "dagster._core.storage.noop_compute_log_manager", "class": "NoOpComputeLogManager"}
+
+
+def open_instance(home: str | None = None, capture_compute_logs: bool = True) -> Any:
     """`DagsterInstance.get()` for this DAGSTER_HOME, made under the start-up lock, with Dagster's SQLite databases
-    checked first (also when its dagster.yaml selects Dagster's stock SQLite storages rather than these)."""
+    checked first (also when its dagster.yaml selects Dagster's stock SQLite storages rather than these).
+    `capture_compute_logs=False`: the instance as dagster.yaml configures it, but runs executed through it in this
+    process do not capture the process's stdout/stderr (Dagster's compute logs), see `eval_assets/launch.py`."""
     from dagster import DagsterInstance
 
     home = os.path.abspath(home or os.environ["DAGSTER_HOME"])
     with startup_lock(home):
         for rel in DATABASES:
             check_versions(os.path.join(home, rel))
-        return DagsterInstance.get()
+        if capture_compute_logs:
+            return DagsterInstance.get()
+        from dagster._core.instance.ref import InstanceRef
+
+        return DagsterInstance.from_ref(InstanceRef.from_dir(home, overrides={"compute_logs": NO_COMPUTE_LOGS}))
 
 
 def repair(paths: list[str]) -> int:
