@@ -257,9 +257,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
 
     from evalpipe.cli.progress import keep_terminal, reporter
 
-    # Dagster captures each step's stdout/stderr by redirecting the process's file descriptors; with partitions
-    # running in threads the redirections interleave and can leave fd 1/2 pointing at a step's log file.
-    # keep_terminal restores them afterwards and gives the progress display its own copy of the terminal.
+    # An instance that captures compute logs redirects the process's fds 1/2 per run, and with partitions in threads
+    # the redirections interleave and can leave them pointing at a log file. get_instance's instance doesn't capture
+    # (docs/operations.md#compute-logs); keep_terminal still restores fds 1/2 afterwards and gives the progress
+    # display its own copy of the terminal.
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
         result = evaluate(project, chosen, per_split, resources=resources, instance=instance, on_progress=progress.step,
                           on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
