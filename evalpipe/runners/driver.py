@@ -2,12 +2,13 @@
 
 The hot path is kept cheap on purpose (it is what a 1000-sample run at concurrency 100 spends its CPU on):
 a fixed pool of worker coroutines pulls from one shared iterator (never one task per sample, so 100k samples
-hold at most `concurrency` requests in flight), each attempt is bounded with `asyncio.timeout` (no extra task),
+hold at most `concurrency` requests in flight), each attempt is bounded by one shared timer per run (`Deadlines`: no timer, no extra task per attempt),
 and a finished sample costs one small JSON encode and a share of one SQLite WAL commit (grouped).
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import random
 import time
@@ -88,10 +89,86 @@ def _ok(req: RolloutRequest, gen: Generation, start: float, attempts: int) -> di
             **(trace_fields(gen) if gen.stop_reason is not None or gen.tool_calls else {})}
 
 
+class Deadlines:
+    """The per-attempt time bound of one run's attempts, on one shared timer instead of one per attempt.
+
+    Every attempt of a run gets the same `timeout_s`, so deadlines come in the order the attempts start: a queue in
+    start order is also in deadline order, and one timer armed for the oldest open attempt's deadline is enough.
+    `asyncio.timeout_at` per attempt schedules a timer (a TimerHandle pushed on the loop's heap) and cancels it
+    again, ~3-5 us of CPU a sample; here an attempt costs a list and a queue append. When the timer fires it
+    cancels each attempt past its deadline and re-arms for the next open one. The cancellation becomes TimeoutError
+    exactly as `asyncio.timeout` makes it (`uncancel`, so a cancellation from outside still propagates)."""
+
+    __slots__ = ("_loop", "_open", "_timer", "_armed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._open: collections.deque[list[Any]] = collections.deque()  # [deadline, task or None, cancelling, fired]
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0  # the deadline the timer is set for
+
+    def enter(self, deadline: float) -> list[Any]:
+        """Bound the current task until `deadline` (loop time, never earlier than any deadline entered before)."""
+        task = asyncio.current_task()
+        entry = [deadline, task, task.cancelling() if task is not None else 0, False]
+        self._open.append(entry)
+        if self._timer is None:
+            self._arm(deadline)
+        return entry
+
+    def _arm(self, deadline: float) -> None:
+        self._armed = deadline
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def exit(self, entry: list[Any], exc: BaseException | None) -> None:
+        """The attempt's bound ends; raises TimeoutError when it fired and `exc` is the cancellation it caused."""
+        task, entry[1] = entry[1], None
+        opened = self._open
+        while opened and opened[0][1] is None:  # closed at the front: dropped (the rest wait behind an open one)
+            opened.popleft()
+        if entry[3] and task is not None and task.uncancel() <= entry[2] and isinstance(exc, asyncio.CancelledError):
+            raise TimeoutError from exc
+
+    async def bound(self, deadline: float, awaitable: Any) -> Any:
+        """`await awaitable`, bounded by `deadline` (as `async with asyncio.timeout_at(deadline)` bounds it)."""
+        entry = self.enter(deadline)
+        try:
+            result = await awaitable
+        except BaseException as exc:
+            self.exit(entry, exc)
+            raise
+        self.exit(entry, None)
+        return result
+
+    def close(self) -> None:
+        """Stop the timer (the run is over: no attempt is open)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._open.clear()
+
+    def _expire(self) -> None:
+        self._timer = None
+        # the loop runs a timer up to its clock's resolution early: what the timer was set for is due
+        now, opened = max(self._loop.time(), self._armed), self._open
+        while opened:
+            entry = opened[0]
+            if entry[1] is not None:
+                if entry[0] > now:
+                    self._arm(entry[0])
+                    return
+                entry[3] = True
+                entry[1].cancel()
+            opened.popleft()
+
+
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
-                  max_tokens: int | None = None, tools: Any = None) -> dict[str, Any]:
+                  max_tokens: int | None = None, tools: Any = None,
+                  deadlines: tuple[Deadlines, Deadlines] | None = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
-    A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`."""
+    A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`.
+    `deadlines`: the run's shared timers for the per-attempt bounds, (one-shot requests, conversations)
+    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`)."""
     start = time.perf_counter()
     attempts = 0
     loop = asyncio.get_running_loop()
@@ -107,8 +184,12 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
                 # (every model turn counts against rpm/tpm: the loop takes and settles turns after the first)
-                async with asyncio.timeout(s.timeout_s + 30):
-                    gen = await run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
+                conversation = run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
+                if deadlines is None:
+                    async with asyncio.timeout(s.timeout_s + 30):
+                        gen = await conversation
+                else:
+                    gen = await deadlines[1].bound(loop.time() + s.timeout_s + 30, conversation)
             else:
                 # an lm_eval log-likelihood sample on a runner that scores them apart from generate (API endpoints)
                 ll = req.metadata and "loglikelihood_requests" in req.metadata \
@@ -116,8 +197,17 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                 call = _Call(ll(req) if ll else runner.generate(req))
                 gen = call.answer_at_once()
                 if gen is _WAITING:  # it waits (a network reply): the rest of the call is bounded by the deadline
-                    async with asyncio.timeout_at(deadline):
-                        gen = await call
+                    if deadlines is None:
+                        async with asyncio.timeout_at(deadline):
+                            gen = await call
+                    else:  # (the run's shared timer: the same bound, no timer of its own)
+                        bound = deadlines[0].enter(deadline)
+                        try:
+                            gen = await call
+                        except BaseException as exc:
+                            deadlines[0].exit(bound, exc)
+                            raise
+                        deadlines[0].exit(bound, None)
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
@@ -243,6 +333,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
     loop = asyncio.get_running_loop()
+    # the per-attempt bounds: one timer for the run's one-shot requests, one for its conversations (each list is
+    # in deadline order only for one timeout: a conversation's safety net is 30 s longer)
+    deadlines = (Deadlines(loop), Deadlines(loop))
     flush_at: list[Any] = []  # the scheduled group commit, if any
 
     def flush() -> None:
@@ -253,7 +346,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
             if not _plain_row(row, redactor):
@@ -285,6 +378,8 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     finally:
         for handle in flush_at:
             handle.cancel()
+        for d in deadlines:
+            d.close()
         if journal is not None:
             journal.flush()  # whatever finished is committed before the rows are handed on (or the error raised)
         if close:
