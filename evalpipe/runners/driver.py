@@ -2,14 +2,14 @@
 
 The hot path is kept cheap on purpose (it is what a 1000-sample run at concurrency 100 spends its CPU on):
 a fixed pool of worker coroutines pulls from one shared iterator (never one task per sample, so 100k samples
-hold at most `concurrency` requests in flight), each attempt is bounded by one shared timer per run (`Deadlines`: no timer, no extra task per attempt),
-and a finished sample costs one small JSON encode and a share of one SQLite WAL commit (grouped).
+hold at most `concurrency` requests in flight), each attempt is bounded by the run's one shared timer (`Deadlines`:
+no timer and no extra task per attempt), and a finished sample costs one small JSON encode and a share of one
+SQLite WAL commit (grouped).
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import json
 import random
 import time
 import types
@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.core.config import ModelConfig
+from evalpipe.core.jsontext import dumps
 from evalpipe.store.journal import FLUSH_S, Journal
-from evalpipe.core.redact import GENERATED_FIELDS, get_redactor
+from evalpipe.core.redact import GENERATED_FIELDS, get_redactor, is_secret_name
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.runners.tool_loop import run_conversation, trace_fields
@@ -79,13 +80,14 @@ def _failed(req: RolloutRequest, error: str, start: float, attempts: int) -> dic
 def _ok(req: RolloutRequest, gen: Generation, start: float, attempts: int) -> dict[str, Any]:
     raw = gen.raw
     if raw is not None and not isinstance(raw, str):  # the fast path hands over the body text as received
-        raw = json.dumps(raw, ensure_ascii=False, default=str)
+        raw = dumps(raw)
     return {"sample_id": req.sample_id, "fingerprint": req.fingerprint, "status": "ok", "error": None,
             "raw_output": gen.text, "raw_response": raw, "finish_reason": gen.finish_reason,
             "latency_s": time.perf_counter() - start, "input_tokens": gen.input_tokens,
             "output_tokens": gen.output_tokens, "cost": gen.cost if gen.cost is not None else 0.0,
             "attempts": attempts,
-            "trajectory": json.dumps(gen.trajectory, ensure_ascii=False, default=str) if gen.trajectory else None,
+            "trajectory": dumps(gen.trajectory) if gen.trajectory else None,  # json.dumps(.., ensure_ascii=False,
+            # default=str), without building an encoder per call
             **(trace_fields(gen) if gen.stop_reason is not None or gen.tool_calls else {})}
 
 
@@ -388,23 +390,52 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
 
 
 def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
-    """True when redacting the row field by field would change nothing: every value a string, number or null, no
-    secret-looking field name, and no string that could hold a secret (one `could_match` over all of them: it is
-    substring tests, so what a field contains the joined text contains)."""
+    """True when redacting the row field by field would change nothing: no secret-looking field name at any depth,
+    every value a string, number, null or a plain list/dict of them (a conversation's tool-call records), and no
+    string that could hold a secret (one `could_match` over all of them: it is substring tests, so what a string
+    contains the joined text contains)."""
     keys = tuple(row)
     secret = _SECRET_FIELDS.get(keys)
     if secret is None:  # rows share their field names: decided once per set of names
-        from evalpipe.core.redact import is_secret_name
-
         secret = _SECRET_FIELDS[keys] = any(is_secret_name(k) for k in keys)
     if secret:
         return False
     values = row.values()
-    # the value types checked in one C pass; only a row with others (subclasses, lists, dicts) is looked at closely
-    if not _PLAIN_TYPES.issuperset(map(type, values)) and any(
-            v is not None and not isinstance(v, (str, int, float)) for v in values):
-        return False
-    return not redactor.could_match("\n".join([v for v in values if isinstance(v, str)]))
+    # the value types checked in one C pass; a row with others (lists, dicts, subclasses) is walked
+    if _PLAIN_TYPES.issuperset(map(type, values)):
+        texts = [v for v in values if type(v) is str]
+    else:
+        texts = []
+        if not _plain_strings(values, texts):
+            return False
+    return not redactor.could_match("\n".join(texts))
+
+
+def _plain_strings(values: Any, texts: list[str]) -> bool:
+    """Collect the strings in `values` (nested plain lists and dicts) into `texts`; False where field-by-field
+    redaction could change more than the strings say: a secret-looking key (its value is masked whole), a key that
+    is not a string, a tuple or a list/dict subclass (redaction rebuilds those as plain lists and dicts). Any other
+    value (numbers, None, objects) is left as it is by redaction."""
+    for v in values:
+        t = type(v)
+        if t is str:
+            texts.append(v)
+        elif t is dict:
+            for k in v:
+                if type(k) is not str or is_secret_name(k):
+                    return False
+            if not _plain_strings(v.values(), texts):
+                return False
+        elif t is list:
+            if not _plain_strings(v, texts):
+                return False
+        elif t in _PLAIN_TYPES:
+            continue
+        elif isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, (dict, list, tuple)):
+            return False
+    return True
 
 
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
