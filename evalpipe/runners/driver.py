@@ -12,7 +12,6 @@ import asyncio
 import collections
 import random
 import time
-import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -196,20 +195,18 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                 # an lm_eval log-likelihood sample on a runner that scores them apart from generate (API endpoints)
                 ll = req.metadata and "loglikelihood_requests" in req.metadata \
                     and getattr(runner, "loglikelihood_generation", None)
-                call = _Call(ll(req) if ll else runner.generate(req))
-                gen = call.answer_at_once()
-                if gen is _WAITING:  # it waits (a network reply): the rest of the call is bounded by the deadline
-                    if deadlines is None:
-                        async with asyncio.timeout_at(deadline):
-                            gen = await call
-                    else:  # (the run's shared timer: the same bound, no timer of its own)
-                        bound = deadlines[0].enter(deadline)
-                        try:
-                            gen = await call
-                        except BaseException as exc:
-                            deadlines[0].exit(bound, exc)
-                            raise
-                        deadlines[0].exit(bound, None)
+                call = ll(req) if ll else runner.generate(req)
+                if deadlines is None:
+                    async with asyncio.timeout_at(deadline):
+                        gen = await call
+                else:  # the run's shared timer: the same bound, no timer of its own
+                    bound = deadlines[0].enter(deadline)
+                    try:
+                        gen = await call
+                    except BaseException as exc:
+                        deadlines[0].exit(bound, exc)
+                        raise
+                    deadlines[0].exit(bound, None)
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
@@ -240,59 +237,6 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if retry_after is not None:
             delay = max(delay, min(retry_after, max(s.backoff_max_s, 60.0)))  # honour Retry-After, bounded
         await asyncio.sleep(delay)
-
-
-class _Call:
-    """A runner's `generate(...)` awaitable, run up to its first wait before any timer is armed.
-
-    A runner that answers without waiting (a replay, a cache hit, an in-process model, the echo runner) has then
-    answered, and the per-attempt asyncio timeout (a timer scheduled and cancelled on the loop, ~3 us a sample)
-    is not needed: a timeout can only fire while the call waits, so none could have fired. A call that waits is
-    awaited on from where it stopped, under the attempt's deadline taken before its first step, so a network
-    call is bounded exactly as before. An error the runner raises comes out of either step as from `await`."""
-
-    __slots__ = ("_coro", "_waiting_on", "_started")
-
-    def __init__(self, awaitable: Any):
-        self._coro = awaitable
-        self._waiting_on: Any = None
-        self._started = False
-
-    def answer_at_once(self) -> Any:
-        """The runner's result if it answered without waiting, else `_WAITING` (then `await` this)."""
-        if type(self._coro) is not types.CoroutineType:  # some other awaitable: awaited as it is
-            return _WAITING
-        try:
-            self._waiting_on = self._coro.send(None)
-        except StopIteration as done:
-            return done.value
-        self._started = True
-        return _WAITING
-
-    def __await__(self) -> Any:
-        coro = self._coro
-        if not self._started:
-            return (yield from coro.__await__())
-        signal = self._waiting_on  # what the call waits on (a future), handed to the task as `await` would
-        while True:  # the rest of `yield from coro`, resumed after its first yield
-            try:
-                value = yield signal
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # cancelled (the timeout) or the like: raised inside the call
-                try:
-                    signal = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    signal = coro.send(value)
-                except StopIteration as done:
-                    return done.value
-
-
-_WAITING = object()  # `_Call.answer_at_once`: the call waits
 
 
 async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journal: Journal | None,
