@@ -101,3 +101,56 @@ def test_expiry_matches_asyncio_timeout_and_leaves_no_timer():
         assert deadlines._timer is None and not deadlines._open  # all done: no timer pending, nothing held
 
     asyncio.run(main())
+
+
+def test_a_conversation_cancelled_from_outside_is_cancelled_not_timed_out():
+    # the tool loop bounds its model turns on one timer per conversation: an outside cancellation (a failing
+    # TaskGroup, Ctrl-C) during a turn must propagate, not end the conversation as stop_reason "timeout"
+    from evalpipe.runners.tool_loop import run_conversation
+    from evalpipe.tools import ToolEnv
+
+    class SlowChat:
+        name = "slow"
+
+        async def chat(self, messages, tools, request):
+            await asyncio.sleep(3600)
+
+    req = RolloutRequest("s", [{"role": "user", "content": "hi"}], "fp", tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+
+    async def main():
+        task = asyncio.create_task(run_conversation(SlowChat(), req, ToolEnv({}), 60.0))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    asyncio.run(main())
+
+
+def test_a_model_turn_past_the_conversation_budget_ends_it_as_a_timeout():
+    from evalpipe.runners.tool_loop import run_conversation
+    from evalpipe.tools import ToolEnv
+    from evalpipe.tools.base import ChatTurn, ToolCall
+
+    class Chat:
+        name = "chat"
+        turns = 0
+
+        async def chat(self, messages, tools, request):
+            self.turns += 1
+            await asyncio.sleep(0.05 if self.turns == 1 else 3600)  # the second turn hangs
+            return ChatTurn(None, [ToolCall("f", "{}", "c")])
+
+    req = RolloutRequest("s", [{"role": "user", "content": "hi"}], "fp", tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        gen = await run_conversation(Chat(), req, ToolEnv({}), 0.3)
+        assert gen.stop_reason == "timeout" and gen.turns == 1 and len(gen.tool_calls) == 1
+        assert 0.3 <= loop.time() - t0 < 1.0
+        assert asyncio.current_task().cancelling() == 0  # the bound's cancellation was taken back
+
+    asyncio.run(main())
