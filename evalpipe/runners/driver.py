@@ -2,22 +2,23 @@
 
 The hot path is kept cheap on purpose (it is what a 1000-sample run at concurrency 100 spends its CPU on):
 a fixed pool of worker coroutines pulls from one shared iterator (never one task per sample, so 100k samples
-hold at most `concurrency` requests in flight), each attempt is bounded with `asyncio.timeout` (no extra task),
-and a finished sample costs one small JSON encode and a share of one SQLite WAL commit (grouped).
+hold at most `concurrency` requests in flight), each attempt is bounded by the run's one shared timer (`Deadlines`:
+no timer and no extra task per attempt), and a finished sample costs one small JSON encode and a share of one
+SQLite WAL commit (grouped).
 """
 from __future__ import annotations
 
 import asyncio
-import json
+import collections
 import random
 import time
-import types
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from evalpipe.core.config import ModelConfig
+from evalpipe.core.jsontext import dumps
 from evalpipe.store.journal import FLUSH_S, Journal
-from evalpipe.core.redact import GENERATED_FIELDS, get_redactor
+from evalpipe.core.redact import GENERATED_FIELDS, get_redactor, is_secret_name
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.runners.tool_loop import run_conversation, trace_fields
@@ -78,20 +79,97 @@ def _failed(req: RolloutRequest, error: str, start: float, attempts: int) -> dic
 def _ok(req: RolloutRequest, gen: Generation, start: float, attempts: int) -> dict[str, Any]:
     raw = gen.raw
     if raw is not None and not isinstance(raw, str):  # the fast path hands over the body text as received
-        raw = json.dumps(raw, ensure_ascii=False, default=str)
+        raw = dumps(raw)
     return {"sample_id": req.sample_id, "fingerprint": req.fingerprint, "status": "ok", "error": None,
             "raw_output": gen.text, "raw_response": raw, "finish_reason": gen.finish_reason,
             "latency_s": time.perf_counter() - start, "input_tokens": gen.input_tokens,
             "output_tokens": gen.output_tokens, "cost": gen.cost if gen.cost is not None else 0.0,
             "attempts": attempts,
-            "trajectory": json.dumps(gen.trajectory, ensure_ascii=False, default=str) if gen.trajectory else None,
+            "trajectory": dumps(gen.trajectory) if gen.trajectory else None,  # json.dumps(.., ensure_ascii=False,
+            # default=str), without building an encoder per call
             **(trace_fields(gen) if gen.stop_reason is not None or gen.tool_calls else {})}
 
 
+class Deadlines:
+    """The per-attempt time bound of one run's attempts, on one shared timer instead of one per attempt.
+
+    Every attempt of a run gets the same `timeout_s`, so deadlines come in the order the attempts start: a queue in
+    start order is also in deadline order, and one timer armed for the oldest open attempt's deadline is enough.
+    `asyncio.timeout_at` per attempt schedules a timer (a TimerHandle pushed on the loop's heap) and cancels it
+    again, ~3-5 us of CPU a sample; here an attempt costs a list and a queue append. When the timer fires it
+    cancels each attempt past its deadline and re-arms for the next open one. The cancellation becomes TimeoutError
+    exactly as `asyncio.timeout` makes it (`uncancel`, so a cancellation from outside still propagates)."""
+
+    __slots__ = ("_loop", "_open", "_timer", "_armed")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop):
+        self._loop = loop
+        self._open: collections.deque[list[Any]] = collections.deque()  # [deadline, task or None, cancelling, fired]
+        self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0.0  # the deadline the timer is set for
+
+    def enter(self, deadline: float) -> list[Any]:
+        """Bound the current task until `deadline` (loop time, never earlier than any deadline entered before)."""
+        task = asyncio.current_task()
+        entry = [deadline, task, task.cancelling() if task is not None else 0, False]
+        self._open.append(entry)
+        if self._timer is None:
+            self._arm(deadline)
+        return entry
+
+    def _arm(self, deadline: float) -> None:
+        self._armed = deadline
+        self._timer = self._loop.call_at(deadline, self._expire)
+
+    def exit(self, entry: list[Any], exc: BaseException | None) -> None:
+        """The attempt's bound ends; raises TimeoutError when it fired and `exc` is the cancellation it caused."""
+        task, entry[1] = entry[1], None
+        opened = self._open
+        while opened and opened[0][1] is None:  # closed at the front: dropped (the rest wait behind an open one)
+            opened.popleft()
+        if entry[3] and task is not None and task.uncancel() <= entry[2] and isinstance(exc, asyncio.CancelledError):
+            raise TimeoutError from exc
+
+    async def bound(self, deadline: float, awaitable: Any) -> Any:
+        """`await awaitable`, bounded by `deadline` (as `async with asyncio.timeout_at(deadline)` bounds it)."""
+        entry = self.enter(deadline)
+        try:
+            result = await awaitable
+        except BaseException as exc:
+            self.exit(entry, exc)
+            raise
+        self.exit(entry, None)
+        return result
+
+    def close(self) -> None:
+        """Stop the timer (the run is over: no attempt is open)."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._open.clear()
+
+    def _expire(self) -> None:
+        self._timer = None
+        # the loop runs a timer up to its clock's resolution early: what the timer was set for is due
+        now, opened = max(self._loop.time(), self._armed), self._open
+        while opened:
+            entry = opened[0]
+            if entry[1] is not None:
+                if entry[0] > now:
+                    self._arm(entry[0])
+                    return
+                entry[3] = True
+                entry[1].cancel()
+            opened.popleft()
+
+
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
-                  max_tokens: int | None = None, tools: Any = None) -> dict[str, Any]:
+                  max_tokens: int | None = None, tools: Any = None,
+                  deadlines: tuple[Deadlines, Deadlines] | None = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
-    A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`."""
+    A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`.
+    `deadlines`: the run's shared timers for the per-attempt bounds, (one-shot requests, conversations)
+    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`)."""
     start = time.perf_counter()
     attempts = 0
     loop = asyncio.get_running_loop()
@@ -107,17 +185,28 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
                 # (every model turn counts against rpm/tpm: the loop takes and settles turns after the first)
-                async with asyncio.timeout(s.timeout_s + 30):
-                    gen = await run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
+                conversation = run_conversation(runner, req, tools, s.timeout_s, limiter, estimate, max_tokens)
+                if deadlines is None:
+                    async with asyncio.timeout(s.timeout_s + 30):
+                        gen = await conversation
+                else:
+                    gen = await deadlines[1].bound(loop.time() + s.timeout_s + 30, conversation)
             else:
                 # an lm_eval log-likelihood sample on a runner that scores them apart from generate (API endpoints)
                 ll = req.metadata and "loglikelihood_requests" in req.metadata \
                     and getattr(runner, "loglikelihood_generation", None)
-                call = _Call(ll(req) if ll else runner.generate(req))
-                gen = call.answer_at_once()
-                if gen is _WAITING:  # it waits (a network reply): the rest of the call is bounded by the deadline
+                call = ll(req) if ll else runner.generate(req)
+                if deadlines is None:
                     async with asyncio.timeout_at(deadline):
                         gen = await call
+                else:  # the run's shared timer: the same bound, no timer of its own
+                    bound = deadlines[0].enter(deadline)
+                    try:
+                        gen = await call
+                    except BaseException as exc:
+                        deadlines[0].exit(bound, exc)
+                        raise
+                    deadlines[0].exit(bound, None)
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
@@ -148,59 +237,6 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if retry_after is not None:
             delay = max(delay, min(retry_after, max(s.backoff_max_s, 60.0)))  # honour Retry-After, bounded
         await asyncio.sleep(delay)
-
-
-class _Call:
-    """A runner's `generate(...)` awaitable, run up to its first wait before any timer is armed.
-
-    A runner that answers without waiting (a replay, a cache hit, an in-process model, the echo runner) has then
-    answered, and the per-attempt asyncio timeout (a timer scheduled and cancelled on the loop, ~3 us a sample)
-    is not needed: a timeout can only fire while the call waits, so none could have fired. A call that waits is
-    awaited on from where it stopped, under the attempt's deadline taken before its first step, so a network
-    call is bounded exactly as before. An error the runner raises comes out of either step as from `await`."""
-
-    __slots__ = ("_coro", "_waiting_on", "_started")
-
-    def __init__(self, awaitable: Any):
-        self._coro = awaitable
-        self._waiting_on: Any = None
-        self._started = False
-
-    def answer_at_once(self) -> Any:
-        """The runner's result if it answered without waiting, else `_WAITING` (then `await` this)."""
-        if type(self._coro) is not types.CoroutineType:  # some other awaitable: awaited as it is
-            return _WAITING
-        try:
-            self._waiting_on = self._coro.send(None)
-        except StopIteration as done:
-            return done.value
-        self._started = True
-        return _WAITING
-
-    def __await__(self) -> Any:
-        coro = self._coro
-        if not self._started:
-            return (yield from coro.__await__())
-        signal = self._waiting_on  # what the call waits on (a future), handed to the task as `await` would
-        while True:  # the rest of `yield from coro`, resumed after its first yield
-            try:
-                value = yield signal
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:  # cancelled (the timeout) or the like: raised inside the call
-                try:
-                    signal = coro.throw(exc)
-                except StopIteration as done:
-                    return done.value
-            else:
-                try:
-                    signal = coro.send(value)
-                except StopIteration as done:
-                    return done.value
-
-
-_WAITING = object()  # `_Call.answer_at_once`: the call waits
 
 
 async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journal: Journal | None,
@@ -243,6 +279,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
     loop = asyncio.get_running_loop()
+    # the per-attempt bounds: one timer for the run's one-shot requests, one for its conversations (each list is
+    # in deadline order only for one timeout: a conversation's safety net is 30 s longer)
+    deadlines = (Deadlines(loop), Deadlines(loop))
     flush_at: list[Any] = []  # the scheduled group commit, if any
 
     def flush() -> None:
@@ -253,7 +292,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
             if not _plain_row(row, redactor):
@@ -285,6 +324,8 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     finally:
         for handle in flush_at:
             handle.cancel()
+        for d in deadlines:
+            d.close()
         if journal is not None:
             journal.flush()  # whatever finished is committed before the rows are handed on (or the error raised)
         if close:
@@ -293,23 +334,52 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
 
 
 def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
-    """True when redacting the row field by field would change nothing: every value a string, number or null, no
-    secret-looking field name, and no string that could hold a secret (one `could_match` over all of them: it is
-    substring tests, so what a field contains the joined text contains)."""
+    """True when redacting the row field by field would change nothing: no secret-looking field name at any depth,
+    every value a string, number, null or a plain list/dict of them (a conversation's tool-call records), and no
+    string that could hold a secret (one `could_match` over all of them: it is substring tests, so what a string
+    contains the joined text contains)."""
     keys = tuple(row)
     secret = _SECRET_FIELDS.get(keys)
     if secret is None:  # rows share their field names: decided once per set of names
-        from evalpipe.core.redact import is_secret_name
-
         secret = _SECRET_FIELDS[keys] = any(is_secret_name(k) for k in keys)
     if secret:
         return False
     values = row.values()
-    # the value types checked in one C pass; only a row with others (subclasses, lists, dicts) is looked at closely
-    if not _PLAIN_TYPES.issuperset(map(type, values)) and any(
-            v is not None and not isinstance(v, (str, int, float)) for v in values):
-        return False
-    return not redactor.could_match("\n".join([v for v in values if isinstance(v, str)]))
+    # the value types checked in one C pass; a row with others (lists, dicts, subclasses) is walked
+    if _PLAIN_TYPES.issuperset(map(type, values)):
+        texts = [v for v in values if type(v) is str]
+    else:
+        texts = []
+        if not _plain_strings(values, texts):
+            return False
+    return not redactor.could_match("\n".join(texts))
+
+
+def _plain_strings(values: Any, texts: list[str]) -> bool:
+    """Collect the strings in `values` (nested plain lists and dicts) into `texts`; False where field-by-field
+    redaction could change more than the strings say: a secret-looking key (its value is masked whole), a key that
+    is not a string, a tuple or a list/dict subclass (redaction rebuilds those as plain lists and dicts). Any other
+    value (numbers, None, objects) is left as it is by redaction."""
+    for v in values:
+        t = type(v)
+        if t is str:
+            texts.append(v)
+        elif t is dict:
+            for k in v:
+                if type(k) is not str or is_secret_name(k):
+                    return False
+            if not _plain_strings(v.values(), texts):
+                return False
+        elif t is list:
+            if not _plain_strings(v, texts):
+                return False
+        elif t in _PLAIN_TYPES:
+            continue
+        elif isinstance(v, str):
+            texts.append(v)
+        elif isinstance(v, (dict, list, tuple)):
+            return False
+    return True
 
 
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})

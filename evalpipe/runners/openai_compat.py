@@ -20,6 +20,31 @@ from evalpipe.runners.base import ModelError, RetryableError, http_error, parse_
 from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.core.types import Generation, RolloutRequest
 
+# Compact JSON text, as `json.dumps(obj, ensure_ascii=False, separators=(",", ":"))` writes it, from a C encoder made
+# once: `json.dumps` with options builds a JSONEncoder and its C encoder on every call (~3/4 of encoding a short
+# message list). No cycle check: messages are decoded JSON and the loop's dicts, never cyclic.
+_c_compact = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, json.JSONEncoder().default, json.encoder.encode_basestring, None, ":", ",", False, False, True) \
+    if json.encoder.c_make_encoder else None  # type: ignore[attr-defined]
+# (value, end) of the JSON value at the start of a text: `json.loads` without its Python layers around the C scanner
+_raw_decode = json.JSONDecoder().raw_decode
+
+
+def compact_json(obj: Any) -> bytes:
+    """`json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()`, byte for byte."""
+    if _c_compact is None:  # (an interpreter without json's C speedups)
+        return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode()
+    return "".join(_c_compact(obj, 0)).encode()
+
+
+def loads_reply(text: str) -> Any:
+    """`json.loads(text)`: the same value, or the same ValueError for text that is not one JSON value."""
+    try:
+        value, end = _raw_decode(text)
+    except ValueError:  # (leading whitespace, or not JSON: json.loads says which)
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)  # trailing whitespace is fine, anything else raises
+
 
 def chat_completions_url(api_base: str) -> str:
     """`https://h/v1` -> `https://h/v1/chat/completions`; a query string stays at the end
@@ -75,7 +100,7 @@ class OpenAICompatRunner(ApiRunner):
     async def generate(self, request: RolloutRequest) -> Generation:
         session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
             else self._open()
-        body = self._body_head + json.dumps(request.messages, ensure_ascii=False, separators=(",", ":")).encode() + b"}"
+        body = self._body_head + compact_json(request.messages) + b"}"
         try:
             async with session.post(self.url, data=body) as resp:
                 payload = await resp.read()
@@ -101,11 +126,11 @@ class OpenAICompatRunner(ApiRunner):
                 tools, ensure_ascii=False, separators=(",", ":")).encode())
         cached = getattr(messages, "encoded", False)  # the loop's WireMessages: encode only the new messages
         if cached is False:
-            encoded = json.dumps(messages, ensure_ascii=False, separators=(",", ":")).encode()
+            encoded = compact_json(messages)
         else:
             n, prefix = cached or (0, b"")
             if len(messages) > n:
-                new = json.dumps(messages[n:], ensure_ascii=False, separators=(",", ":")).encode()[1:-1]
+                new = compact_json(messages[n:])[1:-1]
                 prefix = prefix + b"," + new if n else new
                 messages.encoded = (len(messages), prefix)  # type: ignore[attr-defined]
             encoded = b"[" + prefix + b"]"
@@ -225,7 +250,7 @@ def echoed_loglikelihoods(data: Any, spans: list[tuple[int, int]], url: str) -> 
 def _first_choice(text: str) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any], str | None]:
     """(reply, choice, message, content) of a chat-completions body; ModelError when it is not one."""
     try:
-        data = json.loads(text)
+        data = loads_reply(text)
     except ValueError:
         raise ModelError(f"reply is not JSON: {text[:200]!r}") from None
     choices = data.get("choices") if isinstance(data, dict) else None

@@ -91,6 +91,7 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
         raise ModelError(f"runner {runner.name!r} has no chat step, so it cannot run samples that offer tools; "
                          "use litellm, local, echo (reply: script), replay or agent")
     deadline = time.monotonic() + budget_s
+    bound = _TurnBound(deadline)  # the budget over every model turn: one timer for the conversation
     tools = request.tools or []
     wire = wire_tools(tools)
     offered = list(wire.to_wire)
@@ -105,7 +106,7 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                 stop = "max_turns"
                 break
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= 0 or bound.expired:
                 stop = "timeout"
                 break
             estimate = first_estimate
@@ -113,11 +114,16 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                 estimate = estimate_tokens(messages, max_tokens)
                 await limiter.acquire(estimate)
             try:
-                async with asyncio.timeout(remaining):
-                    reply: ChatTurn = await chat(messages, wire.schemas, request)
-            except TimeoutError:
-                stop = "timeout"
-                break
+                bound.waiting = True
+                reply: ChatTurn = await chat(messages, wire.schemas, request)
+            except asyncio.CancelledError:
+                if bound.timed_out():
+                    stop = "timeout"
+                    break
+                raise
+            finally:
+                bound.waiting = False
+            bound.timed_out()  # (the turn answered though the budget ran out meanwhile: the next check stops)
             if limiter is not None:
                 limiter.settle(estimate, (reply.input_tokens or 0) + (reply.output_tokens or 0))
             turn = turns
@@ -152,9 +158,46 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                 messages.append(tool_msg)
                 trajectory.append({**tool_msg, "name": name})
     finally:
+        bound.close()
         await session.aclose()
     return Generation(text=text, finish_reason=finish, input_tokens=tin, output_tokens=tout, cost=cost, raw=raw,
                       trajectory=trajectory, tool_calls=session.records, turns=turns, stop_reason=stop)
+
+
+class _TurnBound:
+    """A conversation's time budget over its model turns, as `asyncio.timeout(remaining)` around each turn bounded
+    them, on one timer for the whole conversation instead of one per turn: at the deadline the timer cancels the
+    task if it waits on a model turn (`waiting`), else marks the budget spent (`expired`: the loop stops before the
+    next turn). Tool calls keep their own bounds. A cancellation from outside propagates, as with asyncio.timeout."""
+
+    __slots__ = ("_task", "_cancelling", "_handle", "waiting", "expired", "_fired")
+
+    def __init__(self, deadline: float):
+        loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task()
+        self._cancelling = self._task.cancelling() if self._task is not None else 0
+        self.waiting = self.expired = self._fired = False
+        # (time.monotonic() is the default loop's clock: the deadline is loop time)
+        self._handle: asyncio.TimerHandle | None = loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        self._handle = None
+        self.expired = True
+        if self.waiting and self._task is not None:
+            self._fired = True
+            self._task.cancel()
+
+    def timed_out(self) -> bool:
+        """After a turn: True when this bound's cancellation ended it (then it is a timeout, not a cancel)."""
+        if not self._fired:
+            return False
+        self._fired = False
+        return self._task.uncancel() <= self._cancelling  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
 
 
 async def _agent_conversation(agentic: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:

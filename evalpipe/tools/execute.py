@@ -9,6 +9,7 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from evalpipe.core.jsontext import dumps, raw_decode
 from evalpipe.tools.base import Tool, ToolContext, ToolError
 from evalpipe.tools.replay import NOT_ALLOWED, normalized_key
 
@@ -28,12 +29,22 @@ def parse_arguments(raw: Any) -> tuple[dict[str, Any] | None, str | None]:
     if not isinstance(raw, str):
         return None, f"arguments must be a JSON object, got {type(raw).__name__}"
     try:
-        obj = json.loads(raw)
+        obj = _loads(raw)
     except ValueError as exc:
         return None, f"arguments are not valid JSON ({exc.msg} at char {exc.pos})"
     if not isinstance(obj, dict):
         return None, f"arguments must be a JSON object, got {type(obj).__name__}"
     return obj, None
+
+
+def _loads(text: str) -> Any:
+    """`json.loads(text)`: the same value or the same error, the common case (one JSON value, nothing around it)
+    read by the decoder's `raw_decode` without json.loads' Python layers."""
+    try:
+        value, end = raw_decode(text)
+    except ValueError:
+        return json.loads(text)
+    return value if end == len(text) else json.loads(text)
 
 
 def arguments_text(raw: Any) -> str:
@@ -90,8 +101,8 @@ class ToolSession:
                 record["error"] = "fixture_miss"
             elif isinstance(result, dict) and result.get("ok") is False and result.get("error"):
                 record["error"] = str(result["error"])  # a recorded tool error (the model should recover)
-        content = cap(result if isinstance(result, str) else json.dumps(result, ensure_ascii=False, default=str),
-                      env.output_cap)
+        content = cap(result if isinstance(result, str) else dumps(result), env.output_cap)  # (json.dumps(result,
+        # ensure_ascii=False, default=str), the encoder made once)
         record["result"] = content
         record["latency_s"] = time.perf_counter() - start
         self.records.append(record)

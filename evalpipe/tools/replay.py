@@ -41,8 +41,18 @@ def normalize_arguments(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# json's C encoder for `canonical`, made once: `json.dumps` with options builds an encoder on every call, most of
+# the cost of a small call's key (one per tool call). No cycle check: arguments are decoded JSON.
+_c_canonical = json.encoder.c_make_encoder(  # type: ignore[attr-defined]
+    None, str, json.encoder.encode_basestring, None, ":", ",", True, False, True) \
+    if json.encoder.c_make_encoder else None  # type: ignore[attr-defined]
+
+
 def canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    """`json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)`, byte for byte."""
+    if _c_canonical is None:  # (an interpreter without json's C speedups)
+        return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return "".join(_c_canonical(obj, 0))
 
 
 def normalized_key(name: str, arguments: dict[str, Any]) -> str:
