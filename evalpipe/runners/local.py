@@ -283,7 +283,8 @@ class LocalRunner(Runner):
                 model.to(device=device, dtype=dtype)
 
             def run(prompts: list[list[int]]) -> list[Any]:
-                return local_batch.generate_batch(model, tok, prompts, self._decode_kwargs(tok), device)
+                return local_batch.generate_batch(model, tok, prompts, self._decode_kwargs(tok), device,
+                                                  pack_rows=self.batch_size)
 
             self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
         new, n_in = await self._batcher.submit(local_batch.encode(tok, messages))
