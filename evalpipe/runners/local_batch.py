@@ -8,8 +8,8 @@ the tokens it would get alone, up to floating-point differences of padded attent
 
 On the CPU in float32 the batch's matrix products go through MKL's packed GEMM (`prepacked_linears`): each step
 of a batch of B multiplies B rows by every weight matrix, and for such short, wide products the plain `linear`
-(MKL sgemm, repacking the weights on every call) spent ~1.4x the time of a product on weights packed once for B
-rows (measured on SmolLM2-135M, batch 8, one thread; docs/runners.md).
+(MKL sgemm, repacking the weights on every call) took 1.3-1.4x the time of a product on weights packed once for
+B rows (SmolLM2-135M's layers, batch 8, one thread; docs/runners.md).
 """
 from __future__ import annotations
 
