@@ -1,6 +1,7 @@
 """Tokens per second of `runner: local`, batched against unbatched, in the same invocation.
 
     .venv/bin/python benchmarks/bench_local_batch.py       # CPU, SmolLM2-135M, 16 prompts x 24 tokens, batch 8 vs 1
+    .venv/bin/python benchmarks/bench_local_batch.py --threads 2   # both modes on 2 torch threads
 
 Both go through the real runner and driver (`pipeline`-free: `run_requests` without a journal), greedy decoding,
 the same prompts; the defaults are the settings README.md states. Both run `--repeat` rounds (default 3) in an
@@ -61,13 +62,15 @@ def main() -> None:
     ap.add_argument("--batch-size", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=24, help="output tokens per prompt (README's figure: 24)")
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads, the same for both modes (the runner's "
+                    "default: 1)")
     ap.add_argument("--repeat", type=int, default=3, help="rounds of both modes (medians)")
     ap.add_argument("--json", type=Path, default=None, help="also write the figures and the table to this file")
     args = ap.parse_args()
     check_repeat(args.repeat)
     reqs = _requests(args.n)
-    one, many = _runner(args.model, 1, args.max_tokens, args.device), _runner(args.model, args.batch_size,
-                                                                                  args.max_tokens, args.device)
+    one = _runner(args.model, 1, args.max_tokens, args.device, threads=args.threads)
+    many = _runner(args.model, args.batch_size, args.max_tokens, args.device, threads=args.threads)
     asyncio.run(one.start())
     _timed(one, reqs[:2], 1)  # warm-up, not timed
     _timed(many, reqs[:2], args.batch_size)
@@ -83,8 +86,9 @@ def main() -> None:
                 args.repeat)
     ratio = statistics.median(b["tok_s"] / u["tok_s"] for b, u in zip(by[batched], by[unbatched]))
     same = min(sum(a == b for a, b in zip(u["answers"], bb["answers"])) for u, bb in zip(by[unbatched], by[batched]))
-    header = (f"N={args.n} prompts x {args.max_tokens} tokens, device={args.device}, greedy, each figure the median "
-              f"of {args.repeat} rounds in a rotating order (the ratio taken within each round); tokens/s on "
+    threads = "" if args.threads == 1 else f", threads={args.threads}"  # the default (1) as the table always read
+    header = (f"N={args.n} prompts x {args.max_tokens} tokens, device={args.device}{threads}, greedy, each figure the "
+              f"median of {args.repeat} rounds in a rotating order (the ratio taken within each round); tokens/s on "
               f"{machine()}, load average before {load_before}, {today()}")
     lines = ["| mode | x unbatched (tokens/s) | tokens/s | wall (s) | output tokens |", "|---|---|---|---|---|"]
     for name, runs in by.items():

@@ -247,10 +247,16 @@ class LocalRunner(Runner):
             _executor(), self._start_vllm if self.engine == "vllm" else self._load)
 
     def _load(self) -> None:
+        self._use_threads()
+        load(self.checkpoint)
+
+    def _use_threads(self) -> None:
+        """torch's thread count is per process: set this runner's before each call, as another local runner in
+        the process (a judge, the benchmark's other mode) may have set its own since."""
         import torch
 
-        torch.set_num_threads(self.threads)
-        load(self.checkpoint)
+        if torch.get_num_threads() != self.threads:
+            torch.set_num_threads(self.threads)
 
     async def generate(self, request: RolloutRequest) -> Generation:
         pairs = request.metadata.get("loglikelihood_requests") if request.metadata else None
@@ -283,7 +289,9 @@ class LocalRunner(Runner):
                 model.to(device=device, dtype=dtype)
 
             def run(prompts: list[list[int]]) -> list[Any]:
-                return local_batch.generate_batch(model, tok, prompts, self._decode_kwargs(tok), device)
+                self._use_threads()
+                return local_batch.generate_batch(model, tok, prompts, self._decode_kwargs(tok), device,
+                                                  pack_rows=self.batch_size)
 
             self._batcher = local_batch.Batcher(self.batch_size, run, _executor())
         new, n_in = await self._batcher.submit(local_batch.encode(tok, messages))
@@ -330,6 +338,7 @@ class LocalRunner(Runner):
     def _generate(self, messages: list[dict[str, Any]]) -> Generation:
         import torch
 
+        self._use_threads()
         model, tok = load(self.checkpoint)
         if getattr(tok, "chat_template", None):
             enc = tok.apply_chat_template(messages, add_generation_prompt=True, return_tensors="pt", return_dict=True)
