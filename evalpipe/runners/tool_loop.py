@@ -33,11 +33,12 @@ def _renamed(schema: dict[str, Any], name: str) -> dict[str, Any]:
 class WireTools:
     """A sample's schemas in provider-safe names, and the mapping back."""
 
-    __slots__ = ("schemas", "to_wire", "from_wire")
+    __slots__ = ("schemas", "to_wire", "from_wire", "offered")
 
     def __init__(self, tools: list[dict[str, Any]]):
         names = [schema_name(t) for t in tools]
         self.to_wire = wire_names(names)
+        self.offered = list(self.to_wire)  # the dataset's names (each conversation's tool session copies them)
         self.from_wire = {w: n for n, w in self.to_wire.items()}
         self.schemas = [t if self.to_wire[n] == n else _renamed(t, self.to_wire[n]) for t, n in zip(tools, names)]
 
@@ -86,8 +87,7 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
     bound = _TurnBound(deadline)  # the budget over every model turn: one timer for the conversation
     tools = request.tools or []
     wire = wire_tools(tools)
-    offered = list(wire.to_wire)
-    session = env.session(request.sample_id, offered, request.files)
+    session = env.session(request.sample_id, wire.offered, request.files)
     messages = WireMessages(request.messages)  # what the provider sees (wire names)
     trajectory = [dict(m) for m in request.messages]  # what is recorded (dataset names)
     turns, tin, tout, cost = 0, None, None, 0.0
@@ -208,7 +208,7 @@ class _TurnBound:
 
 
 async def _agent_conversation(agentic: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:
-    session = env.session(request.sample_id, list(wire_tools(request.tools or []).to_wire), request.files)
+    session = env.session(request.sample_id, wire_tools(request.tools or []).offered, request.files)
     try:
         try:
             async with asyncio.timeout(budget_s):
