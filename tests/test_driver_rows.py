@@ -62,3 +62,26 @@ def test_plain_means_redaction_changes_nothing():
             assert redacted == row, (s, k)
             assert type(redacted["tool_trace"][0]["result"]) is type(row["tool_trace"][0]["result"])
     assert plain >= 10  # the plain shapes do take the fast way
+
+
+def test_nested_keys_decided_once_per_set_of_keys_still_exact():
+    # the secret-name check of a nested dict's keys is remembered per tuple of keys; a key that only compares equal
+    # to a remembered one (a str subclass: redaction would rebuild the dict) must not ride on that answer
+    class Name(str):
+        pass
+
+    assert _plain_row(tool_row(result={"alpha": "x", "beta": "y"}), REDACTOR)
+    assert not _plain_row(tool_row(result={Name("alpha"): "x", "beta": "y"}), REDACTOR)
+    assert not _plain_row(tool_row(result={"alpha": "x", "password": "y"}), REDACTOR)
+    assert _plain_row(tool_row(result={"alpha": "x", "beta": "y"}), REDACTOR)
+
+
+def test_nested_key_check_calls_the_secret_name_rule_once_per_set_of_keys(monkeypatch):
+    from evalpipe.runners import driver
+
+    seen = []
+    monkeypatch.setattr(driver, "is_secret_name", lambda k: seen.append(k) or False)
+    monkeypatch.setattr(driver, "_PLAIN_KEYS", {})
+    for _ in range(3):
+        assert _plain_row(tool_row(result={"gamma": "x"}), REDACTOR)
+    assert seen.count("gamma") == 1 and seen.count("turn") == 1

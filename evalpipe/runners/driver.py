@@ -189,8 +189,14 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                 if deadlines is None:
                     async with asyncio.timeout(s.timeout_s + 30):
                         gen = await conversation
-                else:
-                    gen = await deadlines[1].bound(loop.time() + s.timeout_s + 30, conversation)
+                else:  # (as `Deadlines.bound`, inline: no coroutine frame between the task and each model turn)
+                    bound = deadlines[1].enter(loop.time() + s.timeout_s + 30)
+                    try:
+                        gen = await conversation
+                    except BaseException as exc:
+                        deadlines[1].exit(bound, exc)
+                        raise
+                    deadlines[1].exit(bound, None)
             else:
                 # an lm_eval log-likelihood sample on a runner that scores them apart from generate (API endpoints)
                 ll = req.metadata and "loglikelihood_requests" in req.metadata \
@@ -365,9 +371,16 @@ def _plain_strings(values: Any, texts: list[str]) -> bool:
         if t is str:
             texts.append(v)
         elif t is dict:
-            for k in v:
-                if type(k) is not str or is_secret_name(k):
-                    return False
+            if not _STR_ONLY.issuperset(map(type, v)):  # a key that is not a plain str
+                return False
+            keys = tuple(v)
+            plain = _PLAIN_KEYS.get(keys)
+            if plain is None:  # records share their keys (a conversation's tool-call records): decided once per set
+                if len(_PLAIN_KEYS) > 4096:
+                    _PLAIN_KEYS.clear()
+                plain = _PLAIN_KEYS[keys] = not any(map(is_secret_name, keys))
+            if not plain:
+                return False
             if not _plain_strings(v.values(), texts):
                 return False
         elif t is list:
@@ -384,6 +397,8 @@ def _plain_strings(values: Any, texts: list[str]) -> bool:
 
 _PLAIN_TYPES = frozenset({str, int, float, bool, type(None)})
 _SECRET_FIELDS: dict[tuple, bool] = {}
+_PLAIN_KEYS: dict[tuple, bool] = {}  # a nested dict's keys (plain str) -> none of them secret-looking
+_STR_ONLY = frozenset({str})
 
 
 def _with_errors(progress: Callable[..., None] | None) -> Callable[[int, int, int], None] | None:

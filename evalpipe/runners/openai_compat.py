@@ -126,15 +126,15 @@ class OpenAICompatRunner(ApiRunner):
                 tools, ensure_ascii=False, separators=(",", ":")).encode())
         cached = getattr(messages, "encoded", False)  # the loop's WireMessages: encode only the new messages
         if cached is False:
-            encoded = compact_json(messages)
+            body = b"".join((self._body_head, compact_json(messages), tools_json[1] if tools else b"", b"}"))
         else:
             n, prefix = cached or (0, b"")
             if len(messages) > n:
                 new = compact_json(messages[n:])[1:-1]
-                prefix = prefix + b"," + new if n else new
+                prefix = b"".join((prefix, b",", new)) if n else new
                 messages.encoded = (len(messages), prefix)  # type: ignore[attr-defined]
-            encoded = b"[" + prefix + b"]"
-        body = self._body_head + encoded + (tools_json[1] if tools else b"") + b"}"
+            # (one join: no intermediate copies of the growing conversation)
+            body = b"".join((self._body_head, b"[", prefix, b"]", tools_json[1] if tools else b"", b"}"))
         try:
             async with session.post(self.url, data=body) as resp:
                 payload = await resp.read()

@@ -33,11 +33,12 @@ def _renamed(schema: dict[str, Any], name: str) -> dict[str, Any]:
 class WireTools:
     """A sample's schemas in provider-safe names, and the mapping back."""
 
-    __slots__ = ("schemas", "to_wire", "from_wire")
+    __slots__ = ("schemas", "to_wire", "from_wire", "offered")
 
     def __init__(self, tools: list[dict[str, Any]]):
         names = [schema_name(t) for t in tools]
         self.to_wire = wire_names(names)
+        self.offered = list(self.to_wire)  # the dataset's names (each conversation's tool session copies them)
         self.from_wire = {w: n for n, w in self.to_wire.items()}
         self.schemas = [t if self.to_wire[n] == n else _renamed(t, self.to_wire[n]) for t, n in zip(tools, names)]
 
@@ -68,14 +69,6 @@ def wire_tools(tools: list[dict[str, Any]]) -> WireTools:
     return w
 
 
-def _assistant(turn: ChatTurn, calls: list[tuple[str, str, Any]], names: dict[str, str] | None) -> dict[str, Any]:
-    msg: dict[str, Any] = {"role": "assistant", "content": turn.content}
-    if calls:
-        msg["tool_calls"] = [{"id": cid, "type": "function", "function": {
-            "name": names.get(n, n) if names else n, "arguments": a}} for cid, n, a in calls]
-    return msg
-
-
 async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, budget_s: float,
                            limiter: Any = None, first_estimate: int = 0, max_tokens: int | None = None) -> Generation:
     """One whole conversation for one sample; never raises for tool problems (model errors propagate to the
@@ -94,8 +87,7 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
     bound = _TurnBound(deadline)  # the budget over every model turn: one timer for the conversation
     tools = request.tools or []
     wire = wire_tools(tools)
-    offered = list(wire.to_wire)
-    session = env.session(request.sample_id, offered, request.files)
+    session = env.session(request.sample_id, wire.offered, request.files)
     messages = WireMessages(request.messages)  # what the provider sees (wire names)
     trajectory = [dict(m) for m in request.messages]  # what is recorded (dataset names)
     turns, tin, tout, cost = 0, None, None, 0.0
@@ -134,15 +126,31 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                 tout = (tout or 0) + reply.output_tokens
             cost += reply.cost or 0.0
             finish, raw = reply.finish_reason, reply.raw
-            calls = [(c.id or f"call_{len(session.records) + i}", wire.from_wire.get(c.name, c.name),
-                      arguments_text(c.arguments) if c.arguments is not None else "", c)
-                     for i, c in enumerate([*reply.tool_calls, *reply.invalid_blocks])]
-            invalid_ids = {id(c) for c in reply.invalid_blocks}
-            messages.append(_assistant(reply, [(cid, n, a) for cid, n, a, _ in calls], wire.to_wire))
-            trajectory.append(_assistant(reply, [(cid, n, a) for cid, n, a, _ in calls], None))
-            if not calls:
+            # one pass over the calls: the provider's assistant message (wire names), the recorded one (dataset
+            # names) and what to run; the arguments text is worked out once for all three
+            blocks = reply.tool_calls
+            invalid = None
+            if reply.invalid_blocks:
+                blocks = [*blocks, *reply.invalid_blocks]
+                invalid = {id(c) for c in reply.invalid_blocks}
+            if not blocks:
+                messages.append({"role": "assistant", "content": reply.content})
+                trajectory.append({"role": "assistant", "content": reply.content})
                 stop, text = "final", reply.content
                 break
+            to_wire, from_wire, first = wire.to_wire, wire.from_wire, len(session.records)
+            wire_calls, named_calls, calls = [], [], []
+            for i, c in enumerate(blocks):
+                cid = c.id or f"call_{first + i}"
+                name = from_wire.get(c.name, c.name)
+                a = c.arguments if type(c.arguments) is str else (
+                    arguments_text(c.arguments) if c.arguments is not None else "")
+                wire_calls.append({"id": cid, "type": "function", "function": {
+                    "name": to_wire.get(name, name), "arguments": a}})
+                named_calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": a}})
+                calls.append((cid, name, a, c))
+            messages.append({"role": "assistant", "content": reply.content, "tool_calls": wire_calls})
+            trajectory.append({"role": "assistant", "content": reply.content, "tool_calls": named_calls})
             for cid, name, args, call in calls:
                 if len(session.records) >= env.max_tool_calls:
                     stop = "max_tool_calls"
@@ -152,11 +160,10 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
                     stop = "timeout"
                     break
                 _, content = await session.call(
-                    name, call.arguments, turn, timeout_s=left,
-                    parse_error="the tool-call block is not valid JSON" if id(call) in invalid_ids else None)
-                tool_msg = {"role": "tool", "tool_call_id": cid, "content": content}
-                messages.append(tool_msg)
-                trajectory.append({**tool_msg, "name": name})
+                    name, call.arguments, turn, timeout_s=left, arguments=args,
+                    parse_error="the tool-call block is not valid JSON" if invalid and id(call) in invalid else None)
+                messages.append({"role": "tool", "tool_call_id": cid, "content": content})
+                trajectory.append({"role": "tool", "tool_call_id": cid, "content": content, "name": name})
     finally:
         bound.close()
         await session.aclose()
@@ -201,7 +208,7 @@ class _TurnBound:
 
 
 async def _agent_conversation(agentic: Any, request: RolloutRequest, env: ToolEnv, budget_s: float) -> Generation:
-    session = env.session(request.sample_id, list(wire_tools(request.tools or []).to_wire), request.files)
+    session = env.session(request.sample_id, wire_tools(request.tools or []).offered, request.files)
     try:
         try:
             async with asyncio.timeout(budget_s):

@@ -71,12 +71,13 @@ class ToolSession:
                                _session_factory=env.sandbox_factory(files or []))
 
     async def call(self, name: str, raw_arguments: Any, turn: int, timeout_s: float | None = None,
-                   parse_error: str | None = None) -> tuple[dict[str, Any], str]:
+                   parse_error: str | None = None, arguments: str | None = None) -> tuple[dict[str, Any], str]:
         """Run one call; returns (record, content for the model's `tool` message). Never raises (but
-        cancellation)."""
+        cancellation). `arguments`: the arguments text when the caller has it already (`arguments_text`)."""
         env = self.env
         start = time.perf_counter()
-        text = arguments_text(raw_arguments) if raw_arguments is not None else ""
+        text = arguments if arguments is not None else (
+            arguments_text(raw_arguments) if raw_arguments is not None else "")
         args, why = (None, parse_error) if parse_error else parse_arguments(raw_arguments)
         record: dict[str, Any] = {"turn": turn, "call_index": len(self.records), "name": name, "arguments": text,
                                   "arguments_valid": args is not None, "normalized_key": None, "result": None,
