@@ -56,7 +56,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.common import check_repeat, load, machine, rotated, target_line, today, write_json  # noqa: E402
+from benchmarks.common import (check_repeat, load, machine, rotated, served_cpu, start_warm_server,  # noqa: E402
+                               target_line, today, write_json)
 from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 PEERS_BIN = ROOT / ".venv-peers" / "bin"
 PEERS_DIR = ROOT / "benchmarks" / "peers"
@@ -77,7 +78,6 @@ TARGETS = {"one_s": 2.0, "cached_s": 1.5, "written_mb": 2.0}  # issue 15, second
 FLOOR_TARGETS = {"one": 1.5, "cached": 1.3}  # issue 24: a cold run's CPU / the import floor's, same round
 CONCURRENCY = 100
 HAS_WARM = (ROOT / "evalpipe" / "cli" / "warm.py").exists()
-SERVED = re.compile(r"evalpipe serve: pid (\d+) exited (-?\d+) after [\d.]+ s, CPU ([\d.]+) s")
 
 
 def write_data(path: Path, n: int) -> None:
@@ -120,15 +120,7 @@ class Contender:
 
     def start_server(self, state: Path) -> None:
         log = state.parent / f"{state.name}.serve.log"
-        server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "serve", "--idle-s", "3600"],
-                                  env=self.env(state), cwd=ROOT, stdout=log.open("w"), stderr=subprocess.STDOUT)
-        self.servers[state] = (server, log)
-        deadline = time.monotonic() + 300
-        while not (state / ".evalpipe-warm.sock").exists():
-            if server.poll() is not None or time.monotonic() > deadline:
-                server.kill()
-                raise SystemExit(f"evalpipe serve did not start: {log.read_text(errors='replace')[-2000:]}")
-            time.sleep(0.2)
+        self.servers[state] = (start_warm_server(self.env(state), ROOT, state, log), log)
 
     def stop_server(self, state: Path) -> None:
         if state in self.servers:
@@ -142,18 +134,7 @@ class Contender:
 
     def served_cpu(self, state: Path, lines_before: int) -> float:
         """CPU of the child the warm server forked for the last run (it reports it in the server's log)."""
-        _, log = self.servers[state]
-        deadline = time.monotonic() + 10  # the child tells the client its exit code first, then logs its CPU
-        while True:
-            found = [SERVED.search(line) for line in log.read_text(errors="replace").splitlines()[lines_before:]]
-            found = [m for m in found if m]
-            if found or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
-        if not found:
-            raise SystemExit(f"the warm server did not serve the run (it ran cold): {log}\n"
-                             + log.read_text(errors="replace")[-2000:])
-        return float(found[-1].group(3))
+        return served_cpu(self.servers[state][1], lines_before)
 
     def log_lines(self, state: Path) -> int:
         return len(self.servers[state][1].read_text(errors="replace").splitlines()) if state in self.servers else 0

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import shutil
 import statistics
@@ -36,10 +35,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from benchmarks.common import check_repeat, load, machine, rotated, today, write_json  # noqa: E402
+from benchmarks.common import (check_repeat, load, machine, rotated, served_cpu, start_warm_server,  # noqa: E402
+                               today, write_json)
 
 CATEGORIES = ("alpha", "beta", "gamma", "delta")
-SERVED = re.compile(r"evalpipe serve: pid (\d+) exited (-?\d+) after [\d.]+ s, CPU ([\d.]+) s")
 TARGET_10K_MS = 0.2  # issue 24: 10k samples under 0.2 ms CPU per sample end to end
 
 
@@ -69,33 +68,6 @@ def measure(spec: dict) -> dict:
             "peak_rss_mb": ru.ru_maxrss / 1024, "tail": (out.stdout + out.stderr)[-3000:]}
 
 
-def start_server(code: Path, env: dict[str, str], home: Path) -> tuple[subprocess.Popen, Path]:
-    """`evalpipe serve` in this home, listening before the clock starts (it warms up on a 1-sample run first)."""
-    log = home.parent / "serve.log"
-    server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "serve", "--idle-s", "3600"], env=env,
-                              cwd=str(code), stdout=log.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 300
-    while not (home / ".evalpipe-warm.sock").exists():
-        if server.poll() is not None or time.monotonic() > deadline:
-            server.kill()
-            raise SystemExit(f"evalpipe serve did not start: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.2)
-    return server, log
-
-
-def served_cpu(log: Path) -> float:
-    """CPU of the child the server forked for the run, from the line it writes to the server's log on exit."""
-    deadline = time.monotonic() + 10
-    while True:
-        found = [m for m in map(SERVED.search, log.read_text(errors="replace").splitlines()) if m]
-        if found or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    if not found:
-        raise SystemExit(f"the warm server did not serve the run (it ran cold): {log.read_text(errors='replace')[-2000:]}")
-    return float(found[-1].group(3))
-
-
 def run_once(code: Path, n: int, batch_rows: int | None, keep: bool, warm: bool = False) -> dict:
     work = Path(tempfile.mkdtemp(prefix=f"evalpipe-scale-{n}-"))
     server = None
@@ -110,7 +82,8 @@ def run_once(code: Path, n: int, batch_rows: int | None, keep: bool, warm: bool 
         env.pop("PYTHONDONTWRITEBYTECODE", None)  # as a user's interpreter: .pyc files written and reused
         env.pop("EVALS_WARM", None)
         if warm:
-            server, log = start_server(code, env, home)
+            log = home.parent / "serve.log"
+            server = start_warm_server(env, code, home, log)
         else:
             env["EVALS_WARM"] = "0"
         spec = {"cmd": [sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress"], "env": env, "cwd": str(code)}

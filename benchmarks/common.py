@@ -12,7 +12,11 @@ import datetime
 import json
 import os
 import platform
+import re
 import statistics
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
@@ -103,3 +107,37 @@ def write_json(path: Path | None, name: str, markdown: str, targets: list[str], 
         return
     path.write_text(json.dumps({"benchmark": name, "date": today(), "machine": machine(), "markdown": markdown,
                                 "targets": targets, **figures}, indent=1, default=str))
+
+
+# ---- `evalpipe serve` as a contender (bench_light_run's evalpipe-warm, bench_scale's warm mode) -----------------
+SERVED = re.compile(r"evalpipe serve: pid (\d+) exited (-?\d+) after [\d.]+ s, CPU ([\d.]+) s")
+
+
+def start_warm_server(env: dict[str, str], cwd: Path, home: Path, log: Path) -> subprocess.Popen:
+    """`evalpipe serve` for DAGSTER_HOME `home`, returned once it listens (it warms up on a 1-sample run first):
+    started before the clock, as a user who keeps it running would have it."""
+    server = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "serve", "--idle-s", "3600"], env=env,
+                              cwd=str(cwd), stdout=log.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 300
+    while not (home / ".evalpipe-warm.sock").exists():
+        if server.poll() is not None or time.monotonic() > deadline:
+            server.kill()
+            raise SystemExit(f"evalpipe serve did not start: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.2)
+    return server
+
+
+def served_cpu(log: Path, lines_before: int = 0) -> float:
+    """CPU of the child the server forked for the last run, from the line it writes to its log on exit (the child
+    tells the client its exit code first, then logs its CPU: wait up to 10 s for it)."""
+    deadline = time.monotonic() + 10
+    while True:
+        lines = log.read_text(errors="replace").splitlines()[lines_before:]
+        found = [m for m in map(SERVED.search, lines) if m]
+        if found or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    if not found:
+        raise SystemExit(f"the warm server did not serve the run (it ran cold): {log}\n"
+                         + log.read_text(errors="replace")[-2000:])
+    return float(found[-1].group(3))
