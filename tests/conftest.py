@@ -81,3 +81,18 @@ def postgres_url():
 
     with postgres_server() as url:
         yield url
+
+
+@pytest.fixture(autouse=True)
+def _sigterm_not_left_ignored(request):
+    """A test that leaves this worker ignoring SIGTERM would make every later Dagster run with compute-log capture
+    (tests that open `DagsterInstance.get()` themselves) wait on `tail` processes that inherit the ignore and never
+    die (~60 s per run, and the processes pile up). Put the default back and name the test that left it."""
+    import signal
+    import sys
+
+    yield
+    if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        print(f"\n{request.node.nodeid} left SIGTERM ignored; put back to the default", file=sys.__stderr__,
+              flush=True)
