@@ -23,7 +23,10 @@ def home(tmp_path, monkeypatch):
     """A fresh DAGSTER_HOME (instance storage, warehouse, journals) for one test."""
     h = tmp_path / "dagster_home"
     h.mkdir()
-    (h / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    # no compute-log capture in the tests' own instances (as evalpipe's in-process runs have none): each captured run
+    # spawns `tail` processes that hang the run ~60 s when the worker ignores SIGTERM (_sigterm_not_left_ignored)
+    (h / "dagster.yaml").write_text("telemetry:\n  enabled: false\ncompute_logs:\n  module: "
+                                    "dagster._core.storage.noop_compute_log_manager\n  class: NoOpComputeLogManager\n")
     monkeypatch.setenv("DAGSTER_HOME", str(h))
     monkeypatch.delenv("EVALS_WAREHOUSE", raising=False)
     return h
