@@ -57,6 +57,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import (check_repeat, load, machine, rotated, served_cpu, start_warm_server,  # noqa: E402
+                               stop_warm_server,
                                target_line, today, write_json)
 from benchmarks.mock_server import start_subprocess as start_server  # noqa: E402
 PEERS_BIN = ROOT / ".venv-peers" / "bin"
@@ -125,12 +126,7 @@ class Contender:
     def stop_server(self, state: Path) -> None:
         if state in self.servers:
             server, _ = self.servers.pop(state)
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_warm_server(server)
 
     def served_cpu(self, state: Path, lines_before: int) -> float:
         """CPU of the child the warm server forked for the last run (it reports it in the server's log)."""

@@ -36,6 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import (check_repeat, load, machine, rotated, served_cpu, start_warm_server,  # noqa: E402
+                               stop_warm_server,
                                today, write_json)
 
 CATEGORIES = ("alpha", "beta", "gamma", "delta")
@@ -108,12 +109,7 @@ def run_once(code: Path, n: int, batch_rows: int | None, keep: bool, warm: bool 
         return r
     finally:
         if server is not None:
-            server.terminate()
-            try:
-                server.wait(30)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+            stop_warm_server(server)
         if not keep:
             shutil.rmtree(work, ignore_errors=True)
 

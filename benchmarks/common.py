@@ -141,3 +141,13 @@ def served_cpu(log: Path, lines_before: int = 0) -> float:
         raise SystemExit(f"the warm server did not serve the run (it ran cold): {log}\n"
                          + log.read_text(errors="replace")[-2000:])
     return float(found[-1].group(3))
+
+
+def stop_warm_server(server: subprocess.Popen) -> None:
+    """Stop a server from `start_warm_server`: SIGTERM (a run in flight finishes), then SIGKILL after 30 s."""
+    server.terminate()
+    try:
+        server.wait(30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
