@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -182,10 +184,31 @@ def run_assets(selection: Any, partition_key: Any = None, instance: DagsterInsta
         if MODEL in dims:
             sync_model_partitions(instance, [dims[MODEL]])
     level = (os.environ.get(CONSOLE_LOG_LEVEL_ENV) or "WARNING").upper()
-    return materialize(project_graph(project), selection=asset_selection(selection), partition_key=partition_key,
-                       instance=instance, resources=bind_resources(project, resources),
-                       raise_on_error=False, tags=tags,
-                       run_config={"loggers": {"console": {"config": {"log_level": level}}}})
+    with _sigterm_kept():
+        return materialize(project_graph(project), selection=asset_selection(selection), partition_key=partition_key,
+                           instance=instance, resources=bind_resources(project, resources),
+                           raise_on_error=False, tags=tags,
+                           run_config={"loggers": {"console": {"config": {"log_level": level}}}})
+
+
+@contextmanager
+def _sigterm_kept() -> Iterator[None]:
+    """Give SIGTERM its handler back after a run on the main thread. Dagster's interrupt handling
+    (dagster._utils.interrupts) leaves SIGTERM with whatever handler SIGINT has when the run ends; a process started in
+    the background by a shell has SIGINT ignored, so it (and every process it starts later, which inherits the
+    ignore) would no longer stop on SIGTERM."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Dagster leaves signals alone off the main thread
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        if before is not None:  # None: set outside Python, and Python can't put it back
+            signal.signal(signal.SIGTERM, before)
 
 
 def dataset_version(split: Any) -> str | None:

@@ -17,6 +17,15 @@ from evalpipe.project.redaction import install_redaction  # noqa: E402
 # The tests are an entry point like the CLI: the environment's config file's secrets are masked everywhere.
 install_redaction()
 
+# A suite started in the background by a shell (CI) inherits SIGINT ignored. Dagster's interrupt handling gives
+# SIGTERM SIGINT's handler when a run on the main thread ends (tests call `materialize` there), so the worker, and
+# the compute-log `tail`s its later runs start, would ignore SIGTERM: each such run then waited ~60 s on its `tail`s.
+# Run as from a terminal instead. (evalpipe's own runs put SIGTERM back: eval_assets/launch.py _sigterm_kept.)
+import signal  # noqa: E402
+
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
 
 @pytest.fixture
 def home(tmp_path, monkeypatch):
@@ -90,7 +99,8 @@ def postgres_url():
 def _sigterm_not_left_ignored(request):
     """A test that leaves this worker ignoring SIGTERM would make every later Dagster run with compute-log capture
     (tests that open `DagsterInstance.get()` themselves) wait on `tail` processes that inherit the ignore and never
-    die (~60 s per run, and the processes pile up). Put the default back and name the test that left it."""
+    die (~60 s per run, and the processes pile up). Put the default back and name the test that left it. (The cause
+    seen so far, Dagster copying an ignored SIGINT onto SIGTERM, is dealt with at the top of this file.)"""
     import signal
     import sys
 

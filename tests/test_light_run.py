@@ -297,3 +297,19 @@ def test_plain_asset_names_skip_dagsters_selection_parser():
             "print('antlr4' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parents[1])
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_a_run_on_the_main_thread_leaves_sigterm_as_it_found_it(home):
+    """A process started in the background by a shell has SIGINT ignored; Dagster's interrupt handling gives SIGTERM
+    SIGINT's handler when a main-thread run ends, which left the process (and the compute-log `tail`s it starts
+    later) ignoring SIGTERM."""
+    code = ("import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+            "from dagster import DagsterInstance\nfrom eval_assets.launch import run_assets\n"
+            "with DagsterInstance.get() as inst:\n    assert run_assets(['dataset'], 'smoke/extra', inst).success\n"
+            "ignored = [int(l.split()[1], 16) for l in open('/proc/self/status') if l.startswith('SigIgn')][0]\n"
+            "print('SIGTERM ignored' if ignored & (1 << (signal.SIGTERM - 1)) else 'SIGTERM default',"
+            " signal.getsignal(signal.SIGTERM) == signal.SIG_DFL)\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                         env={**__import__("os").environ, "DAGSTER_HOME": str(home)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["SIGTERM", "default", "True"], out.stdout
