@@ -819,9 +819,11 @@ def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False,
     ranked = df[df["gate"].isna()].copy()
     # a split whose samples are all unscored (GAIA test: answers hidden) has value NaN: no rank, not a crash
     ranked["rank"], ranked["tied"] = rank_by_direction(ranked, ["benchmark_split", "metric"]) if len(ranked) else ([], [])
-    off = df[df["gate"].notna()].assign(rank=pd.NA, tied=False)
-    df = pd.concat([ranked, off], ignore_index=True) if len(off) else ranked
-    df["rank"], df["tied"] = df["rank"].astype("Int64"), df["tied"].astype(bool)
+    ranked["rank"], ranked["tied"] = ranked["rank"].astype("Int64"), ranked["tied"].astype(bool)
+    off = df[df["gate"].notna()]
+    off = off.assign(rank=pd.Series(pd.NA, index=off.index, dtype="Int64"), tied=False)
+    # typed alike, and an empty part left out: concatenation never guesses a column's type from an all-NA part
+    df = pd.concat([part for part in (ranked, off) if len(part)], ignore_index=True) if len(off) else ranked
     return df.sort_values(["benchmark_split", "metric", "rank", "model"], na_position="last").reset_index(drop=True)
 
 
