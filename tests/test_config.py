@@ -46,6 +46,8 @@ models:
     ("benchmarks:\n  qa: {adapter: file, colums: {}}", "unknown key"),
     ("models: {a: {runner: echo}}\ndefault_models: [b]", "default model 'b'"),
     ("benchmarks: {qa: [unclosed", "not valid YAML"),
+    # run artifacts and the models registry spell '/' as '__': these two would overwrite each other's
+    ("models: {org/m: {runner: echo}, org__m: {runner: echo}}", "would share the folder 'org__m'"),
 ])
 def test_config_errors_are_one_clear_line(write_config, text, needle):
     write_config(text)
@@ -61,3 +63,14 @@ def test_unknown_split_and_model_name_what_exists(write_config):
         cfg.split("qa/test")
     with pytest.raises(ConfigError, match="configured: a"):
         cfg.model("b")
+
+
+def test_the_models_registry_refuses_a_key_that_would_replace_another(home):
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.store.models_registry import discovered_models, register_model
+
+    register_model(ModelConfig(key="org/m", runner="echo"))
+    register_model(ModelConfig(key="org/m", runner="echo", options={"reply": "target"}))  # the same model: updated
+    with pytest.raises(ConfigError, match="would replace the registered model 'org/m'"):
+        register_model(ModelConfig(key="org__m", runner="echo"))
+    assert discovered_models()["org/m"].options == {"reply": "target"} and "org__m" not in discovered_models()

@@ -16,3 +16,10 @@ def sanitize_key(name: str) -> str:
 
 def split_key(benchmark: str, split: str) -> str:
     return f"{sanitize_key(benchmark)}/{sanitize_key(split)}"
+
+
+def folder_name(model_key: str) -> str:
+    """A model key as one folder or file name (run artifacts, the models registry): a '/' (`org/model`) is spelled
+    `__`. Two keys that differ only there (`a/b`, `a__b`) would share it, so neither the config nor the registry
+    accepts such a pair."""
+    return model_key.replace("/", "__")

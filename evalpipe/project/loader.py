@@ -10,7 +10,7 @@ from typing import Any
 from evalpipe.core.config import (_MODEL_FIELDS, _OPTION_FIELDS, _SPLIT_FIELDS, EvalConfig, ModelConfig,  # noqa: F401
                                   SplitConfig, config_path)
 from evalpipe.core.errors import ConfigError
-from evalpipe.core.keys import sanitize_key, split_key
+from evalpipe.core.keys import folder_name, sanitize_key, split_key
 from evalpipe.project.schema import validate_config, validate_file
 from evalpipe.store.models_registry import discovered_models
 
@@ -64,6 +64,10 @@ def parse_config(data: dict[str, Any], path: Path) -> EvalConfig:
                             description=m.description)
         if m.key in models:
             raise ConfigError(f"{path}: models {name!r} and another one both map to partition key {m.key!r}")
+        twin = next((k for k in models if folder_name(k) == folder_name(m.key)), None)
+        if twin is not None:
+            raise ConfigError(f"{path}: models {twin!r} and {m.key!r} would share the folder {folder_name(m.key)!r} of "
+                              f"run artifacts and the models registry ('/' is spelled '__'); rename one")
         models[m.key] = m
     defaults = data.get("default_models") or list(models)[:1]
     if isinstance(defaults, str):

@@ -37,6 +37,7 @@ from evalpipe.core.config import REPO_ROOT, EvalConfig, dagster_home
 from evalpipe.core.errors import ConfigError, WarehouseError
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.core.jsontext import dumps as _dump
+from evalpipe.core.keys import folder_name
 from evalpipe.core.redact import MASK, get_redactor, is_secret_name
 
 ARTIFACTS_ENV = "EVALS_ARTIFACTS"
@@ -69,7 +70,7 @@ def artifacts_enabled(cfg: EvalConfig | None) -> bool:
 def partition_dir(root: Path, split_key: str, model_key: str) -> Path:
     # benchmark_split keys hold one '/' (benchmark/split) and become two levels; a '/' in a model key
     # (e.g. `org/model`) would make a third, so it is spelled `__` like the models registry does.
-    return root / split_key / model_key.replace("/", "__")
+    return root / split_key / folder_name(model_key)
 
 
 # ---- small helpers ------------------------------------------------------------------------------------------------

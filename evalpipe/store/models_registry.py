@@ -12,6 +12,8 @@ from dataclasses import asdict
 from pathlib import Path
 
 from evalpipe.core.config import ModelConfig, dagster_home
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.keys import folder_name
 
 
 def registry_dir(home: Path | None = None) -> Path:
@@ -20,7 +22,7 @@ def registry_dir(home: Path | None = None) -> Path:
 
 def registry_file(key: str, home: Path | None = None) -> Path:
     """Where a discovered model's entry lives (in `home`'s registry, default $DAGSTER_HOME's)."""
-    return registry_dir(home) / (key.replace("/", "__") + ".json")
+    return registry_dir(home) / (folder_name(key) + ".json")
 
 
 def register_model(model: ModelConfig) -> Path:
@@ -28,11 +30,22 @@ def register_model(model: ModelConfig) -> Path:
     d = registry_dir()
     d.mkdir(parents=True, exist_ok=True)
     target = registry_file(model.key)
+    held = _key_in(target)
+    if held is not None and held != model.key:
+        raise ConfigError(f"model {model.key!r} would replace the registered model {held!r} (both are stored as "
+                          f"{target.name}: '/' is spelled '__'); give one of them another name")
     fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".json")
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(asdict(model), fh, indent=2, sort_keys=True)
     os.replace(tmp, target)
     return target
+
+
+def _key_in(entry: Path) -> str | None:
+    try:
+        return str(json.loads(entry.read_text(encoding="utf-8"))["key"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # none yet, or a damaged file the new entry may replace
 
 
 def discovered_models() -> dict[str, ModelConfig]:
