@@ -87,3 +87,23 @@ def test_a_journal_of_the_older_layout_is_converted_when_opened(tmp_path, finish
     assert con.execute("SELECT finished_at FROM done WHERE fingerprint = 'f0'").fetchone()[0] == (
         1.5 if finished_at else None)
     con.close()
+
+
+def test_a_journal_another_process_holds_is_never_set_aside(tmp_path, monkeypatch):
+    """"database is locked" is another writer, not damage: the journal and its finished samples stay where they are
+    (it used to be moved aside as malformed, and its samples ran again)."""
+    import evalpipe.store.journal as journal
+
+    path = tmp_path / "x.sqlite"
+    with Journal(path) as j:
+        j.record("f1", "s1", {"sample_id": "s1", "raw_output": "done", "status": "ok"})
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another run of the partition, writing
+    monkeypatch.setattr(journal, "BUSY_WAIT_S", 0.2)
+    with pytest.raises(DataError, match="stayed locked by another process"):
+        Journal(path)
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert not list(tmp_path.glob("x.sqlite.malformed*"))
+    with Journal(path) as j:
+        assert j.lookup(["f1"])["f1"]["raw_output"] == "done" and j.set_aside_to is None

@@ -38,12 +38,14 @@ from typing import Any, Iterable, Iterator, Mapping
 
 from evalpipe.core.errors import DataError
 from evalpipe.core.jsontext import dumps
+from evalpipe.store.sqlite_files import is_busy, use_wal
 
 log = logging.getLogger(__name__)
 _CHUNK = 20_000  # fingerprints per lookup query: bounded for very large partitions
 INDEX_AFTER_ROWS = 100_000  # rows a lookup reads directly (not yet in done_index) before it indexes them
 FLUSH_S = 0.05  # longest a finished sample waits for its commit (the driver schedules the flush)
 FLUSH_ROWS = 2_000  # queued samples that trigger a commit at once
+BUSY_WAIT_S = 30.0  # how long a statement waits for another process's hold on the journal
 
 
 class Journal:
@@ -55,10 +57,12 @@ class Journal:
         try:
             self._open()
         except sqlite3.DatabaseError as exc:  # "file is not a database", "database disk image is malformed"
+            self._raise_if_busy(exc)
             with self._aside_lock():
                 try:  # another process may have set it aside and started a fresh one meanwhile
                     self._open()
-                except sqlite3.DatabaseError:
+                except sqlite3.DatabaseError as again:
+                    self._raise_if_busy(again)
                     self._set_aside(exc)
                     try:
                         self._open()
@@ -73,12 +77,18 @@ class Journal:
             fcntl.flock(fh, fcntl.LOCK_EX)
             yield
 
+    def _raise_if_busy(self, exc: sqlite3.Error) -> None:
+        """A journal another process holds is healthy: never a reason to set it aside (its samples would run again)."""
+        if is_busy(exc):
+            raise DataError(f"resume journal {self.path} stayed locked by another process for {BUSY_WAIT_S:.0f} s "
+                            f"({exc}); let that run of the partition finish, or stop it, then run again") from None
+
     def _open(self) -> None:
-        self._con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._con = sqlite3.connect(self.path, timeout=BUSY_WAIT_S, isolation_level=None, check_same_thread=False)
         self._opened_inode = self._inode()
         try:
             con = self._con
-            con.execute("PRAGMA journal_mode=WAL")
+            use_wal(con, BUSY_WAIT_S)
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute("BEGIN IMMEDIATE")  # one writer sets up (or converts) the tables
             try:
@@ -128,6 +138,7 @@ class Journal:
         try:
             return self._lookup(wanted, out)
         except sqlite3.DatabaseError as exc:  # damage found while reading: start afresh, everything runs again
+            self._raise_if_busy(exc)
             try:
                 self._con.close()
             except sqlite3.Error:

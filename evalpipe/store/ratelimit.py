@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import sqlite3
 import threading
 import time
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.store.sqlite_files import use_wal
 
 STORE_ENV = "EVALS_RATE_LIMIT_STORE"
 SQLITE_WAIT_S = 60.0  # how long a booking waits for the shared SQLite file before it fails
@@ -106,18 +106,11 @@ class SqliteStore(_Store):
         con = getattr(self._local, "con", None)
         if con is None:
             con = sqlite3.connect(self.path, timeout=SQLITE_WAIT_S, isolation_level=None)
-            # Several processes opening a new file at once: switching it to WAL can fail at once with "database is
-            # locked" instead of waiting out the busy timeout (SQLite skips the busy handler there), so it is retried
-            deadline = time.monotonic() + SQLITE_WAIT_S
-            while True:
-                try:
-                    con.execute("PRAGMA journal_mode=WAL")
-                    break
-                except sqlite3.OperationalError as exc:
-                    if "locked" not in str(exc) or time.monotonic() > deadline:
-                        con.close()
-                        raise
-                    time.sleep(0.01 + random.random() * 0.04)
+            try:
+                use_wal(con, SQLITE_WAIT_S)
+            except sqlite3.Error:
+                con.close()
+                raise
             con.execute("PRAGMA synchronous=NORMAL")
             con.execute("CREATE TABLE IF NOT EXISTS grants (id TEXT PRIMARY KEY, key TEXT, t REAL, amount REAL)")
             con.execute("CREATE INDEX IF NOT EXISTS grants_key_t ON grants (key, t)")
