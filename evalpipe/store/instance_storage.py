@@ -49,6 +49,7 @@ from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import Sqlit
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS  # noqa: E402
 
 from evalpipe.core.errors import EvalError
+from evalpipe.store.sqlite_files import use_wal
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +58,7 @@ PAGE_SIZE = 1024  # bytes, for databases created here: an event rewrites ~9 inde
 WAL_AUTOCHECKPOINT = 256  # pages: the WAL is folded back (and its file reused) every ~256 KB, not every 1000 pages
 RUN_WAL_AUTOCHECKPOINT = 8192  # a per-run database: folded back once when its run ends, each page copied once
 MAX_ENGINES = 32  # per-run event databases: a long-lived process (daemon, webserver) keeps only the recent ones
+SQLITE_WAIT_S = float(SQLITE_BUSY_TIMEOUT_SECONDS)  # Dagster's own wait for a busy storage file
 PARTITION_CACHE_S = 5.0  # how long "this dynamic partition exists" is trusted without asking the database again
 
 def _db_revision(conn: Any) -> Any:
@@ -105,7 +107,7 @@ def _on_connect(dbapi_conn: Any, _record: Any, autocheckpoint: int = WAL_AUTOCHE
         # a new per-run database is created in WAL mode too (Dagster switches it after creating its tables,
         # which costs a rollback journal and an fsync per table)
         cur.execute(f"PRAGMA page_size={PAGE_SIZE}")  # only takes effect on a database being created
-        cur.execute("PRAGMA journal_mode=WAL")
+        use_wal(cur, SQLITE_WAIT_S)  # processes starting at once on a new home
         cur.execute(f"PRAGMA synchronous={SYNCHRONOUS}")
         cur.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
     finally:
@@ -360,7 +362,7 @@ def _precreate(folder: str, name: str) -> str:
         con = sqlite3.connect(path)
         try:
             con.execute(f"PRAGMA page_size={PAGE_SIZE}")
-            con.execute("PRAGMA journal_mode=WAL")  # writes the header, which fixes the page size
+            use_wal(con, SQLITE_WAIT_S)  # writes the header, which fixes the page size
         finally:
             con.close()
     return folder

@@ -16,7 +16,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     return "locked" in str(exc) or "busy" in str(exc)
 
 
-def use_wal(con: sqlite3.Connection, wait_s: float) -> None:
+def use_wal(con: sqlite3.Connection | sqlite3.Cursor, wait_s: float) -> None:
     """Put the file in WAL mode, waiting up to `wait_s` for other processes. SQLite fails this at once with "database
     is locked", skipping the busy timeout, while another process is creating the file, recovering its WAL or closing
     the last connection to it, so it is retried here."""
