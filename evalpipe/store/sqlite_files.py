@@ -12,7 +12,7 @@ def is_busy(exc: sqlite3.Error) -> bool:
     """Another connection holds the file for now: nothing is wrong with it (not a reason to set it aside)."""
     code = getattr(exc, "sqlite_errorcode", None)
     if code is not None:
-        return code & 0xFF in _BUSY_CODES  # extended codes (SQLITE_BUSY_RECOVERY, ...) keep the primary in the low byte
+        return (code & 0xFF) in _BUSY_CODES  # extended codes (SQLITE_BUSY_RECOVERY, ...) keep the primary in the low byte
     return "locked" in str(exc) or "busy" in str(exc)
 
 
