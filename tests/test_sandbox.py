@@ -121,6 +121,36 @@ def test_unknown_or_unusable_backends_fail_with_how_to_fix(monkeypatch):
             resolve_backend("docker")
 
 
+def no_os_level_backend(monkeypatch):
+    """This machine as one without bubblewrap or Docker."""
+    from evalpipe.sandbox import get_sandbox
+
+    monkeypatch.setattr(get_sandbox("bwrap"), "probe", classmethod(lambda cls: "bwrap is not installed"))
+    monkeypatch.setattr(get_sandbox("docker"), "probe", classmethod(lambda cls: "docker is not installed"))
+    monkeypatch.delenv("EVALS_SANDBOX", raising=False)
+
+
+def test_auto_never_falls_back_to_process_it_says_what_process_gives_up_and_how_to_install_bubblewrap(monkeypatch):
+    from evalpipe.metrics import build_metric
+
+    no_os_level_backend(monkeypatch)
+    for call in (lambda: resolve_backend(), lambda: resolve_backend("auto"), lambda: resolve_backend(configured="auto"),
+                 lambda: build_metric({"name": "code_execution"}), lambda: build_metric({"name": "code_execution",
+                                                                                          "sandbox": "auto"})):
+        with pytest.raises(SandboxUnavailable) as info:
+            call()
+        message = str(info.value)
+        assert "\n" not in message, message
+        for part in ("apt-get install bubblewrap", "sandbox: process", "bwrap is not installed", "ptrace"):
+            assert part in message, (part, message)
+    # named explicitly, it runs (and still warns that it is not a boundary)
+    assert resolve_backend("process") == "process"
+    assert resolve_backend(configured="process") == "process"
+    assert build_metric({"name": "code_execution", "sandbox": "process"}).backend == "process"
+    monkeypatch.setenv("EVALS_SANDBOX", "process")
+    assert resolve_backend() == "process"
+
+
 def test_the_config_key_chooses_the_backend(tmp_path, monkeypatch):
     from evalpipe.metrics import build_metric
     from evalpipe.project import load_config
