@@ -66,7 +66,7 @@ def test_bwrap_argv_for_root_keeps_no_user_namespace_and_only_setuid_capabilitie
     for flag in ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--die-with-parent", "--new-session"):
         assert flag in a
     assert a[a.index("--cap-drop") + 1] == "ALL"
-    assert {a[i + 1] for i, x in enumerate(a) if x == "--cap-add"} == {"CAP_SETUID", "CAP_SETGID"}
+    assert {a[i + 1] for i, x in enumerate(a) if x == "--cap-add"} == {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}
 
 
 def test_bwrap_argv_read_only_files_and_bad_names():
