@@ -411,3 +411,56 @@ def test_code_execution_scores_the_four_attacks_as_failures_under_the_default_ba
              for name, program, tests, entry, setup, _ in cases]
     scores = asyncio.run(build_metric({"name": "code_execution", "concurrency": 2}).ascore_many(items))
     assert [s.correct for s in scores] == [c[-1] for c in cases], [(i.sample_id, s.reason) for i, s in zip(items, scores)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_seccomp_filter_refuses_ptrace_even_of_the_programs_own_child(backend):
+    """Without the filter a process may trace its own child (same uid, dumpable): refused here all the same, in
+    the program and in what it starts."""
+    program = textwrap.dedent("""
+        import ctypes, ctypes.util, os, time
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        status = os.read(libc.open(b"/proc/self/status", os.O_RDONLY), 1 << 16).decode()  # libc: not audited
+        seccomp = [ln.split()[1] for ln in status.splitlines() if ln.startswith(("Seccomp:", "NoNewPrivs"))]
+        print("status", *seccomp)
+        pid = libc.fork()  # through libc: the process backend's audit hook refuses os.fork
+        if pid == 0:
+            time.sleep(2)
+            os._exit(0)
+        rc = libc.ptrace(0x4206, pid, None, None)
+        print("ptrace-child", rc, ctypes.get_errno())
+        libc.kill(pid, 9)
+        def add(a, b):
+            return a + b
+    """)
+    r = run_tests(program, CHECK, entry_point="add", setup=SETUP, backend=backend)
+    assert r.passed, r.error
+    assert "ptrace-child -1 1" in r.stdout and "status 1 2" in r.stdout, r.stdout
+
+
+def test_the_seccomp_program_refuses_the_four_calls_and_foreign_abis():
+    from evalpipe.sandbox._inner import _SECCOMP_ARCH, seccomp_filter
+
+    assert seccomp_filter("riscv64") is None  # unknown numbers: no filter (capabilities still dropped)
+    for machine, (arch, calls) in _SECCOMP_ARCH.items():
+        prog = seccomp_filter(machine)
+
+        def run(nr, audit_arch=arch):  # a tiny interpreter of the instructions used
+            pc, acc = 0, None
+            while True:
+                code, jt, jf, k = prog[pc]
+                if code == 0x20:
+                    acc = audit_arch if k == 4 else nr
+                elif code == 0x06:
+                    return "allow" if k == 0x7FFF0000 else "deny"
+                elif code in (0x15, 0x35):
+                    hit = acc == k if code == 0x15 else acc >= k
+                    pc += jt if hit else jf
+                pc += 1
+
+        assert {name: run(nr) for name, nr in calls.items()} == {name: "deny" for name in calls}
+        assert run(0) == run(1) == run(59) == run(437) == run(439) == "allow"
+        assert run(101, audit_arch=0x40000003) == "deny"  # i386 through int 0x80 / arm32: refused whole
+        if machine == "x86_64":
+            assert run(0x40000000 + 521) == "deny"  # x32 ptrace
