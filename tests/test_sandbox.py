@@ -291,7 +291,7 @@ def test_cli_sandbox_check_prints_the_isolation_and_passes_under_the_default(mon
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", DEFAULT])
     assert f"isolation in effect: {DEFAULT}" in r.output
     if DEFAULT != "process":
-        assert r.exit_code == 0 and "11/11 checks passed" in r.output, r.output
+        assert r.exit_code == 0 and "12/12 checks passed" in r.output, r.output
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", "process"])
     assert "NOT a security boundary" in r.output and "[FAIL]" in r.output and r.exit_code == 1
     if backend_status()["docker"] is not None:
