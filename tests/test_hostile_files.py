@@ -86,7 +86,7 @@ def test_the_inspect_log_adapter_refuses_a_zip_bomb_before_inflating_it(tmp_path
     exc, peak = _peak(lambda: list(adapter.load()))
     msg = _one_line(exc)
     assert str(bomb) in msg and "member samples/2_epoch_1.json" in msg and "48 MB" in msg
-    assert "1.0 MB cap" in msg and "split option `max_file_mb` of theirs/test" in msg
+    assert "1.0 MB size cap" in msg and "split option `max_file_mb` of theirs/test" in msg
     assert peak < 4 * MB, peak  # nothing inflated: the central directory said it all
 
     ok = InspectLogAdapter(_split(tmp_path, {"path": str(bomb), "max_file_mb": 64}))  # raised: read as before
@@ -144,7 +144,7 @@ def test_a_gzip_data_file_is_capped_by_what_it_inflates_to(tmp_path):
         fh.write(b" " * (8 * MB) + b"\n")
     exc, peak = _peak(lambda: read_problems(path, FileCap(CAP_MB * MB, "the split option `max_file_mb`")))
     msg = _one_line(exc)
-    assert str(path) in msg and "inflates to more than the 1.0 MB cap" in msg
+    assert str(path) in msg and "inflates to more than the 1.0 MB size cap" in msg
     assert peak < 4 * MB, peak
     assert len(read_problems(path)) == 1  # the default cap: read as before
 
@@ -158,7 +158,7 @@ def test_a_device_named_as_a_data_file_stops_at_the_cap(tmp_path):
             return fh.readline()
 
     exc, peak = _peak(read)
-    assert "/dev/zero holds more than the 1.0 MB cap" in _one_line(exc)
+    assert "/dev/zero holds more than the 1.0 MB size cap" in _one_line(exc)
     assert peak < 4 * MB, peak
 
 
@@ -170,3 +170,33 @@ def test_max_file_mb_must_be_a_positive_number(tmp_path):
     for bad in ("lots", 0, -1, True):
         with pytest.raises(ConfigError, match="max_file_mb must be a positive number of megabytes"):
             list(InspectLogAdapter(_split(tmp_path, {"path": str(bomb), "max_file_mb": bad})).load())
+
+
+def _file_split(tmp_path, path, **options):
+    from evalpipe.core.config import SplitConfig
+
+    return SplitConfig(key="mine/test", benchmark="mine", split="test", adapter="file",
+                       options={"path": str(path), "max_file_mb": CAP_MB, **options}, metrics=None,
+                       prompt_template=None, base_dir=tmp_path)
+
+
+def test_the_file_adapter_caps_a_json_document_and_a_jsonl_line(tmp_path):
+    """A `.json` document is parsed whole: the cap bounds the file. A JSONL file streams (docs/scale.md), so any
+    size of file is fine, but one line is held whole: the cap bounds a line."""
+    from evalpipe.benchmarks.file import FileAdapter
+
+    doc = tmp_path / "rows.json"
+    doc.write_text(json.dumps([{"id": "1", "prompt": "p", "target": "t"}]) + " " * (2 * MB))
+    exc, _ = _peak(lambda: list(FileAdapter(_file_split(tmp_path, doc)).load()))
+    assert "rows.json holds 2.0 MB, over the 1.0 MB size cap" in _one_line(exc)
+    assert "split option `max_file_mb` of mine/test" in str(exc)
+
+    lines = tmp_path / "rows.jsonl"
+    n = 40_000
+    lines.write_text("".join(json.dumps({"id": str(i), "prompt": "p" * 60, "target": "t"}) + "\n" for i in range(n)))
+    assert lines.stat().st_size > 3 * MB  # over the cap as a file: streamed, read whole
+    assert len(list(FileAdapter(_file_split(tmp_path, lines)).load())) == n
+    with open(lines, "a") as fh:
+        fh.write(json.dumps({"id": "big", "prompt": "x" * (2 * MB), "target": "t"}) + "\n")
+    exc, _ = _peak(lambda: list(FileAdapter(_file_split(tmp_path, lines)).load()))
+    assert f"rows.jsonl line {n + 1} holds more than the 1.0 MB size cap" in _one_line(exc)

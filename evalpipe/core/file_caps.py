@@ -55,8 +55,8 @@ class FileCap:
     def refuse(self, shown: Any, size: int | None, member: str | None = None, what: str = "") -> FileTooLarge:
         where = f"{shown}" + (f": member {member}" if member else "")
         amount = f"{_mb(size)}, over the" if size is not None else "more than the"
-        return FileTooLarge(f"{where} {what or 'holds'} {amount} {_mb(self.max_bytes)} cap on what evalpipe reads "
-                            f"from one file; if you trust the file, raise {self.how_to_raise} (in MB)")
+        return FileTooLarge(f"{where} {what or 'holds'} {amount} {_mb(self.max_bytes)} size cap on files read; if "
+                            f"you trust the file, raise {self.how_to_raise} (in MB)")
 
 
 DEFAULT_CAP = FileCap()
@@ -81,6 +81,16 @@ class _Bounded(io.RawIOBase):
             raise self._cap.refuse(self._shown, None, self._member, self._what)
         buf[:n] = data
         return n
+
+    def seekable(self) -> bool:
+        return bool(getattr(self._inner, "seekable", lambda: False)())
+
+    def seek(self, offset: int, whence: int = io.SEEK_SET) -> int:
+        self.count = self._inner.seek(offset, whence)  # (a gzip stream's positions are inflated bytes too)
+        return self.count
+
+    def tell(self) -> int:
+        return self.count
 
     def close(self) -> None:
         try:
