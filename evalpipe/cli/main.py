@@ -68,9 +68,11 @@ def _redact_line(text: str) -> str:
 
 
 def _out(text: str) -> None:
+    """Terminal output of tables and samples: secrets masked, and control sequences from model text escaped."""
     from evalpipe.core.redact import redact
+    from evalpipe.core.terminal_text import terminal_safe
 
-    click.echo(redact(text))
+    click.echo(terminal_safe(redact(text)))
 
 
 def _table(df, floatfmt: str = ".4f") -> str:

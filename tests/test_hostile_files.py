@@ -1,0 +1,202 @@
+"""Hostile files (issue 30 item 4): every file evalpipe reads is read under a size cap (evalpipe/core/file_caps.py,
+docs/operations.md "Size caps on files read"). An archive's members are checked against the cap before anything
+is inflated, reads are bounded whatever a header claims, and going over is one line naming the file (and member),
+the cap and the option that raises it. The bombs are built here, small, against a small cap set by the option."""
+import gzip
+import io
+import json
+import tracemalloc
+import zipfile
+
+import pytest
+
+from tests.helpers.cli import cli_in_process
+from tests.helpers.configs import tooluse_benchmark
+
+MB = 1 << 20
+CAP_MB = 1  # the cap the tests set through `max_file_mb`
+BOMB_BYTES = 48 * MB  # what the bombs inflate to: enough that reading it shows in the peak, cheap to build
+
+
+def _inspect_log(path):
+    """A real two-sample Inspect log (written by inspect_ai itself)."""
+    inspect_log = pytest.importorskip("inspect_ai.log")
+    from inspect_ai.model import ModelOutput
+
+    samples = [inspect_log.EvalSample(id=i, epoch=1, input=f"q{i}", target="a",
+                                      output=ModelOutput.from_content("mockllm/model", "a")) for i in (1, 2)]
+    inspect_log.write_eval_log(inspect_log.EvalLog(status="success", samples=samples, eval=inspect_log.EvalSpec(
+        created="2026-01-01T00:00:00+00:00", task="task", dataset=inspect_log.EvalDataset(name="d", samples=2),
+        model="mockllm/model", config=inspect_log.EvalConfig())), str(path))
+    return path
+
+
+def _bomb_log(tmp_path, inflated=BOMB_BYTES):
+    """A valid Inspect log whose sample 2 is padded with whitespace (still valid JSON: the old reader accepted it
+    and held all of it) so that the member inflates to `inflated` bytes; the file stays small."""
+    good = _inspect_log(tmp_path / "good.eval")
+    bomb = tmp_path / "bomb.eval"
+    with zipfile.ZipFile(good) as src, zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            data = src.read(info)
+            if info.filename == "samples/2_epoch_1.json":
+                with dst.open(info.filename, "w", force_zip64=True) as out:
+                    out.write(data)
+                    pad = b" " * MB
+                    for _ in range(inflated // MB):
+                        out.write(pad)
+            else:
+                dst.writestr(info.filename, data)
+    assert bomb.stat().st_size < MB
+    return bomb
+
+
+def _peak(fn):
+    """fn()'s result (or exception) and the peak of Python's allocations while it ran."""
+    tracemalloc.start()
+    try:
+        try:
+            result = fn()
+        except Exception as exc:  # noqa: BLE001  (the caller asserts on it)
+            result = exc
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _one_line(exc):
+    assert exc.__class__.__name__ == "FileTooLarge", repr(exc)
+    msg = str(exc)
+    assert "\n" not in msg
+    return msg
+
+
+def _split(tmp_path, options):
+    from evalpipe.core.config import SplitConfig
+
+    return SplitConfig(key="theirs/test", benchmark="theirs", split="test", adapter="inspect_log", options=options,
+                       metrics=None, prompt_template=None, base_dir=tmp_path)
+
+
+def test_the_inspect_log_adapter_refuses_a_zip_bomb_before_inflating_it(tmp_path):
+    from evalpipe.benchmarks.inspect_log import InspectLogAdapter
+
+    bomb = _bomb_log(tmp_path)
+    adapter = InspectLogAdapter(_split(tmp_path, {"path": str(bomb), "max_file_mb": CAP_MB}))
+    exc, peak = _peak(lambda: list(adapter.load()))
+    msg = _one_line(exc)
+    assert str(bomb) in msg and "member samples/2_epoch_1.json" in msg and "48 MB" in msg
+    assert "1.0 MB size cap" in msg and "split option `max_file_mb` of theirs/test" in msg
+    assert peak < 4 * MB, peak  # nothing inflated: the central directory said it all
+
+    ok = InspectLogAdapter(_split(tmp_path, {"path": str(bomb), "max_file_mb": 64}))  # raised: read as before
+    assert [s.id for s in ok.load()] == ["1", "2"]
+
+
+def test_the_replay_runner_refuses_a_zip_bomb_with_one_line(tmp_path, home, write_config, monkeypatch):
+    from evalpipe.core.config import ModelConfig
+    from evalpipe.runners.replay import ReplayRunner
+
+    bomb = _bomb_log(tmp_path)
+    exc, peak = _peak(lambda: ReplayRunner(ModelConfig.from_dict("theirs", {"runner": "replay", "path": str(bomb),
+                                                                            "max_file_mb": CAP_MB})))
+    msg = _one_line(exc)
+    assert "member samples/2_epoch_1.json" in msg and "option `max_file_mb` of model theirs" in msg
+    assert peak < 4 * MB, peak
+
+    # through `evalpipe run`: the line, a non-zero exit, before any model call
+    write_config(tooluse_benchmark() + f"models:\n  theirs: {{runner: replay, path: {bomb}, max_file_mb: {CAP_MB}}}\n")
+    out = cli_in_process(monkeypatch)("run", "--no-progress", "--model", "theirs")
+    assert out.exit_code != 0 and "member samples/2_epoch_1.json inflates to 48 MB" in out.output, out.output
+
+
+def test_a_member_whose_header_understates_its_size_cannot_get_past_the_cap(tmp_path):
+    """A central directory that claims a small size: the bounded read stops at the claim (and the CRC fails), it
+    never inflates the rest."""
+    from evalpipe.core.errors import DataError
+    from evalpipe.interop.inspect_log import read_samples
+    from evalpipe.core.file_caps import FileCap
+
+    bomb = _bomb_log(tmp_path)
+    data = bytearray(bomb.read_bytes())
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as zf:
+        info = zf.getinfo("samples/2_epoch_1.json")
+    # rewrite the member's zip64 uncompressed size (in its central directory extra field) to 1000 bytes
+    real = info.file_size.to_bytes(8, "little")
+    at = data.rfind(real)
+    assert at > info.header_offset
+    data[at:at + 8] = (1000).to_bytes(8, "little")
+    liar = tmp_path / "liar.eval"
+    liar.write_bytes(bytes(data))
+    exc, peak = _peak(lambda: read_samples(liar, FileCap(CAP_MB * MB, "max_file_mb")))
+    assert isinstance(exc, DataError) and str(liar) in str(exc), exc
+    assert peak < 4 * MB, peak
+
+
+def test_a_gzip_data_file_is_capped_by_what_it_inflates_to(tmp_path):
+    from evalpipe.benchmarks.humaneval import read_problems
+    from evalpipe.core.file_caps import FileCap
+
+    path = tmp_path / "HumanEval.jsonl.gz"
+    with gzip.open(path, "wb") as fh:
+        row = {"task_id": "t", "prompt": "p", "canonical_solution": "", "test": "", "entry_point": "f"}
+        fh.write(json.dumps(row).encode() + b"\n")
+        fh.write(b" " * (8 * MB) + b"\n")
+    exc, peak = _peak(lambda: read_problems(path, FileCap(CAP_MB * MB, "the split option `max_file_mb`")))
+    msg = _one_line(exc)
+    assert str(path) in msg and "inflates to more than the 1.0 MB size cap" in msg
+    assert peak < 4 * MB, peak
+    assert len(read_problems(path)) == 1  # the default cap: read as before
+
+
+def test_a_device_named_as_a_data_file_stops_at_the_cap(tmp_path):
+    """/dev/zero has no size to check: the bounded reader stops it."""
+    from evalpipe.core.file_caps import FileCap, open_text
+
+    def read():
+        with open_text("/dev/zero", FileCap(CAP_MB * MB, "x")) as fh:
+            return fh.readline()
+
+    exc, peak = _peak(read)
+    assert "/dev/zero holds more than the 1.0 MB size cap" in _one_line(exc)
+    assert peak < 4 * MB, peak
+
+
+def test_max_file_mb_must_be_a_positive_number(tmp_path):
+    from evalpipe.benchmarks.inspect_log import InspectLogAdapter
+    from evalpipe.core.errors import ConfigError
+
+    bomb = _inspect_log(tmp_path / "x.eval")
+    for bad in ("lots", 0, -1, True):
+        with pytest.raises(ConfigError, match="max_file_mb must be a positive number of megabytes"):
+            list(InspectLogAdapter(_split(tmp_path, {"path": str(bomb), "max_file_mb": bad})).load())
+
+
+def _file_split(tmp_path, path, **options):
+    from evalpipe.core.config import SplitConfig
+
+    return SplitConfig(key="mine/test", benchmark="mine", split="test", adapter="file",
+                       options={"path": str(path), "max_file_mb": CAP_MB, **options}, metrics=None,
+                       prompt_template=None, base_dir=tmp_path)
+
+
+def test_the_file_adapter_caps_a_json_document_and_a_jsonl_line(tmp_path):
+    """A `.json` document is parsed whole: the cap bounds the file. A JSONL file streams (docs/scale.md), so any
+    size of file is fine, but one line is held whole: the cap bounds a line."""
+    from evalpipe.benchmarks.file import FileAdapter
+
+    doc = tmp_path / "rows.json"
+    doc.write_text(json.dumps([{"id": "1", "prompt": "p", "target": "t"}]) + " " * (2 * MB))
+    exc, _ = _peak(lambda: list(FileAdapter(_file_split(tmp_path, doc)).load()))
+    assert "rows.json holds 2.0 MB, over the 1.0 MB size cap" in _one_line(exc)
+    assert "split option `max_file_mb` of mine/test" in str(exc)
+
+    lines = tmp_path / "rows.jsonl"
+    n = 40_000
+    lines.write_text("".join(json.dumps({"id": str(i), "prompt": "p" * 60, "target": "t"}) + "\n" for i in range(n)))
+    assert lines.stat().st_size > 3 * MB  # over the cap as a file: streamed, read whole
+    assert len(list(FileAdapter(_file_split(tmp_path, lines)).load())) == n
+    with open(lines, "a") as fh:
+        fh.write(json.dumps({"id": "big", "prompt": "x" * (2 * MB), "target": "t"}) + "\n")
+    exc, _ = _peak(lambda: list(FileAdapter(_file_split(tmp_path, lines)).load()))
+    assert f"rows.jsonl line {n + 1} holds more than the 1.0 MB size cap" in _one_line(exc)
