@@ -95,3 +95,22 @@ def test_stale_status_lists_every_asset_after_the_change(home):
                                           name="sums").items()
     assert judged == {"dataset": "FRESH", "prompts": "FRESH", "rollouts": "FRESH", "judgements": "STALE",
                       "metrics": "STALE", "leaderboard": "STALE"}, judged
+
+
+def test_the_uis_observe_records_the_versions_a_run_records(project_from, instance):
+    """The UI's Observe on `metric_settings` (its observation function) and `record_metric_settings` (runs,
+    `stale_status()`) give each split the same version, and a benchmark's edit changes only its splits'."""
+    from dagster import AssetRecordsFilter
+    from dagster._core.definitions.observe import observe
+
+    from eval_assets.assets import _metric_settings_source, metric_settings_versions
+    from resources import project_resources
+
+    project = project_from(_config())
+    instance.add_dynamic_partitions("benchmark_split", SPLITS)
+    assert observe([_metric_settings_source], instance=instance, resources=project_resources(project)).success
+    recs = instance.fetch_observations(AssetRecordsFilter(asset_key=AssetKey("metric_settings")), limit=10).records
+    observed = {r.asset_observation.partition: r.asset_observation.tags["dagster/data_version"] for r in recs}
+    assert observed == record_metric_settings(project, instance) == metric_settings_versions(project.config)
+    edited = metric_settings_versions(project_from(_config(two_metrics=("includes",))).config)
+    assert edited["one/a"] == observed["one/a"] and edited["two/a"] != observed["two/a"]
