@@ -127,26 +127,48 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
 
 def stale_status(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> dict[str, dict[str, str]]:
     """What Dagster shows for this call's partitions, before running it: {partition key: {asset: FRESH | STALE |
-    MISSING}} (`dataset` under its split's key as well). An edited agent shows `rollouts` and what follows STALE;
-    an edited metric `judgements` and `metrics`."""
+    MISSING}} for `dataset` (its split's partition), `prompts`, `rollouts`, `judgements`, `metrics` and
+    `leaderboard`. A change makes its asset and every asset after it STALE: an edited agent `rollouts`,
+    `judgements`, `metrics` and `leaderboard`; an edited metric `judgements`, `metrics` and `leaderboard`.
+    Nothing is run; the call's metric settings are observed (one event when they changed) so the UI shows the same."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)
         from dagster import AssetKey, MultiPartitionKey, partition_loading_context
         from dagster._utils.test.data_versions import get_stale_status_resolver
 
+        from eval_assets.assets import record_metric_settings
         from eval_assets.launch import CHAIN, project_graph
 
         instance = project_instance(project, options.get("instance"))
         assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
         out: dict[str, dict[str, str]] = {}
         with partition_loading_context(dynamic_partitions_store=instance):
+            record_metric_settings(project, instance, splits)
             resolver = get_stale_status_resolver(instance, assets)
+            board = resolver.get_status(AssetKey("leaderboard")).value
             for split in splits:
                 key = MultiPartitionKey({"benchmark_split": split, "model": model_key})
                 known = (split in instance.get_dynamic_partitions("benchmark_split")
                          and model_key in instance.get_dynamic_partitions("model"))
-                status = {"dataset": resolver.get_status(AssetKey("dataset"), split).value if known else "MISSING"}
-                for asset in CHAIN:
-                    status[asset] = resolver.get_status(AssetKey(asset), key).value if known else "MISSING"
-                out[str(key)] = status
+                if not known:
+                    out[str(key)] = dict.fromkeys(["dataset", *CHAIN, "leaderboard"], "MISSING")
+                    continue
+                own = {"dataset": resolver.get_status(AssetKey("dataset"), split).value,
+                       **{asset: resolver.get_status(AssetKey(asset), key).value for asset in CHAIN}}
+                # the leaderboard reads every metrics partition: this one's included
+                out[str(key)] = downstream_stale({**own, "leaderboard": board})
         return out
+
+
+def downstream_stale(statuses: dict[str, str]) -> dict[str, str]:
+    """Statuses in graph order with staleness carried downstream. Dagster's resolver marks an asset stale only
+    for its own causes (a new code version, an input whose data version changed since it was materialized), so
+    until `judgements` is materialized again, `metrics` after a stale `judgements` reads FRESH there; it is not:
+    it will change when what it reads is brought up to date. A MISSING asset stays MISSING."""
+    out, upstream = {}, False
+    for asset, status in statuses.items():
+        if upstream and status == "FRESH":
+            status = "STALE"
+        upstream = upstream or status == "STALE"
+        out[asset] = status
+    return out
