@@ -544,6 +544,7 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
 def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = (),
                    notes: list[str] | None = None) -> None:
     from evalpipe.metrics import get_metric
+    from evalpipe.metrics.settings import setting_problems
 
     judges = {str(j) for j in judges}
     first: dict[str, int] = {}
@@ -567,10 +568,13 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
             report.add(loc + (i,), f"metric {name!r} needs a judge model: {JUDGE_FIX}")
         if not isinstance(spec, dict):
             continue
-        if factory is not None:  # its settings, against what it declares
+        if factory is not None:  # its settings, against what it declares: names here, types and ranges below
             settings = {k: v for k, v in spec.items() if k != "name"}
-            _check_declared(report, _option_schema(factory), settings, lambda k, i=i: loc + (i,) + ((k,) if k else ()),
-                            f"metric {name!r}")
+            schema = _option_schema(factory)
+            _check_declared(report, declared_names(schema), settings,
+                            lambda k, i=i: loc + (i,) + ((k,) if k else ()), f"metric {name!r}")
+            for key, problem in setting_problems(str(name), schema, settings):
+                report.add(loc + (i, key), problem)
             if _option_schema(factory) is None and settings and notes is not None:
                 notes.append(undeclared_note("metric", str(name)))
         # judges named by a model-graded metric must be under `judges:` (inline mappings are judges themselves)
