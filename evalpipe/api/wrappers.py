@@ -158,7 +158,7 @@ class GAIA:
             bench_options["levels"] = [level] if isinstance(level, int) else list(level)
         if max_n is not None:
             bench_options["max_n"] = int(max_n)
-        entry = {"adapter": "gaia", "splits": [self.split], "options": bench_options, "metrics": ["gaia"]}
+        entry = {"adapter": "gaia", "splits": [self.split], "options": bench_options, "metrics": ["gaia", "gaia_strict"]}
         run_options = {**options, "name": options.get("name", "gaia")}
         if parallel is not None:
             run_options["concurrency"] = int(parallel)

@@ -33,6 +33,7 @@ from evalpipe.benchmarks.qrdata import extract_final
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.types import Sample, Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import DsgymExactMatchSettings
 
 SPLIT_FILES = {"hard": ("dsbio-hard.json", "dsbio.json")}  # DSGym's file, then the name its repository ships
 DSGYM_SPLITS = ("hard", "easy")
@@ -223,7 +224,7 @@ class DSGymExactMatch(Metric):
     `adapter: bio`, with dsbio's `numeric_tolerance: 0` (DSGym's own default, for other datasets: 0.03)."""
 
     name = "dsgym_exact_match"
-    option_schema = frozenset({"numeric_tolerance"})
+    option_schema = DsgymExactMatchSettings  # typed and ranged (metrics/settings.py)
     requires_target = True
     inputs = frozenset()  # the target and the prediction only
 

@@ -199,7 +199,7 @@ class GaiaAdapter(Adapter):
     """GAIA from the Hub (gated: needs HF_TOKEN and accepted terms) or from a local copy (`path:`)."""
 
     name = "gaia"
-    default_metrics = ["gaia"]
+    default_metrics = ["gaia", "gaia_strict"]  # the official scorer, and its stricter variant beside it
     option_schema = {"path", "hf_split", "year", "repo_id", "revision", "cache_dir", "token_env", "endpoint",
                      "system_prompt", "levels", "shuffle", "seed", "max_n"}
 

@@ -30,6 +30,7 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
 from evalpipe.core.config import dagster_home
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import QrdataSettings
 from evalpipe.core.types import Sample, Score
 
 QRDATA_FILE = "QRData.json"
@@ -98,7 +99,7 @@ class QRDataScore(Metric):
 
     name = "qrdata"
     known_settings = {"strip_markup"}
-    option_schema = frozenset(known_settings)  # issue 20: the declared settings
+    option_schema = QrdataSettings  # typed (metrics/settings.py), checked before any model call
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - self.known_settings

@@ -223,30 +223,11 @@ def check_declared_options(cfg: Any, chosen: list[str], model_keys: list[str], s
 
 def check_judge_keys(cfg: Any, split_keys: list[str], environ: Any = None) -> None:
     """Before any rollout: each judge that a chosen split's model-graded metrics will call has its API key in the
-    environment (its `api_key_env`); otherwise every rollout would be paid for and judging would then fail."""
-    import os
-
-    from evalpipe.benchmarks import get_adapter
+    environment (its `api_key_env`); otherwise every rollout would be paid for and judging would then fail
+    (evalpipe/project/schema.py `judge_key_problems`, which `evalpipe validate` runs too)."""
     from evalpipe.core.errors import ConfigError
-    from evalpipe.metrics import get_metric, list_metrics
+    from evalpipe.project.schema import judge_key_problems
 
-    env = os.environ if environ is None else environ
-    known, judges = set(list_metrics()), dict(cfg.judges or {})
-    for key in split_keys:
-        split = cfg.split(key)
-        specs = split.metrics if split.metrics is not None else getattr(get_adapter(split.adapter), "default_metrics",
-                                                                          None) or []
-        for spec in specs:
-            name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
-            if name not in known or not getattr(get_metric(name), "needs_judge", False):
-                continue
-            named = (spec.get("judge") or spec.get("judges")) if isinstance(spec, dict) else None
-            named = [named] if isinstance(named, (str, dict)) else list(named or [])
-            for judge in named or list(judges)[:1]:
-                entry = judges.get(judge) if isinstance(judge, str) else judge
-                var = entry.get("api_key_env") if isinstance(entry, dict) else None
-                if var and not env.get(var):
-                    label = f"judge {judge!r}" if isinstance(judge, str) else "the metric's judge"
-                    raise ConfigError(f"{label} (metric {name} of {key}): environment variable {var} (its api_key_env) "
-                                      f"is not set; export it before the run (the rollouts would be paid for, then "
-                                      f"every verdict would fail)")
+    problems = judge_key_problems(cfg, split_keys, environ)
+    if problems:
+        raise ConfigError(problems[0], problems=problems)
