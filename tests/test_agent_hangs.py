@@ -117,11 +117,14 @@ async def solver(sample):
 def test_evaluate_returns_timeout_for_a_hung_sync_agent_and_the_process_exits(home):
     run = run_script(evaluate_script("""
 def solver(sample):
-    time.sleep(1000)
+    if sample.question == "2 + 3":
+        time.sleep(1000)
+    return "8"
 """), timeout_s=180)
     assert run.reports, run.output[-3000:]
     got = run.reports[0]
-    assert got["status"] == ["error", "error"] and got["errors"] == ["timeout after 3s"] * 2
+    # (a sample offered tools is one conversation: its timeout is worded as the conversation's)
+    assert got["status"] == ["error", "ok"] and "timed out after 3s" in got["errors"][0], got
     assert run.returncode == 0 and run.exit_after_s < 10, run.output[-3000:]
 
 

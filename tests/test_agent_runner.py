@@ -128,3 +128,17 @@ def test_async_agents_run_off_the_runs_loop_and_sync_agents_on_daemon_threads():
     assert seen["sync"] is True
     daemon, agent_loop = seen["async"]
     assert daemon is True and agent_loop is not loop
+
+
+def test_an_agent_that_raises_cancelled_error_fails_its_sample_only():
+    from evalpipe.runners.function import register_function
+
+    async def gives_up(task):
+        if task.id == "s0":
+            raise asyncio.CancelledError()
+        return "fine"
+
+    runner = build_runner(ModelConfig(key="f", runner="function", model="f",
+                                      options={"function": register_function(gives_up)}))
+    rows = run(runner, [req(0, "q"), req(1, "q")], concurrency=1)
+    assert [r["status"] for r in rows] == ["error", "ok"] and rows[0]["error"] == "agent raised CancelledError"

@@ -247,8 +247,14 @@ class AgentRunner(Runner):
                     result = await self._on_agent_loop(result)
                 elif inspect.isawaitable(result):
                     result = await result
-        except (ModelError, asyncio.CancelledError):
+        except ModelError:
             raise
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is None or me.cancelling():  # the sample's timeout, or the run stopping
+                raise
+            # cancelled on the agents' side only (the agent raised it): this sample's error, not the run's
+            raise ModelError("agent raised CancelledError") from None
         except Exception as exc:
             raise ModelError(f"agent raised {type(exc).__name__}: {exc}") from None
         return normalize(result, task)
