@@ -156,7 +156,11 @@ def _known_settings(metric: str) -> set[str] | None:
     """The settings metric `metric` declares (None: it declares none, so any are passed to it as they are)."""
     from evalpipe.metrics.base import get_metric
 
-    schema = getattr(get_metric(metric), "option_schema", None)  # an unknown name fails here, listing the metrics
+    return _schema_names(getattr(get_metric(metric), "option_schema", None))  # an unknown name fails there
+
+
+def _schema_names(schema: Any) -> set[str] | None:
+    """The option names an `option_schema` declares (a set of names or a pydantic model; None: undeclared)."""
     if schema is None:
         return None
     if isinstance(schema, (set, frozenset, list, tuple, dict)):
@@ -289,7 +293,8 @@ class Evaluator:
         opts = entry["options"]
         from evalpipe.benchmarks import get_adapter
 
-        takes_protocol = "protocol" in (getattr(get_adapter(entry["adapter"]), "option_schema", None) or ())
+        takes_protocol = "protocol" in (_schema_names(getattr(get_adapter(entry["adapter"]), "option_schema", None))
+                                        or ())
         if self.protocol is not None and takes_protocol:
             opts["protocol"] = self.protocol
         elif self.protocol == "single_turn" and (entry.get("tools") or opts.get("tools") or options.get("tools")):
