@@ -23,19 +23,26 @@ _PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_
                     "metrics_by_source", "route_by", "calculate_metrics")
 
 
+# Modules whose warnings are Dagster's about our code location, never the user's: Dagster itself, and our asset
+# and resource modules, which warn about nothing of their own (Dagster attributes the notices of the APIs they call,
+# e.g. `context.run_id`'s deprecation, to them)
+DAGSTER_SIDE = r"(dagster|dagster_[a-z_]+|eval_assets|resources)(\.|$)"
+
+
 @contextlib.contextmanager
 def quiet_dagster() -> Iterator[None]:
-    """Dagster's preview/beta/superseded notices are about our code location, not the user's: hidden during the
-    call (the process's own warning filters are restored after it)."""
+    """Dagster's preview/beta/superseded/deprecation notices are about our code location, not the user's: hidden
+    during the call (the process's own warning filters are restored after it). The user's own warnings, and those of
+    other libraries, still show."""
     with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=DAGSTER_SIDE)
         try:
             from dagster._utils.warnings import BetaWarning, PreviewWarning, SupersessionWarning
 
             for category in (BetaWarning, PreviewWarning, SupersessionWarning):
                 warnings.simplefilter("ignore", category)
-        except ImportError:  # another Dagster version: its notices are UserWarnings from dagster modules
-            warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
-        warnings.filterwarnings("ignore", module=r"dagster(\.|$)", category=DeprecationWarning)
+        except ImportError:  # another Dagster version: the module filter above still holds
+            pass
         yield
 
 
