@@ -370,3 +370,15 @@ def test_a_config_file_over_its_cap_is_one_line_before_it_is_read(tmp_path):
     assert isinstance(exc, ConfigError) and "\n" not in str(exc), repr(exc)
     assert str(big) in str(exc) and "size cap" in str(exc) and "config file" in str(exc), str(exc)
     assert peak < 4 * MB, peak
+
+
+def test_sql_prints_escape_sequences_from_the_warehouse_as_escapes(home, monkeypatch):
+    """`evalpipe sql` shows model text from the warehouse: its table and CSV output print control sequences as
+    escapes (core/terminal_text.py); `--json` writes them as JSON escapes."""
+    query = "select 'answer ' || chr(27) || '[2J' || chr(7) || chr(13) || chr(8238) || ' end' as raw_output"
+    cli = cli_in_process(monkeypatch)
+    for args in ([], ["--csv"], ["--json"]):
+        r = cli("sql", query, *args)
+        assert r.exit_code == 0, r.output
+        assert not any(c in r.stdout for c in "\x1b\x07\r\u202e"), (args, repr(r.stdout))
+        assert ("\\x1b[2J" if args != ["--json"] else "\\u001b[2J") in r.stdout, (args, r.stdout)
