@@ -420,10 +420,8 @@ def sql(query: str, as_json: bool, as_csv: bool) -> None:
         raise EvalError(f"SQL error: {str(exc).splitlines()[0]}") from None
     if as_json:
         click.echo(df.to_json(orient="records", indent=2))
-    elif as_csv:  # control sequences from model text as escapes, as in the table (--json keeps the text exact)
-        from evalpipe.core.terminal_text import terminal_safe
-
-        click.echo(terminal_safe(df.to_csv(index=False)), nl=False)
+    elif as_csv:
+        click.echo(df.to_csv(index=False), nl=False)
     else:
         _out(_table(df, "g"))
 
