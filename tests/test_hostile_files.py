@@ -2,6 +2,7 @@
 docs/operations.md "Size caps on files read"). An archive's members are checked against the cap before anything
 is inflated, reads are bounded whatever a header claims, and going over is one line naming the file (and member),
 the cap and the option that raises it. The bombs are built here, small, against a small cap set by the option."""
+import dataclasses
 import gzip
 import io
 import json
@@ -200,3 +201,187 @@ def test_the_file_adapter_caps_a_json_document_and_a_jsonl_line(tmp_path):
         fh.write(json.dumps({"id": "big", "prompt": "x" * (2 * MB), "target": "t"}) + "\n")
     exc, _ = _peak(lambda: list(FileAdapter(_file_split(tmp_path, lines)).load()))
     assert f"rows.jsonl line {n + 1} holds more than the 1.0 MB size cap" in _one_line(exc)
+
+
+# ---- every other reader of a user-supplied file (issue 30 item 4, round two) -----------------------------------------
+BIG = 2 * MB  # over CAP_MB as a file (or one line); a few ms to write
+
+
+def _big_json(path, n=BIG):
+    """A JSON object padded with whitespace to `n` bytes (valid: the old readers read all of it)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text('{"id": "1"' + " " * n + "}\n")
+    return path
+
+
+def _any_split(tmp_path, adapter, **options):
+    from evalpipe.core.config import SplitConfig
+
+    return SplitConfig(key=f"{adapter}/test", benchmark=adapter, split="test", adapter=adapter,
+                       options={"max_file_mb": CAP_MB, **options}, metrics=None, prompt_template=None,
+                       base_dir=tmp_path)
+
+
+def _adapter_load(tmp_path, adapter, **options):
+    from evalpipe.benchmarks.base import get_adapter
+
+    split = _any_split(tmp_path, adapter, **options)
+    return lambda: list(get_adapter(adapter)(split).load())
+
+
+def _qrdata_zip(tmp_path):
+    root = tmp_path / "qr"
+    root.mkdir()
+    (root / "QRData.json").write_text(json.dumps([{"question": "q", "answer": "1", "data_files": ["t.csv"],
+                                                   "meta_data": {"question_type": "numerical"}}]))
+    with zipfile.ZipFile(root / "data.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("t.csv", b"0" * (8 * MB))  # inflates to 8 MB, a few KB on disk
+    return _adapter_load(tmp_path, "qrdata", path=str(root)), "data.zip: member t.csv inflates to 8.0 MB"
+
+
+def _qrdata_questions(tmp_path):
+    root = tmp_path / "qr"
+    root.mkdir()
+    (root / "QRData.json").write_text("[]" + " " * BIG)
+    return _adapter_load(tmp_path, "qrdata", path=str(root)), "QRData.json holds 2.0 MB"
+
+
+def _bfcl(tmp_path):
+    q = _big_json(tmp_path / "BFCL_v3_simple.json")
+    return _adapter_load(tmp_path, "bfcl", path=str(q)), "BFCL_v3_simple.json holds 2.0 MB"
+
+
+def _discoverybench(tmp_path):
+    root = tmp_path / "db"
+    _big_json(root / "real" / "test" / "ds" / "metadata_0.json")
+    return _adapter_load(tmp_path, "discoverybench", path=str(root)), "metadata_0.json holds 2.0 MB"
+
+
+def _discoverybench_key(tmp_path):
+    root = tmp_path / "db"
+    (root / "real" / "test").mkdir(parents=True)
+    key = root / "key.csv"
+    key.write_text("dataset,metadataid,query_id,gold_hypo\n" + " " * BIG)
+    return (_adapter_load(tmp_path, "discoverybench", path=str(root), answer_key=str(key)),
+            "key.csv holds 2.0 MB")
+
+
+def _tool_integration(tmp_path):
+    data = _big_json(tmp_path / "items.jsonl")
+    return _adapter_load(tmp_path, "tool_integration", path=str(data)), "items.jsonl holds 2.0 MB"
+
+
+def _gaia(tmp_path):
+    meta = _big_json(tmp_path / "gaia" / "metadata.jsonl")
+    return _adapter_load(tmp_path, "gaia", path=str(meta)), "metadata.jsonl line 1 holds more than the 1.0 MB"
+
+
+def _daeval(tmp_path):
+    _big_json(tmp_path / "da" / "da-dev-questions.jsonl")
+    return (_adapter_load(tmp_path, "daeval", path=str(tmp_path / "da")),
+            "da-dev-questions.jsonl line 1 holds more than the 1.0 MB")
+
+
+def _template(tmp_path):
+    from evalpipe.benchmarks.file import FileAdapter
+
+    rows = tmp_path / "rows.jsonl"
+    rows.write_text(json.dumps({"id": "1", "prompt": "p", "target": "t"}) + "\n")
+    (tmp_path / "big.j2").write_text("{{ prompt }}" + " " * BIG)
+    split = dataclasses.replace(_file_split(tmp_path, rows), prompt_template="big.j2")
+    return lambda: FileAdapter(split).template(), "big.j2 holds 2.0 MB"
+
+
+def _lm_eval_yaml(tmp_path):
+    from evalpipe.benchmarks.base import get_adapter
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "mine.yaml").write_text("task: mine\n" + "#" * BIG + "\n")
+    split = _any_split(tmp_path, "lm_eval", task="mine", include_path=str(tasks))
+    return lambda: get_adapter("lm_eval")(split).source_version(), "mine.yaml holds 2.0 MB"
+
+
+def _tools_fixtures(tmp_path):
+    from evalpipe.tools.env import ToolEnv
+
+    folder = tmp_path / "fixtures"
+    _big_json(folder / "calls.jsonl")
+    return (lambda: ToolEnv({"fixtures": str(folder)}, {"max_file_mb": CAP_MB}, where="mine/test"),
+            "calls.jsonl holds 2.0 MB")
+
+
+def _tools_allowlist(tmp_path):
+    from evalpipe.tools.env import ToolEnv
+
+    allow = tmp_path / "allow.txt"
+    allow.write_text("search\n" + "#" * BIG)
+    return (lambda: ToolEnv({"allowlist": str(allow)}, {"max_file_mb": CAP_MB}, where="mine/test"),
+            "allow.txt holds 2.0 MB")
+
+
+def _tools_schemas(tmp_path):
+    from evalpipe.tools.env import read_schemas
+    from evalpipe.core.file_caps import split_cap
+
+    schemas = tmp_path / "schemas.yaml"
+    schemas.write_text("[]\n" + "#" * BIG)
+    return (lambda: read_schemas(str(schemas), tmp_path.joinpath, split_cap("mine/test", {"max_file_mb": CAP_MB})),
+            "schemas.yaml holds 2.0 MB")
+
+
+def _results_summary(tmp_path):
+    from evalpipe.core.file_caps import FileCap
+    from evalpipe.store.results_file import load_results
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "samples.jsonl").write_text(json.dumps({"sample_id": "1"}) + "\n")
+    _big_json(run / "summary.json")
+    return (lambda: load_results(run, FileCap(CAP_MB * MB, "`--max-file-mb`")), "summary.json holds 2.0 MB")
+
+
+READERS = {"qrdata data.zip": _qrdata_zip, "qrdata questions": _qrdata_questions, "bfcl": _bfcl,
+           "discoverybench metadata": _discoverybench, "discoverybench answer key": _discoverybench_key,
+           "tool_integration dataset": _tool_integration, "gaia": _gaia, "daeval": _daeval,
+           "prompt template": _template, "lm_eval task yaml": _lm_eval_yaml, "tools fixtures": _tools_fixtures,
+           "tools allowlist": _tools_allowlist, "tools schemas": _tools_schemas,
+           "results summary.json": _results_summary}
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+def test_every_reader_refuses_a_file_over_the_cap_with_one_line(reader, tmp_path, home):
+    read, expected = READERS[reader](tmp_path)
+    exc, peak = _peak(read)
+    msg = _one_line(exc)
+    assert expected in msg and "size cap on files read" in msg and ("max_file_mb" in msg or "max-file-mb" in msg), msg
+    assert peak < 6 * MB, peak  # (a streamed reader holds a chunk of about the cap besides the capped line)
+
+
+def test_a_config_file_over_its_cap_is_one_line_before_it_is_read(tmp_path):
+    """The config file itself: a sane cap (a path mistake, e.g. EVALS_CONFIG at a data file or a device)."""
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.project.schema import validate_file
+
+    big = tmp_path / "evals.yaml"
+    with open(big, "wb") as fh:
+        fh.truncate(40 * MB)  # sparse: costs nothing on disk
+    exc, peak = _peak(lambda: validate_file(big))
+    assert isinstance(exc, ConfigError) and "\n" not in str(exc), repr(exc)
+    assert str(big) in str(exc) and "size cap" in str(exc) and "config file" in str(exc), str(exc)
+    assert peak < 4 * MB, peak
+
+
+def test_sql_prints_escape_sequences_from_the_warehouse_as_escapes(home, monkeypatch):
+    """`evalpipe sql` shows model text from the warehouse: its table prints control sequences as escapes
+    (core/terminal_text.py), `--json` as JSON escapes; `--csv` is data for a file and keeps the text exact, as
+    `view --format csv` does (docs/operations.md)."""
+    query = "select 'answer ' || chr(27) || '[2J' || chr(7) || chr(13) || chr(8238) || ' end' as raw_output"
+    cli = cli_in_process(monkeypatch)
+    for args in ([], ["--json"]):
+        r = cli("sql", query, *args)
+        assert r.exit_code == 0, r.output
+        assert not any(c in r.stdout for c in "\x1b\x07\r\u202e"), (args, repr(r.stdout))
+        assert ("\\x1b[2J" if not args else "\\u001b[2J") in r.stdout, (args, r.stdout)
+    r = cli("sql", query, "--csv")
+    assert r.exit_code == 0 and "answer \x07\r\u202e end" in r.stdout, repr(r.stdout)  # (click's test runner drops \x1b[..)

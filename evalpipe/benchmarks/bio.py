@@ -31,6 +31,7 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
                                           protocol_of)
 from evalpipe.benchmarks.qrdata import extract_final
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import split_cap
 from evalpipe.core.types import Sample, Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
 from evalpipe.metrics.settings import DsgymExactMatchSettings
@@ -107,7 +108,7 @@ class BioAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         qfile = self.questions_file()
-        items = read_json_array(qfile, "questions (DSGym's dsbio format)")
+        items = read_json_array(qfile, "questions (DSGym's dsbio format)", split_cap(self.split.key, self.options))
         root = self.data_root(qfile)
         limit = self.options.get("limit")
         samples = []

@@ -450,7 +450,7 @@ class FileAdapter(Adapter):
 
     def template(self) -> PromptTemplate | None:
         spec = self.split.prompt_template
-        return load_template(spec, self.split.base_dir) if spec else None
+        return load_template(spec, self.split.base_dir, split_cap(self.split.key, self.options)) if spec else None
 
     def load(self) -> Iterator[Sample]:
         """The samples, read from the file as they are iterated (one chunk of the file in memory at a time)."""

@@ -16,6 +16,7 @@ def validate(path: str | None) -> None:
     from evalpipe.project import parse_config
     from evalpipe.project.schema import judge_key_problems, load_yaml, validate_config
     from evalpipe.core.errors import ConfigError
+    from evalpipe.core.file_caps import read_config_text
     from evalpipe.core.redact import redact
 
     from pathlib import Path
@@ -25,7 +26,7 @@ def validate(path: str | None) -> None:
         raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
     try:
         dups: list = []
-        data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
+        data, lines = load_yaml(read_config_text(p), p, dups)
         notes: list[str] = []
         validate_config(data, p, lines, dups, notes)
         cfg = parse_config(data or {}, p)  # the checks that need the parsed config (split keys, ...)

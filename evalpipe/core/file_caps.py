@@ -189,6 +189,21 @@ def read_member(zf: zipfile.ZipFile, name: str | zipfile.ZipInfo, cap: FileCap =
         return fh.read()
 
 
+# The config file itself (evals.yaml): no option raises it (it is read before any option is); a real config is a few
+# KB, so a file over this is a wrong path (EVALS_CONFIG at a data file, a device).
+CONFIG_MAX_MB = 16
+CONFIG_CAP = FileCap(CONFIG_MAX_MB * MB, "nothing: check the config path (EVALS_CONFIG)")
+
+
+def read_config_text(path: str | os.PathLike) -> str:
+    """The config file's text under CONFIG_CAP; over it, a one-line ConfigError naming the file."""
+    try:
+        return read_text(path, CONFIG_CAP)
+    except FileTooLarge:
+        raise ConfigError(f"config file {path} is over the {CONFIG_MAX_MB} MB size cap on a config file (a real one is "
+                          f"a few KB); point EVALS_CONFIG (or --config) at your evals.yaml") from None
+
+
 def split_cap(split_key: str, options: dict[str, Any]) -> FileCap:
     """The cap a benchmark split's files are read under: its option `max_file_mb`."""
     return FileCap.from_option(options.get(OPTION), f"the split option `{OPTION}` of {split_key}", split_key)

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import read_config_text
 from evalpipe.core.redact import PII_ENTITIES
 from evalpipe.project.plugins import import_module, nothing_registered_hint
 
@@ -734,7 +735,7 @@ def validate_file(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
     dups: list[tuple[int, str]] = []
-    data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
+    data, lines = load_yaml(read_config_text(p), p, dups)
     validate_config(data, p, lines, dups)
     return data or {}
 

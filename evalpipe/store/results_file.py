@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 
 from evalpipe.core.errors import WarehouseError
-from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, open_binary, read_text
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, FileTooLarge, open_binary, read_text
 from evalpipe.core.jsontext import dumps, raw_decode
 from evalpipe.core.schema import TABLES
 from evalpipe.store.artifacts import LATEST
@@ -54,9 +54,13 @@ def samples_path(path: str | Path) -> Path:
     return p
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path, cap: FileCap) -> dict[str, Any] | None:
+    """A run folder's summary or manifest (None if unreadable or not an object); over `cap` is a FileTooLarge, never
+    a silent None (the partition's names would quietly fall back to the file's own)."""
     try:
-        obj = json.loads(read_text(path, DEFAULT_CAP))
+        obj = json.loads(read_text(path, cap))
+    except FileTooLarge:
+        raise
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None
@@ -93,8 +97,8 @@ def load_results(path: str | Path, cap: FileCap = DEFAULT_CAP) -> ResultsFile:
     others are read."""
     f = samples_path(path)
     folder = f.parent if (f.parent / "manifest.json").exists() or (f.parent / "summary.json").exists() else None
-    summary = _read_json(folder / "summary.json") if folder else None
-    about = summary or (_read_json(folder / "manifest.json") if folder else None) or {}
+    summary = _read_json(folder / "summary.json", cap) if folder else None
+    about = summary or (_read_json(folder / "manifest.json", cap) if folder else None) or {}
     records, problems, seen = [], [], set()
     with open_binary(f, cap, decompress=False) as fh:
         for no, raw in enumerate(fh, 1):
