@@ -83,9 +83,11 @@ def test_evaluator_with_a_registry_dataset_limit_is_a_try(home):
     full = Evaluator(dataset=daeval.load(split="validation")).evaluate(doubler_text)
     assert full.partitions == [("daeval/validation", "doubler_text")]
     assert _dataset_rows("daeval/validation") == 5
+    board = _board("daeval/validation")
+    assert {m for m, _ in board} == {"doubler_text"}
     tried = Evaluator(dataset=daeval.load(split="validation", limit=3)).evaluate(doubler_text)
     assert tried.partitions == [("daeval/validation", "doubler_text@limit3")] and len(tried.samples) == 3
-    assert _dataset_rows("daeval/validation") == 5 and _board("daeval/validation") == [("doubler_text", 5)]
+    assert _dataset_rows("daeval/validation") == 5 and _board("daeval/validation") == board
 
 
 def doubler_text(sample) -> str:
