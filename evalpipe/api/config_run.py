@@ -201,7 +201,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]].reset_index(drop=True)
     from partitions import try_kind
 
-    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind)})  # limit, ids, subset; None: a real result
+    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh,
                       limit=limit, sample_ids=rp.sample_ids or None)
 

@@ -152,7 +152,7 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]
     from partitions import try_kind
 
-    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind)})  # limit, ids, subset; None: a real result
+    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics.reset_index(drop=True),
                       leaderboard=wh.read_table("leaderboard"), warehouse=wh)
 
