@@ -6,6 +6,7 @@ configured; Dagster's preview/beta/deprecation notices raised during the call ar
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from typing import Any, Iterator
 
@@ -62,17 +63,13 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     _check_options(options)
     raw, base_dir, bench, model_key = build_raw_config(agent, dataset, metrics,
                                                        **{k: options[k] for k in _PROJECT_OPTIONS if k in options})
-    limit, model = options.get("limit"), raw["models"][model_key]
-    if limit is not None:  # the first N samples define this in-memory split (a list is the user's to slice)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
-        raw["benchmarks"][bench].setdefault("options", {})["limit"] = limit
+    model = raw["models"][model_key]
     from evalpipe.repro.run_request import RunOptions
 
-    # [epochs] epochs/epochs_reducer: options of this in-memory split; sample_ids: a try under `<model>@ids-<h>`
+    # [epochs] epochs/epochs_reducer: options of this in-memory split; sample_ids, limit, levels/max_n, or a dataset
+    # other than the configured split of its key: a try (evalpipe/project/tries.py), never the configured partitions
     rp = RunOptions.from_kwargs({k: options.get(k) for k in ("epochs", "epochs_reducer", "sample_ids")})
-    if limit is not None and rp.sample_ids:
-        raise ConfigError("give limit or sample_ids, not both (two tries over part of the dataset)")
+    bench, tried = python_dataset_try(raw, base_dir, bench, options.get("config"), options.get("limit"), rp.sample_ids)
     raw["benchmarks"][bench].setdefault("options", {}).update(rp.split_options())
     for k in ("concurrency", "timeout_s"):  # run settings the model entry carries (runner option names)
         if options.get(k) is not None:
@@ -80,7 +77,39 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
     project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
     splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
-    return project, splits, rp.selected_keys([model_key])[0]
+    if tried.sample_ids:
+        from evalpipe.core.run_marks import save_selection
+
+        save_selection(tried.sample_ids)  # every process of the run reads the ids back from the key
+    return project, splits, tried.model_key(model_key)
+
+
+def python_dataset_try(raw: dict[str, Any], base_dir: Any, bench: str, config: Any, limit: Any,
+                       sample_ids: list[str]) -> tuple[str, Any]:
+    """The try rule (evalpipe/project/tries.py) for the one benchmark of a Python call, against the splits its
+    `config=` file and the environment's config file declare: `raw` gets the benchmark under the name it runs as;
+    returns (that name, the `Try`)."""
+    from evalpipe.core.config import config_path
+    from evalpipe.project.loader import config_from_dict, load_config
+    from evalpipe.project.tries import configured_splits, python_try
+
+    configs = []
+    for path in ([config] if config is not None else []) + [config_path()]:
+        try:
+            configs.append(load_config(path) if path is not None and os.path.isfile(path) else None)
+        except ConfigError:  # the environment's file is broken: it declares nothing this call could overwrite
+            if path is config:
+                raise
+    rest = {k: v for k, v in raw.items() if k not in ("benchmarks", "default_benchmarks")}
+
+    def build_splits(name: str, entry: dict[str, Any]) -> list[Any]:
+        cfg = config_from_dict({**rest, "benchmarks": {name: entry}, "default_benchmarks": [name]}, base_dir)
+        return [s for s in cfg.splits.values() if s.benchmark == name]
+
+    name, entry, tried = python_try(bench, raw["benchmarks"][bench], build_splits, configured_splits(*configs),
+                                    limit, sample_ids)
+    raw["benchmarks"], raw["default_benchmarks"] = {name: entry}, [name]
+    return name, tried
 
 
 def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> Results:
@@ -128,6 +157,9 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
     keys = {(p.benchmark_split, p.model) for p in outcomes}
     metrics = wh.query("SELECT * FROM metrics WHERE model = ? ORDER BY benchmark_split, metric, slice", [model_key])
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]
+    from partitions import try_kind
+
+    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics.reset_index(drop=True),
                       leaderboard=wh.read_table("leaderboard"), warehouse=wh)
 

@@ -83,7 +83,7 @@ class RunOptions:
         """The model keys each split runs: `asked` (the same for every split), else the split's intended models
         (its benchmark's `models:`, else `default_models`), each list through `resolve` (the CLI's ad-hoc model
         strings), the experiment and `--sample-id` marks, and the `--limit` mark."""
-        from evalpipe.core.run_marks import limited_key
+        from evalpipe.project.tries import Try
 
         out: dict[str, list[str]] = {}
         done: dict[tuple[str, ...], list[str]] = {}
@@ -91,9 +91,17 @@ class RunOptions:
             names = tuple(asked) if asked else tuple(cfg.models_for(s))
             if names not in done:
                 keys = self.model_keys(resolve(list(names)) if resolve else list(names), cfg)
-                done[names] = [limited_key(k, limit) for k in keys] if limit else keys
+                done[names] = [Try(limit=limit).model_key(k) for k in keys]
             out[s] = done[names]
         return out
+
+    def run_try(self, limit: Any, split_options: dict[str, Any], flag: str = "--limit {}",
+                option: str = "--benchmark-option limit={}", ids_flag: str = "--sample-id") -> Any:
+        """The try rule (evalpipe/project/tries.py) for a run over configured splits: the limit (popped from
+        `split_options`, never the shared dataset's) and this request's sample ids."""
+        from evalpipe.project.tries import configured_try
+
+        return configured_try(limit, split_options, self.sample_ids, flag, option, ids_flag)
 
     def selected_keys(self, keys: list[str]) -> list[str]:
         """With `--sample-id`: the try keys `<model>@ids-<h>`, the ids recorded beside the instance (every process
