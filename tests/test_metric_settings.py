@@ -163,3 +163,22 @@ def test_an_invalid_setting_stops_the_code_location_with_one_line(home, write_co
     msg = str(info.value)
     assert "\n" not in msg and msg.startswith(f"{p}:8: benchmarks.smoke.metrics.0: unknown option 'ignore_case' for "
                                               "metric 'exact_match'"), msg
+
+
+def test_evaluate_with_a_judge_metric_and_no_key_is_refused_before_the_agent_runs(home, monkeypatch):
+    """The Python form: `evaluate(agent=..., metrics=[model-graded with a keyless judge])` is refused before the
+    agent is called once (the config form and the CLI already were)."""
+    import evalpipe
+
+    monkeypatch.delenv("JUDGE_KEY_FOR_TEST", raising=False)
+    calls = []
+
+    def agent(sample):
+        calls.append(sample)
+        return "x"
+
+    judge = {"runner": "litellm", "model": "openai/gpt-4o", "api_key_env": "JUDGE_KEY_FOR_TEST"}
+    with pytest.raises(ConfigError, match="JUDGE_KEY_FOR_TEST"):
+        evalpipe.evaluate(agent=agent, dataset=[{"input": "q", "target": "a"}],
+                          metrics=[{"name": "llm_judge", "judge": judge}])
+    assert calls == []

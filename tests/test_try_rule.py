@@ -173,3 +173,15 @@ def test_checkpoint_sensor_never_makes_a_try_key_of_a_checkpoint(tmp_path, write
     keys = [k for req in r2.dynamic_partitions_requests or [] if req.partitions_def_name == "model"
             for k in req.partition_keys]
     assert keys == ["step-200"]
+
+
+def test_a_configured_model_key_that_reads_as_a_try_is_refused_by_validate(tmp_path):
+    """A model named like a try (`m@limit3`) would be evaluated on 3 samples and never ranked: refused at file:line."""
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.project.schema import validate_file
+
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text("benchmarks:\n  b:\n    adapter: file\n    splits: {t: {path: x.jsonl}}\n"
+                   "models:\n  m@limit3: {runner: echo}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"evals.yaml:\d+: .*'m@limit3' reads as a try"):
+        validate_file(cfg)

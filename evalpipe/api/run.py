@@ -77,6 +77,9 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
     project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
     splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
+    from evalpipe.repro.run_request import check_judge_keys
+
+    check_judge_keys(project.config, splits)  # a judge's missing API key: before the rollouts are paid for
     if tried.sample_ids:
         from evalpipe.core.run_marks import save_selection
 

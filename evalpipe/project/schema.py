@@ -29,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.file_caps import read_config_text
+from evalpipe.core.run_marks import is_limited
 from evalpipe.core.redact import PII_ENTITIES
 from evalpipe.project.plugins import import_module, nothing_registered_hint
 
@@ -705,6 +706,10 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
     for section in ("models", "judges"):
         entries = data.get(section) if isinstance(data.get(section), dict) else {}
         for name, raw in entries.items():
+            if section == "models" and is_limited(str(name)):  # what tries.refuse_try_key says for the sensor
+                report.add((section, name), f"model key {name!r} reads as a try (<model>@limit<N>, @ids-<h> or "
+                                            f"@subset-<h>): it would be evaluated on part of its splits and never "
+                                            f"ranked; rename it without '@'")
             if isinstance(raw, dict):
                 _check_model(report, section, str(name), raw, runners, notes)
             elif raw is not None:
