@@ -71,6 +71,20 @@ class AgentTask:
     tools: list[dict[str, Any]] | None = None  # tool schemas the sample offers (dataset names); None: no tools
     _tools: Any = field(default=None, repr=False)  # the tool layer's handle (evalpipe/tools), when tools are offered
 
+    # The GAIA lab's `Task` field names (design reference 003): `task.task_id`, `task.level`, `task.file_name`. Its
+    # `answer` is deliberately absent: the agent never sees the ground truth.
+    @property
+    def task_id(self) -> str:
+        return self.id
+
+    @property
+    def level(self) -> Any:
+        return next((self.metadata[k] for k in ("Level", "level") if k in self.metadata), None)
+
+    @property
+    def file_name(self) -> str | None:
+        return self.metadata.get("file_name") or None
+
     def call_tool(self, name: str, arguments: Any = None) -> Any:
         """Run one tool call through the tool layer (from a sync agent's thread); returns the tool's result."""
         if self._tools is None:

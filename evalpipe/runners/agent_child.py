@@ -21,6 +21,19 @@ class AgentTask:
         self.__dict__.update(fields)
         self.events = list(fields.get("events") or [])
 
+    @property
+    def task_id(self) -> str:  # the GAIA lab's names, as evalpipe.runners.agent.AgentTask has them
+        return self.id
+
+    @property
+    def level(self) -> Any:
+        meta = self.__dict__.get("metadata") or {}
+        return next((meta[k] for k in ("Level", "level") if k in meta), None)
+
+    @property
+    def file_name(self) -> Any:
+        return (self.__dict__.get("metadata") or {}).get("file_name") or None
+
     def log(self, type: str, **data: Any) -> None:
         self.events.append({"type": type, **data})
 
