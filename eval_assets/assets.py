@@ -308,8 +308,8 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
             context.log.info(f"rollouts {dims['benchmark_split']} x {dims['model']}: {done}/{total}")
 
     # one writer per partition: a second run of it waits, then takes every sample from the journal (partition_lock.py)
-    with tracing.scope(context.run_id, "rollouts", cfg, **dims), \
-            partition_lock.hold("rollouts", dims, context.run_id, context.log.warning):  # (tracing: no-op unless on)
+    with tracing.scope(context.run.run_id, "rollouts", cfg, **dims), \
+            partition_lock.hold("rollouts", dims, context.run.run_id, context.log.warning):  # (tracing: no-op unless on)
         runner = model_runner.runner_for(model)  # built inside the scope so tracing can wrap it
         # [reproducibility] fingerprints checked against the dataset header before any model call
         fps, _ = fingerprints.compute_for_partition(split, model_runner.model_config_for(model), runner,
@@ -425,8 +425,8 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     wh, n, versions, sandboxes, tally = warehouse.get(), _Counts(), [], set(), pipeline.VerdictTally()
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
-    with tracing.scope(context.run_id, "judgements", cfg, **dims), \
-            partition_lock.hold("judgements", dims, context.run_id, context.log.warning), \
+    with tracing.scope(context.run.run_id, "judgements", cfg, **dims), \
+            partition_lock.hold("judgements", dims, context.run.run_id, context.log.warning), \
             wh.writer("judgements", dims) as out:  # one writer per partition: judge calls made once
         for batch in prompts.batches(_batch_rows(cfg), pipeline.JUDGE_PROMPT_COLUMNS):
             df = pipeline.judge(split, batch, paired.take(batch["sample_id"]), metric_settings=judge.metric_settings(),
@@ -485,12 +485,12 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     meta["viewer"] = MetadataValue.url(viewer_url(dims["benchmark_split"], dims["model"]))
     cfg = eval_config.get()
     if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/store/artifacts.py), built from the warehouse
-        record = context.instance.get_run_record_by_id(context.run_id)
+        record = context.instance.get_run_record_by_id(context.run.run_id)
         started = record.start_time if record is not None else None
         # a user-given `evalpipe run --run-id` (tag evalpipe/run_id) names the run's folder; else Dagster's run id
-        run_id = context.run.tags.get(RUN_ID_TAG) or context.run_id
+        run_id = context.run.tags.get(RUN_ID_TAG) or context.run.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,
-                                 {"run_id": run_id, "dagster_run_id": context.run_id, "started_at": started},
+                                 {"run_id": run_id, "dagster_run_id": context.run.run_id, "started_at": started},
                                  batch_rows=rows, dataset_header=dataset_header(cfg.splits.get(dims["benchmark_split"])))
         meta["artifacts"] = MetadataValue.path(str(folder))
         context.log.info(f"run artifacts: {folder}")
@@ -505,7 +505,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     try:  # opt-in `mlflow:`: a tracker that is down warns and leaves the metrics as computed (docs/interop.md)
         mlflow_run = log_metrics_to_mlflow(cfg, warehouse.get(), dims["benchmark_split"], dims["model"], df,
                                            data_version=version.value, viewer_url=meta["viewer"].value,
-                                           dagster_run_id=context.run_id)
+                                           dagster_run_id=context.run.run_id)
     except Exception as e:  # noqa: BLE001  (any failure of the tracker's client)
         context.log.warning(f"MLflow logging failed for {context.partition_key}: {type(e).__name__}: {e}")
         meta["mlflow"] = MetadataValue.text(f"not logged: {type(e).__name__}: {e}")

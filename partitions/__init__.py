@@ -62,7 +62,7 @@ def mark_try_run(context) -> None:
     except DagsterError:  # an asset called directly (build_asset_context): no run to tag
         return
     if tags.get(TRY_TAG) != kind:
-        context.instance.add_run_tags(context.run_id, {TRY_TAG: kind})
+        context.instance.add_run_tags(context.run.run_id, {TRY_TAG: kind})
 
 
 __all__ = ["TRY_TAG", "mark_try_run", "try_kind", "BENCHMARK_SPLIT", "MODEL", "benchmark_split_partitions", "eval_key", "eval_partitions",

@@ -46,7 +46,7 @@ def test_dabstep_rule_dsgym_is_dsgym_exact_match_and_no_reference_is_unscored():
     assert dabstep("1,000", "1000", rule="dsgym").correct is False  # the official scorer says right
     assert dabstep("1,000", None).status == "unscored"
     assert dabstep(None, "5").correct is False
-    with pytest.raises(ConfigError, match="rule must be one of"):
+    with pytest.raises(ConfigError, match="setting rule must be official or dsgym"):
         build_metric({"name": "dabstep", "rule": "fuzzy"})
 
 

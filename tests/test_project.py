@@ -41,13 +41,17 @@ def test_definitions_bind_the_project(project_from):
 
     from eval_assets.factory import build_definitions
 
-    strict = build_definitions(project_from(in_memory(j={"runner": "echo", "model": "a"})))
-    other = build_definitions(project_from(in_memory(j={"runner": "echo", "model": "b"})))
+    from evalpipe.pipeline.fingerprints import split_judging_version
 
-    def version(defs):
-        return defs.resolve_assets_def(AssetKey("judgements")).specs_by_key[AssetKey("judgements")].code_version
-
-    assert version(strict) != version(other)  # the judges are the project's, not the file's
+    strict_project = project_from(in_memory(j={"runner": "echo", "model": "a"}))
+    cfg = in_memory(j={"runner": "echo", "model": "a"})
+    cfg["benchmarks"]["notebook"]["metrics"] = [{"name": "exact_match", "case_sensitive": True}]
+    other_project = project_from(cfg)
+    strict = build_definitions(strict_project)
+    assert AssetKey("metric_settings") in strict.resolve_asset_graph().get_all_asset_keys()
+    # what decides the verdicts is the project's (per split, the data version of `metric_settings`), not the file's
+    assert (split_judging_version(strict_project.config, "notebook/five")
+            != split_judging_version(other_project.config, "notebook/five"))
     res = strict.resources
     assert res["eval_config"].project.split_keys == ["notebook/five"]
     assert {s.name for s in strict.sensors} >= {"sync_models_sensor", "checkpoint_sensor"}

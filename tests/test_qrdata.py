@@ -128,7 +128,7 @@ def test_strip_markup_is_a_named_setting_off_by_default():
     for pred, gold in [("**yes**", "yes"), ("`treatment group`", "treatment group"), ("** yes **", "yes")]:
         assert m.score(JudgeInput("s", "q", gold, pred, metadata={"answer_kind": "multiple_choice"})).value == 1.0
         assert build_metric("qrdata").score(JudgeInput("s", "q", gold, pred, metadata={"answer_kind": "multiple_choice"})).value == 0.0
-    with pytest.raises(ConfigError, match="qrdata: strip_markup must be true or false"):
+    with pytest.raises(ConfigError, match="'qrdata': setting strip_markup must be true or false"):
         build_metric({"name": "qrdata", "strip_markup": "yes"})
     with pytest.raises(ConfigError, match="qrdata: unknown setting"):
         build_metric({"name": "qrdata", "strip_mark": True})
