@@ -1,0 +1,272 @@
+"""[sweeps] Many (benchmark_split, model) partitions in one Dagster run (docs/scale.md "Sweeps").
+
+The `evaluate_batch` job has one op that runs the chain prompts -> rollouts -> judgements -> metrics, and the
+partitioned asset checks, for every partition its run config names, several partitions at once (threads). Each
+partition is still recorded as Dagster records it in a run of its own: an ASSET_MATERIALIZATION per asset and
+partition, with the data-version tags Dagster writes (`dagster/data_version`, `dagster/code_version`,
+`dagster/input_data_version/<dep>`, `dagster/input_event_pointer/<dep>`: staleness works as before), the asset
+check evaluations per partition, and ASSET_FAILED_TO_MATERIALIZE for a partition whose chain failed (its
+batch-mates' results are kept). The asset bodies are the same functions as the assets' (eval_assets/assets.py),
+called with a per-partition view of the op's context.
+
+Why not Dagster's ranged runs (BackfillPolicy): a ranged step records a materialization for every partition of
+the range when its output is yielded, so a failing partition would be recorded as materialized; and with a
+MultiPartitionsDefinition a selection that is not a full split x model rectangle falls back to one run per
+partition (dagster#18852), some grids split into several runs (#23996), `context.partition_keys` can be wrong
+(#28861)."""
+
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, List
+
+from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
+                     Failure, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
+from dagster._core.definitions.data_version import (CODE_VERSION_TAG, DATA_VERSION_TAG,
+                                                    DATA_VERSION_IS_USER_PROVIDED_TAG, get_input_data_version_tag,
+                                                    get_input_event_pointer_tag)
+from dagster._core.definitions.events import (AssetMaterializationFailure, AssetMaterializationFailureReason,
+                                              AssetMaterializationFailureType)
+from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+from pydantic import Field
+
+from evalpipe.core.schema import ASSET_TABLES
+from partitions import BENCHMARK_SPLIT, MODEL, partition_dims
+from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
+
+BATCH_JOB = "evaluate_batch"
+BATCH_TAG = "evals/batch_partitions"  # on a batch run: how many partitions it carries (the Runs page shows it)
+DEFAULT_BATCH_PARTITIONS = 64  # partitions per Dagster run (config `sweep_batch_partitions`)
+DEFAULT_BATCH_CONCURRENCY = 32  # partitions evaluated at once inside a batch run (config `max_concurrent_partitions`)
+# each asset's upstream assets, as the graph declares them (eval_assets/assets.py): the input tags of its events
+DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts", "rollouts"],
+        "metrics": ["judgements", "rollouts"]}
+CHAIN = list(DEPS)
+
+
+def batch_size(cfg: Any, override: int | None = None) -> int:
+    """Partitions per Dagster run: the argument, else the config's `sweep_batch_partitions`, else 64."""
+    value = override or cfg.raw.get("sweep_batch_partitions") or DEFAULT_BATCH_PARTITIONS
+    return _positive("sweep_batch_partitions", value)
+
+
+def batch_concurrency(cfg: Any, override: int | None = None) -> int:
+    """Partitions evaluated at once in one batch run: the argument, else `max_concurrent_partitions`, else 32."""
+    value = override or cfg.raw.get("max_concurrent_partitions") or DEFAULT_BATCH_CONCURRENCY
+    return _positive("max_concurrent_partitions", value)
+
+
+def _positive(name: str, value: Any) -> int:
+    from evalpipe.core.errors import ConfigError
+
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1 or str(value).strip() != str(n):
+        raise ConfigError(f"{name}: {value!r} is not a positive whole number; set e.g. `{name}: 32` in the config")
+    return n
+
+
+def batches(keys: list, size: int) -> list[list]:
+    return [keys[i:i + size] for i in range(0, len(keys), size)]
+
+
+class BatchConfig(Config):
+    partitions: List[str] = Field(description="The (benchmark_split, model) partition keys to evaluate, as "
+                                              "`<benchmark_split>|<model>` (Dagster's spelling of a multi key).")
+    max_concurrent: int = Field(default=0, description="Partitions evaluated at once (0: the config's "
+                                                       "max_concurrent_partitions, else 32).")
+
+
+def parse_key(text: str) -> MultiPartitionKey:
+    from evalpipe.core.errors import ConfigError
+    from partitions import eval_key
+
+    split, sep, model = str(text).rpartition("|")
+    if not sep or not split or not model:
+        raise ConfigError(f"partition {text!r}: give it as <benchmark_split>|<model>")
+    return eval_key(split, model)
+
+
+class _PartitionView:
+    """What an asset or check body reads of its context, for one partition of the batch run."""
+
+    def __init__(self, context: OpExecutionContext, key: MultiPartitionKey, check_keys: Any = ()):
+        self._context, self.partition_key, self.selected_asset_check_keys = context, key, check_keys
+        self.metadata: dict[str, Any] = {}
+
+    log = property(lambda self: self._context.log)
+    instance = property(lambda self: self._context.instance)
+    run_id = property(lambda self: self._context.run_id)
+    run = property(lambda self: self._context.run)
+
+    def add_output_metadata(self, metadata: dict[str, Any], *args: Any, **kwargs: Any) -> None:
+        self.metadata.update(metadata)
+
+
+class _Recorder:
+    """Writes the per-partition events of a batch run, one at a time (they are written to the instance as they
+    are made), and remembers what it wrote so the next asset's input tags need no query."""
+
+    def __init__(self, context: OpExecutionContext, code_versions: dict[str, str]):
+        self.context, self.code_versions = context, code_versions
+        self.lock = threading.Lock()
+        self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
+
+    def _input(self, asset: str, partition: Any) -> tuple[str, int | None]:
+        hit = self.latest.get((asset, str(partition)))
+        if hit is not None:
+            return hit
+        recs = self.context.instance.fetch_materializations(
+            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(partition)]), limit=1).records
+        if not recs:
+            return "INITIAL", None
+        rec = recs[0]
+        hit = (rec.asset_materialization.tags.get(DATA_VERSION_TAG) or "INITIAL", rec.storage_id)
+        self.latest[(asset, str(partition))] = hit
+        return hit
+
+    def materialized(self, asset: str, key: MultiPartitionKey, version: str, metadata: dict[str, Any]) -> None:
+        dims = partition_dims(key)
+        tags = {CODE_VERSION_TAG: self.code_versions.get(asset) or self.context.run_id}
+        for dep in DEPS[asset]:
+            dv, storage_id = self._input(dep, dims[BENCHMARK_SPLIT] if dep == "dataset" else key)
+            tags[get_input_data_version_tag(AssetKey(dep))] = dv
+            tags[get_input_event_pointer_tag(AssetKey(dep))] = str(storage_id) if storage_id else "NULL"
+        tags.update({DATA_VERSION_TAG: version, DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
+                     **get_tags_from_multi_partition_key(key)})
+        with self.lock:
+            self.context.log_event(AssetMaterialization(asset_key=asset, partition=str(key), metadata=metadata,
+                                                        tags=tags))
+            recs = self.context.instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
+            self.latest[(asset, str(key))] = (version, recs[0].storage_id if recs else None)
+
+    def checked(self, asset: str, key: MultiPartitionKey, result: Any, check_name: str | None = None) -> None:
+        check_name = check_name or result.check_name
+        with self.lock:
+            self.context.log_event(AssetCheckEvaluation(
+                asset_key=AssetKey(asset), check_name=check_name, passed=bool(result.passed),
+                metadata=result.metadata or {}, severity=result.severity, description=result.description,
+                partition=str(key)))
+
+    def failed(self, assets: list[str], key: MultiPartitionKey, error: str) -> None:
+        with self.lock:
+            for i, asset in enumerate(assets):
+                failure = AssetMaterializationFailure(
+                    asset_key=AssetKey(asset), partition=str(key), description=error[:2000],
+                    failure_type=AssetMaterializationFailureType.FAILED,
+                    reason=(AssetMaterializationFailureReason.FAILED_TO_MATERIALIZE if i == 0 else
+                            AssetMaterializationFailureReason.UPSTREAM_FAILED_TO_MATERIALIZE),
+                    tags=dict(get_tags_from_multi_partition_key(key)))
+                event = DagsterEvent.build_asset_failed_to_materialize_event(
+                    self.context.job_name, str(self.context.op_handle), failure)
+                self.context.log.log_dagster_event(level=logging.ERROR, msg=event.message, dagster_event=event)
+
+
+def _body(asset_def: Any):
+    return asset_def.op.compute_fn.decorated_fn
+
+
+def _checks(project: Any) -> tuple[Any, Any]:
+    from eval_assets.checks import metrics_checks_for, rollouts_error_rate
+
+    metrics_checks = metrics_checks_for(project)
+    return _body(rollouts_error_rate), (_body(metrics_checks), metrics_checks.check_keys)
+
+
+def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Recorder, graph: dict[str, Any],
+                  checks: tuple[Any, Any], res: dict[str, Any]) -> str | None:
+    """The chain and checks of one partition; returns None, or the first error (one line)."""
+    from dagster import MetadataValue
+
+    from evalpipe.core.errors import describe_exception
+
+    wh = res["warehouse"].get()
+    dims = partition_dims(key)
+    reader = lambda asset: wh.reader(ASSET_TABLES[asset], {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT]}  # noqa: E731
+                                     if asset == "dataset" else dims)
+    error_rate_check, (metrics_check, metrics_check_keys) = checks
+    done: list[str] = []
+    try:
+        for asset in CHAIN:
+            view = _PartitionView(context, key)
+            common = {"eval_config": res["eval_config"], "warehouse": res["warehouse"]}
+            extra = {"prompts": {"model_runner": res["model_runner"]},
+                     "rollouts": {"model_runner": res["model_runner"], "tools": res["tools"]},
+                     "judgements": {"judge": res["judge"]}, "metrics": {}}[asset]
+            out = _body(graph[asset])(view, **common, **extra, **{d: reader(d) for d in DEPS[asset]})
+            table = ASSET_TABLES[asset]
+            # the IO manager's part in a run of its own: a DataFrame (metrics) is written here
+            path = wh.write(table, out.value, dims) if asset == "metrics" else out.value.path
+            meta = {**view.metadata, **(out.metadata or {}), "warehouse_table": table,
+                    "partition_file": MetadataValue.path(str(path))}
+            rec.materialized(asset, key, out.data_version.value, meta)
+            done.append(asset)
+            if asset == "rollouts":
+                rec.checked("rollouts", key, error_rate_check(_PartitionView(context, key), res["eval_config"],
+                                                              reader("rollouts")), "error_rate")
+            if asset == "metrics":
+                from eval_assets.checks import _record_gates
+
+                view = _PartitionView(context, key, metrics_check_keys)
+                results = list(metrics_check(view, res["eval_config"], res["warehouse"], out.value,
+                                             reader("prompts"), reader("judgements")))
+                for r in results:
+                    rec.checked("metrics", key, r)
+        return None
+    except Exception as e:  # noqa: BLE001  a partition's failure is recorded; its batch-mates go on
+        import traceback
+
+        error = describe_exception(e)
+        failed_at = CHAIN[len(done)] if len(done) < len(CHAIN) else "metrics checks"
+        context.log.error(f"{key} failed at {failed_at}: {error}\n{traceback.format_exc()}")
+        rec.failed(CHAIN[len(done):], key, f"{failed_at}: {error}")
+        return f"{failed_at}: {error}"
+
+
+@op(name="evaluate_partitions",
+    description="prompts -> rollouts -> judgements -> metrics and their checks for each partition named in the "
+                "config, several at once; each partition materialized (or failed) on its own.")
+def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_config: EvalConfigResource,
+                        model_runner: ModelRunnerResource, judge: JudgeResource, warehouse: WarehouseResource,
+                        tools: ToolsResource) -> dict:
+    from eval_assets.assets import eval_assets
+
+    project = eval_config.project
+    keys = [parse_key(k) for k in dict.fromkeys(config.partitions)]
+    cfg = eval_config.get()
+    for k in keys:  # an unknown split or model is a one-line error before any model call
+        dims = partition_dims(k)
+        cfg.split(dims[BENCHMARK_SPLIT])
+        cfg.model(dims[MODEL])
+    graph = {a.key.path[-1]: a for a in eval_assets(project)}
+    code_versions = {name: a.specs_by_key[a.key].code_version for name, a in graph.items()}
+    rec = _Recorder(context, code_versions)
+    res = {"eval_config": eval_config, "model_runner": model_runner, "judge": judge, "warehouse": warehouse,
+           "tools": tools}
+    checks = _checks(project)
+    workers = min(len(keys) or 1, batch_concurrency(cfg, config.max_concurrent or None))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-batch") as pool:
+        errors = dict(zip(map(str, keys), pool.map(lambda k: run_partition(context, k, rec, graph, checks, res),
+                                                   keys)))
+    failed = {k: e for k, e in errors.items() if e}
+    if failed:
+        first = next(iter(failed))
+        raise Failure(f"{len(failed)} of {len(keys)} partition(s) failed, first {first}: {failed[first]} (the "
+                      f"others are materialized)", metadata={"failed": list(failed)})
+    return {"partitions": len(keys)}
+
+
+@job(name=BATCH_JOB, executor_def=in_process_executor, tags={"evals/calls_models": "true"},
+     description="Many (benchmark_split, model) partitions in one run (a sweep): run config "
+                 "ops.evaluate_partitions.config.partitions = ['<split>|<model>', ...]. Each partition is "
+                 "materialized, checked and failed on its own (docs/scale.md \"Sweeps\").")
+def evaluate_batch_job():
+    evaluate_partitions()
+
+
+def batch_run_config(keys: list, max_concurrent: int | None = None) -> dict:
+    return {"ops": {"evaluate_partitions": {"config": {"partitions": [str(k) for k in keys],
+                                                       "max_concurrent": int(max_concurrent or 0)}}}}
