@@ -15,19 +15,19 @@ MultiPartitionsDefinition a selection that is not a full split x model rectangle
 partition (dagster#18852), some grids split into several runs (#23996), `context.partition_keys` can be wrong
 (#28861)."""
 
-import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List
 
 from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
-                     Failure, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
+                     Failure, MetadataValue, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
 from dagster._core.definitions.data_version import (CODE_VERSION_TAG, DATA_VERSION_TAG,
                                                     DATA_VERSION_IS_USER_PROVIDED_TAG, get_input_data_version_tag,
                                                     get_input_event_pointer_tag)
 from dagster._core.definitions.events import (AssetMaterializationFailure, AssetMaterializationFailureReason,
                                               AssetMaterializationFailureType)
 from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+from dagster._core.events import AssetFailedToMaterializeData, AssetMaterializationPlannedData, DagsterEventType
 from pydantic import Field
 
 from evalpipe.core.schema import ASSET_TABLES
@@ -151,6 +151,17 @@ class _Recorder:
                 metadata=result.metadata or {}, severity=result.severity, description=result.description,
                 partition=str(key)))
 
+    def planned(self, keys: list) -> None:
+        """ASSET_MATERIALIZATION_PLANNED per asset and partition, as a run of its own writes at its start: a
+        partition planned in a failed run and not materialized is what Dagster shows as failed (SQLite storage keeps
+        no ASSET_FAILED_TO_MATERIALIZE events)."""
+        run = self.context.run
+        for key in keys:
+            for asset in CHAIN:
+                event = DagsterEvent.build_asset_materialization_planned_event(
+                    run.job_name, "evaluate_partitions", AssetMaterializationPlannedData(AssetKey(asset), str(key)))
+                self.context.instance.report_dagster_event(event, run_id=self.context.run_id)
+
     def failed(self, assets: list[str], key: MultiPartitionKey, error: str) -> None:
         with self.lock:
             for i, asset in enumerate(assets):
@@ -160,9 +171,11 @@ class _Recorder:
                     reason=(AssetMaterializationFailureReason.FAILED_TO_MATERIALIZE if i == 0 else
                             AssetMaterializationFailureReason.UPSTREAM_FAILED_TO_MATERIALIZE),
                     tags=dict(get_tags_from_multi_partition_key(key)))
-                event = DagsterEvent.build_asset_failed_to_materialize_event(
-                    self.context.job_name, str(self.context.op_handle), failure)
-                self.context.log.log_dagster_event(level=logging.ERROR, msg=event.message, dagster_event=event)
+                # (as Dagster logs a step's own asset events: written to the run's event log now)
+                DagsterEvent.from_step(DagsterEventType.ASSET_FAILED_TO_MATERIALIZE,
+                                       self.context.get_step_execution_context(),
+                                       event_specific_data=AssetFailedToMaterializeData(failure),
+                                       message=f"Asset {asset} failed to materialize for partition {key}")
 
 
 def _body(asset_def: Any):
@@ -244,6 +257,7 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
     graph = {a.key.path[-1]: a for a in eval_assets(project)}
     code_versions = {name: a.specs_by_key[a.key].code_version for name, a in graph.items()}
     rec = _Recorder(context, code_versions)
+    rec.planned(keys)
     res = {"eval_config": eval_config, "model_runner": model_runner, "judge": judge, "warehouse": warehouse,
            "tools": tools}
     checks = _checks(project)
@@ -255,7 +269,7 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
     if failed:
         first = next(iter(failed))
         raise Failure(f"{len(failed)} of {len(keys)} partition(s) failed, first {first}: {failed[first]} (the "
-                      f"others are materialized)", metadata={"failed": list(failed)})
+                      f"others are materialized)", metadata={"errors": MetadataValue.json(failed)})
     return {"partitions": len(keys)}
 
 

@@ -211,15 +211,15 @@ def batch_outcome(instance: DagsterInstance, run_id: str) -> dict[str, str]:
     from dagster import DagsterEventType
 
     out: dict[str, str] = {}
-    events = instance.all_logs(run_id, of_type={DagsterEventType.ASSET_MATERIALIZATION,
-                                                DagsterEventType.ASSET_FAILED_TO_MATERIALIZE})
+    events = instance.all_logs(run_id, of_type={DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE})
     for ev in (rec.dagster_event for rec in events):
         if ev.event_type == DagsterEventType.ASSET_MATERIALIZATION and ev.asset_key.path[-1] == "metrics":
             out.setdefault(str(ev.partition), "")
-        elif ev.event_type == DagsterEventType.ASSET_FAILED_TO_MATERIALIZE:
-            failure = ev.event_specific_data.asset_materialization_failure
-            if failure.reason.value == "FAILED_TO_MATERIALIZE":
-                out[str(failure.partition)] = failure.description or "failed"
+        elif ev.event_type == DagsterEventType.STEP_FAILURE:  # the op's Failure lists each failed partition's error
+            data = ev.step_failure_data.user_failure_data
+            errors = data.metadata.get("errors") if data is not None else None
+            for key, error in ((errors.value if errors is not None else None) or {}).items():
+                out[str(key)] = str(error)
     return out
 
 
