@@ -27,6 +27,8 @@ from dagster._core.definitions.data_version import (CODE_VERSION_TAG, DATA_VERSI
 from dagster._core.definitions.events import (AssetMaterializationFailure, AssetMaterializationFailureReason,
                                               AssetMaterializationFailureType)
 from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData)
 from dagster._core.events import AssetFailedToMaterializeData, AssetMaterializationPlannedData, DagsterEventType
 from pydantic import Field
 
@@ -146,10 +148,15 @@ class _Recorder:
     def checked(self, asset: str, key: MultiPartitionKey, result: Any, check_name: str | None = None) -> None:
         check_name = check_name or result.check_name
         with self.lock:
+            # tied to the partition's materialization just written, as a check in a run of its own is
+            target = self.context.instance.fetch_materializations(
+                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
             self.context.log_event(AssetCheckEvaluation(
                 asset_key=AssetKey(asset), check_name=check_name, passed=bool(result.passed),
                 metadata=result.metadata or {}, severity=result.severity, description=result.description,
-                partition=str(key)))
+                partition=str(key), target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
+                    storage_id=target[0].storage_id, run_id=target[0].run_id, timestamp=target[0].timestamp)
+                if target else None))
 
     def planned(self, keys: list) -> None:
         """ASSET_MATERIALIZATION_PLANNED per asset and partition, as a run of its own writes at its start: a
@@ -262,7 +269,7 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
            "tools": tools}
     checks = _checks(project)
     workers = min(len(keys) or 1, batch_concurrency(cfg, config.max_concurrent or None))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-batch") as pool:
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool:
         errors = dict(zip(map(str, keys), pool.map(lambda k: run_partition(context, k, rec, graph, checks, res),
                                                    keys)))
     failed = {k: e for k, e in errors.items() if e}
