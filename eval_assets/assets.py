@@ -10,11 +10,12 @@ import warnings
 from pathlib import Path
 
 from dagster import BetaWarning
-from dagster import AssetExecutionContext, AssetIn, AutomationCondition, DataVersion, MetadataValue, Output, asset
+from dagster import (AssetExecutionContext, AssetIn, AssetKey, AutomationCondition, DataVersion, DataVersionsByPartition,
+                     MetadataValue, Output, asset, observable_source_asset)
 
 from evalpipe.benchmarks import dataset_header
 from evalpipe.pipeline import fingerprints
-from evalpipe.pipeline.fingerprints import judging_version
+from evalpipe.pipeline.fingerprints import judging_version, split_judging_version
 from evalpipe.pipeline.tracking import log_metrics_to_mlflow
 
 from evalpipe.store import partition_lock
@@ -38,7 +39,7 @@ from evalpipe.runners.function import functions_version
 from evalpipe.core.redact import redact
 from evalpipe.core.run_marks import limit_of
 from evalpipe.store.warehouse import DEFAULT_BATCH_ROWS, PartitionReader
-from partitions import benchmark_split_partitions, eval_partitions, mark_try_run, partition_dims
+from partitions import BENCHMARK_SPLIT, benchmark_split_partitions, eval_partitions, mark_try_run, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 GROUP = "evaluation"
@@ -358,6 +359,63 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
     return Output(wh.reader("rollouts", dims), data_version=content.version())
 
 
+# ---- [versions] a split's metric settings, per partition (issue 30: staleness at the grain of the change) -------------
+# A Dagster code version is one per asset: a metric edited for one benchmark, given to `judgements` as its code
+# version, marked every split's judgements stale. What differs per split (its metrics, their settings, its judges:
+# fingerprints.split_judging_version) is instead the data version of this observable asset, one per split;
+# `judgements` and `metrics` depend on it, so only the partitions of the splits whose settings changed show stale.
+METRIC_SETTINGS = AssetKey("metric_settings")
+
+
+def metric_settings_versions(cfg, splits=None) -> dict[str, str]:
+    """{split key: its metric settings' version} for `splits` (default: every split of the config)."""
+    return {k: split_judging_version(cfg, k) for k in sorted(cfg.splits if splits is None else splits)
+            if k in cfg.splits}
+
+
+with warnings.catch_warnings():  # observable source assets are a Dagster beta feature we rely on on purpose
+    warnings.simplefilter("ignore", BetaWarning)
+
+    @observable_source_asset(name=METRIC_SETTINGS.path[-1], partitions_def=benchmark_split_partitions,
+                             group_name=GROUP, required_resource_keys={"eval_config"},
+                             description="Each benchmark split's metrics, their settings and judges, as a version: "
+                                         "observed by every `evalpipe run` and `stale_status()`, or with Observe "
+                                         "here after the config changed (docs/reproducibility.md).")
+    def _metric_settings_source(context) -> DataVersionsByPartition:
+        known = set(context.instance.get_dynamic_partitions(BENCHMARK_SPLIT))
+        versions = metric_settings_versions(context.resources.eval_config.get())
+        return DataVersionsByPartition({k: v for k, v in versions.items() if k in known})
+
+
+def _as_assets_definition(source):
+    from dagster._core.definitions.external_asset import create_external_asset_from_source_asset
+
+    return create_external_asset_from_source_asset(source)
+
+
+metric_settings = _as_assets_definition(_metric_settings_source)  # (graph helpers expect AssetsDefinitions)
+
+
+def record_metric_settings(project: Project, instance, splits=None) -> dict[str, str]:
+    """Observe the project's metric settings on `instance` for `splits` (default: all of the config's) that are
+    partitions already: one observation per split whose version changed since the last one (none when nothing
+    changed). Called before a run materializes judgements, so that they record the settings they were judged
+    with, and before the stale status is read. Returns the versions."""
+    from dagster import AssetObservation, AssetRecordsFilter
+    from dagster._core.definitions.data_version import DATA_VERSION_TAG
+
+    known = set(instance.get_dynamic_partitions(BENCHMARK_SPLIT))
+    versions = {k: v for k, v in metric_settings_versions(project.config, splits).items() if k in known}
+    for split, version in versions.items():
+        last = instance.fetch_observations(AssetRecordsFilter(asset_key=METRIC_SETTINGS, asset_partitions=[split]),
+                                           limit=1).records
+        if last and last[0].asset_observation.tags.get(DATA_VERSION_TAG) == version:
+            continue
+        instance.report_runless_asset_event(AssetObservation(asset_key=METRIC_SETTINGS, partition=split,
+                                                             tags={DATA_VERSION_TAG: version}))
+    return versions
+
+
 def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, judge: JudgeResource,
                warehouse: WarehouseResource, prompts: PartitionReader,
                rollouts: PartitionReader) -> Output[PartitionReader]:
@@ -394,15 +452,17 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
 
 
 def judgements_asset(project: Project):
-    """The `judgements` asset of a project: its code version is the project's judging version, which changes when
-    a judge (model, prompt, settings) or a split's metrics change in the config; Dagster then shows judgements as
-    stale, and re-materializing it reads rollouts from the warehouse (no model calls)."""
+    """The `judgements` asset of a project: its code version is the metric code's version (every split alike);
+    what a split's verdicts depend on in the config (its metrics, their settings, its judges) is the data version
+    of its `metric_settings` partition, so an edit shows only that split's judgements stale. Re-materializing
+    reads rollouts from the warehouse (no model calls)."""
     return asset(name="judgements", partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP,
-                 description="Per-sample verdicts of each metric on each rollout.",
+                 description="Per-sample verdicts of each metric on each rollout.", deps=[metric_settings],
                  code_version=f'{CODE_VERSIONS["judgements"]}-{judging_version(project.config)}')(judgements)
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["metrics"],
+       deps=[metric_settings],  # a metric's settings also decide its aggregate (agreement, ...): stale with them
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
 def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, warehouse: WarehouseResource,
             judgements: PartitionReader, rollouts: PartitionReader) -> Output[pd.DataFrame]:
@@ -495,4 +555,5 @@ def rollouts_asset(project: Project):
 
 def eval_assets(project: Project) -> list:
     """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
-    return [dataset, prompts, rollouts_asset(project), judgements_asset(project), metrics, leaderboard]
+    return [dataset, prompts, rollouts_asset(project), metric_settings, judgements_asset(project), metrics,
+            leaderboard]

@@ -41,9 +41,12 @@ BATCH_TAG = "evals/batch_partitions"  # on a batch run: how many partitions it c
 DEFAULT_BATCH_PARTITIONS = 64  # partitions per Dagster run (config `sweep_batch_partitions`)
 DEFAULT_BATCH_CONCURRENCY = 32  # partitions evaluated at once inside a batch run (config `max_concurrent_partitions`)
 # each asset's upstream assets, as the graph declares them (eval_assets/assets.py): the input tags of its events
-DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts", "rollouts"],
-        "metrics": ["judgements", "rollouts"]}
+DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts", "rollouts", "metric_settings"],
+        "metrics": ["judgements", "rollouts", "metric_settings"]}
+SPLIT_DEPS = {"dataset", "metric_settings"}  # partitioned by benchmark_split alone
+OBSERVED = {"metric_settings"}  # observable source assets: their input tags come from the latest observation
 CHAIN = list(DEPS)
+READS = {a: [d for d in deps if d not in OBSERVED] for a, deps in DEPS.items()}  # the asset bodies' inputs
 
 
 def batch_size(cfg: Any, override: int | None = None) -> int:
@@ -120,12 +123,14 @@ class _Recorder:
         hit = self.latest.get((asset, str(partition)))
         if hit is not None:
             return hit
-        recs = self.context.instance.fetch_materializations(
-            AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(partition)]), limit=1).records
+        fetch = (self.context.instance.fetch_observations if asset in OBSERVED
+                 else self.context.instance.fetch_materializations)
+        recs = fetch(AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(partition)]), limit=1).records
         if not recs:
             return "INITIAL", None
         rec = recs[0]
-        hit = (rec.asset_materialization.tags.get(DATA_VERSION_TAG) or "INITIAL", rec.storage_id)
+        event = rec.asset_observation if asset in OBSERVED else rec.asset_materialization
+        hit = ((event.tags or {}).get(DATA_VERSION_TAG) or "INITIAL", rec.storage_id)
         self.latest[(asset, str(partition))] = hit
         return hit
 
@@ -133,7 +138,7 @@ class _Recorder:
         dims = partition_dims(key)
         tags = {CODE_VERSION_TAG: self.code_versions.get(asset) or self.context.run_id}
         for dep in DEPS[asset]:
-            dv, storage_id = self._input(dep, dims[BENCHMARK_SPLIT] if dep == "dataset" else key)
+            dv, storage_id = self._input(dep, dims[BENCHMARK_SPLIT] if dep in SPLIT_DEPS else key)
             tags[get_input_data_version_tag(AssetKey(dep))] = dv
             tags[get_input_event_pointer_tag(AssetKey(dep))] = str(storage_id) if storage_id else "NULL"
         tags.update({DATA_VERSION_TAG: version, DATA_VERSION_IS_USER_PROVIDED_TAG: "true",
@@ -216,7 +221,7 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
             extra = {"prompts": {"model_runner": res["model_runner"]},
                      "rollouts": {"model_runner": res["model_runner"], "tools": res["tools"]},
                      "judgements": {"judge": res["judge"]}, "metrics": {}}[asset]
-            out = _body(graph[asset])(view, **common, **extra, **{d: reader(d) for d in DEPS[asset]})
+            out = _body(graph[asset])(view, **common, **extra, **{d: reader(d) for d in READS[asset]})
             table = ASSET_TABLES[asset]
             # the IO manager's part in a run of its own: a DataFrame (metrics) is written here
             path = wh.write(table, out.value, dims) if asset == "metrics" else out.value.path
@@ -252,7 +257,7 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
 def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_config: EvalConfigResource,
                         model_runner: ModelRunnerResource, judge: JudgeResource, warehouse: WarehouseResource,
                         tools: ToolsResource) -> dict:
-    from eval_assets.assets import eval_assets
+    from eval_assets.assets import eval_assets, record_metric_settings
 
     project = eval_config.project
     keys = [parse_key(k) for k in dict.fromkeys(config.partitions)]
@@ -261,7 +266,9 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
         dims = partition_dims(k)
         cfg.split(dims[BENCHMARK_SPLIT])
         cfg.model(dims[MODEL])
-    graph = {a.key.path[-1]: a for a in eval_assets(project)}
+    # judgements and metrics record the splits' metric settings they are computed with (as launch.run_assets does)
+    record_metric_settings(project, context.instance, sorted({partition_dims(k)[BENCHMARK_SPLIT] for k in keys}))
+    graph = {a.key.path[-1]: a for a in eval_assets(project) if hasattr(a, "op")}
     code_versions = {name: a.specs_by_key[a.key].code_version for name, a in graph.items()}
     rec = _Recorder(context, code_versions)
     rec.planned(keys)

@@ -18,7 +18,7 @@ from evalpipe.core.config import EvalConfig, dagster_home
 from evalpipe.core.errors import RunFailed
 from evalpipe.core.redact import install_log_redaction
 from evalpipe.project import Project
-from eval_assets.assets import eval_assets
+from eval_assets.assets import eval_assets, record_metric_settings
 from eval_assets.batch import batch_run_config, batch_size, batches, evaluate_batch_job
 from partitions import BENCHMARK_SPLIT, MODEL, eval_key, partition_dims
 from resources import EvalConfigResource, project_resources
@@ -184,6 +184,8 @@ def run_assets(selection: Any, partition_key: Any = None, instance: DagsterInsta
         sync_split_partitions(instance, [dims[BENCHMARK_SPLIT]])
         if MODEL in dims:
             sync_model_partitions(instance, [dims[MODEL]])
+        # judgements and metrics record the split's metric settings they were computed with (its observation)
+        record_metric_settings(project, instance, [dims[BENCHMARK_SPLIT]])
     level = (os.environ.get(CONSOLE_LOG_LEVEL_ENV) or "WARNING").upper()
     with _sigterm_kept():
         return materialize(project_graph(project), selection=asset_selection(selection), partition_key=partition_key,

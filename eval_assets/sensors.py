@@ -75,6 +75,7 @@ def checkpoint_tick(context: SensorEvaluationContext, project: Project):
     plan = plan_tick(cfg, settings, cursor, _datasets_in_warehouse(project, settings.splits))
     for line in plan.logs:
         context.log.info(line)
+    plan = _without_try_keys(context, plan)
     for model in plan.register:
         register_model(model)  # before the runs: their processes look the model up in the registry
     new_partitions = models_to_add([m.key for m in plan.register], context.instance.get_dynamic_partitions(MODEL))
@@ -111,6 +112,26 @@ def batched_requests(requests: list, size: int) -> list[RunRequest]:
                               tags={"evals/checkpoint": ",".join(sorted({r.model for r in part}))[:200],
                                     BATCH_TAG: str(len(part))}))
     return out
+
+
+def _without_try_keys(context: SensorEvaluationContext, plan):
+    """The try rule (evalpipe/project/tries.py): a checkpoint is a real model, so a folder whose key reads as a try
+    (`step@limit2` would be evaluated on 2 samples and never ranked) is skipped, with a line saying why; the cursor
+    keeps it as seen (a renamed folder is a new checkpoint)."""
+    from evalpipe.project.tries import refuse_try_key
+
+    refused = {}
+    for key in [m.key for m in plan.register] + [r.model for r in plan.requests if r.job == "evaluate"]:
+        why = refuse_try_key(key, f"skipping checkpoint {key}")
+        if why:
+            refused[key] = why
+    for key, why in refused.items():
+        context.log.warning(why)
+    if not refused:
+        return plan
+    plan.register = [m for m in plan.register if m.key not in refused]
+    plan.requests = [r for r in plan.requests if r.job != "evaluate" or r.model not in refused]
+    return plan
 
 
 def checkpoint_sensor(project: Project):

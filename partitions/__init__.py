@@ -32,8 +32,9 @@ TRY_TAG = "evals/try"
 
 def try_kind(model_key: str) -> str | None:
     """What kind of throw-away key `model_key` is: "adhoc" (`adhoc:*`), "ids" (`@ids-<h>`), "limit" (`@limit<N>`),
+    "subset" (`@subset-<h>`, a Python call's own split),
     "experiment" (any other `<model>@<name>`), or None for a configured model's key."""
-    from evalpipe.core.run_marks import is_adhoc, is_limited, limit_of
+    from evalpipe.core.run_marks import is_adhoc, is_limited, is_subset, limit_of
 
     key = str(model_key)
     if is_adhoc(key):
@@ -42,6 +43,8 @@ def try_kind(model_key: str) -> str | None:
         return None
     if limit_of(key):
         return "limit"
+    if is_subset(key):
+        return "subset"
     return "ids" if is_limited(key) else "experiment"  # is_limited: a limit or a sample selection
 
 

@@ -77,3 +77,68 @@ def test_bad_agent_spec_is_a_config_error():
         build_runner(ModelConfig(key="a", runner="agent", model="no_colon"))
     with pytest.raises(ConfigError, match="cannot import"):
         build_runner(ModelConfig(key="a", runner="agent", model="nope.nothing:here"))
+
+
+def test_the_sync_call_tool_on_the_runs_own_loop_is_a_clear_error_not_a_hang():
+    from evalpipe.runners.agent import ToolHandle
+
+    import threading
+
+    raised = []
+
+    async def on_the_loop():
+        handle = ToolHandle(session=None, loop=asyncio.get_running_loop())
+        try:
+            handle.call_sync("add", {"a": 1})
+        except RuntimeError as exc:
+            raised.append(str(exc))
+
+    # in a daemon thread: a regression blocks that thread's loop for good, not the suite
+    t = threading.Thread(target=lambda: asyncio.run(on_the_loop()), daemon=True)
+    t.start()
+    t.join(10)
+    assert raised and "await task.acall_tool(...)" in raised[0]
+
+
+def test_async_agents_run_off_the_runs_loop_and_sync_agents_on_daemon_threads():
+    import threading
+
+    seen = {}
+
+    def sync_agent(task):
+        seen["sync"] = threading.current_thread().daemon
+        return "s"
+
+    async def async_agent(task):
+        seen["async"] = (threading.current_thread().daemon, asyncio.get_running_loop())
+        return "a"
+
+    from evalpipe.runners.function import register_function
+
+    for fn in (sync_agent, async_agent):
+        runner = build_runner(ModelConfig(key="f", runner="function", model="f",
+                                          options={"function": register_function(fn)}))
+
+        async def go():
+            rows = await run_requests(runner, [req(0, "q")], None, RunSettings(max_retries=0))
+            return rows, asyncio.get_running_loop()
+
+        rows, loop = asyncio.run(go())
+        assert rows[0]["status"] == "ok"
+    assert seen["sync"] is True
+    daemon, agent_loop = seen["async"]
+    assert daemon is True and agent_loop is not loop
+
+
+def test_an_agent_that_raises_cancelled_error_fails_its_sample_only():
+    from evalpipe.runners.function import register_function
+
+    async def gives_up(task):
+        if task.id == "s0":
+            raise asyncio.CancelledError()
+        return "fine"
+
+    runner = build_runner(ModelConfig(key="f", runner="function", model="f",
+                                      options={"function": register_function(gives_up)}))
+    rows = run(runner, [req(0, "q"), req(1, "q")], concurrency=1)
+    assert [r["status"] for r in rows] == ["error", "ok"] and rows[0]["error"] == "agent raised CancelledError"

@@ -229,7 +229,7 @@ def test_a_partition_whose_blocking_gate_failed_is_off_the_leaderboard(instance,
     board = wh.read_table("leaderboard").set_index("model")
     assert board.loc["right", "rank"] == 1 and pd.isna(board.loc["right", "gate"])
     assert pd.isna(board.loc["wrong", "rank"]) and board.loc["wrong", "gate"].startswith("samples_accounted failed")
-    gate = [check_outcomes(instance, run.run_id).get(("metrics", "samples_accounted")) for run in instance.get_runs()]
+    gate = [check_outcomes(instance, run.run_id, "wrong").get(("metrics", "samples_accounted")) for run in instance.get_runs()]
     failed = [g for g in gate if g is not None and not g.passed]
     link = failed[0].metadata["failed_samples_link"].url  # the UI links to the wrong model's unaccounted samples
     assert "model=wrong" in link and "ids=s1%2Cs2" in link and failed[0].metadata["failed_samples"].value == 2

@@ -7,6 +7,7 @@ import pytest
 from dagster import AssetKey, partition_loading_context
 from dagster._utils.test.data_versions import get_stale_status_resolver
 
+from eval_assets.assets import record_metric_settings
 from eval_assets.launch import CHAIN, evaluate, project_graph, run_assets
 from partitions import eval_key
 from tests.helpers.configs import SMOKE_JSONL
@@ -27,6 +28,7 @@ def _status(project, instance) -> dict[tuple[str, str], str]:
     """{(asset, partition): FRESH | STALE | MISSING} for the dataset and the chain of every partition."""
     assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
     out = {}
+    record_metric_settings(project, instance)  # (as `evalpipe run`, `stale_status()` or the UI's Observe)
     with partition_loading_context(dynamic_partitions_store=instance):
         resolver = get_stale_status_resolver(instance, assets)
         for split in SPLITS:
@@ -116,11 +118,15 @@ def test_each_change_makes_exactly_its_downstream_partitions_stale(project_from,
     _run_all(project, instance)
     assert not _stale(_status(project, instance))
 
-    # another metric: every judgements partition is stale (the judging version is the asset's code version); judged
-    # again, each partition's metrics are stale because its verdicts changed
+    # another metric for the benchmark (both its splits): every judgements and metrics partition is stale (the
+    # splits' metric settings are an input of both, tests/test_staleness_grain.py); judged again, each partition's
+    # metrics stay stale until they are computed again
     project = project_from(_config(data, m1_text="Rome", wrapper=wrapper, metrics=("exact_match", "includes")))
-    assert _stale(_status(project, instance)) == {("judgements", f"{s}|{m}") for s in SPLITS for m in MODELS}
+    assert _stale(_status(project, instance)) == {(a, f"{s}|{m}") for s in SPLITS for m in MODELS
+                                                  for a in ("judgements", "metrics")}
     for split in SPLITS:
         for model in MODELS:
             assert run_assets(["judgements"], eval_key(split, model), instance, project=project).success
     assert _stale(_status(project, instance)) == {("metrics", f"{s}|{m}") for s in SPLITS for m in MODELS}
+    _run_all(project, instance)
+    assert not _stale(_status(project, instance))

@@ -290,12 +290,16 @@ models:
     }
     j = wh.query("select j.prediction, raw_output, score, reason, normalized_prediction, normalized_target "
                  "from judgements j join rollouts using (benchmark_split, model, sample_id) "
-                 "where model = 'wrong' and benchmark_split = 'gaia/validation' and target = '42'")
+                 "where model = 'wrong' and benchmark_split = 'gaia/validation' and target = '42' and metric = 'gaia'")
     assert j.to_dict("records") == [{
         "prediction": "42", "raw_output": "Six times seven... let me see.\nFINAL ANSWER: **42**", "score": 1.0,
         "reason": "number: equal", "normalized_prediction": "42.0", "normalized_target": "42.0"}]
-    board = wh.query("select model, rank from leaderboard where benchmark_split = 'gaia/validation' order by rank")
+    board = wh.query("select model, rank from leaderboard where benchmark_split = 'gaia/validation' "
+                     "and metric = 'gaia' order by rank")
     assert board.to_dict("records") == [{"model": "perfect", "rank": 1}, {"model": "wrong", "rank": 2}]
+    # the stricter variant is reported beside the official score (the adapter's default metrics)
+    assert set(wh.query("select distinct metric from metrics where benchmark_split = 'gaia/validation' "
+                        "and slice = 'all' and metric like 'gaia%'")["metric"]) == {"gaia", "gaia_strict"}
 
 
 def test_hidden_answers_are_unscored_not_wrong(tmp_path):
@@ -315,4 +319,5 @@ def test_hidden_answers_are_unscored_not_wrong(tmp_path):
     assert rows == {"all": (0, 6, 0), "level=1": (0, 2, 0), "level=2": (0, 2, 0), "level=3": (0, 2, 0)}
     assert metrics.loc[metrics["slice"] == "all", "value"].isna().all()
     board = build_leaderboard(metrics)  # no value, so no rank; not a crash
-    assert len(board) == 1 and pd.isna(board.loc[0, "rank"]) and board.loc[0, "n_unscored"] == 6
+    assert sorted(board["metric"]) == ["gaia", "gaia_strict"]  # the official score and its variant beside it
+    assert board["rank"].isna().all() and (board["n_unscored"] == 6).all()

@@ -27,8 +27,10 @@ def test_the_gaia_sample_script_runs_offline(home, tmp_path):
     metrics = {(m["metric"], m["slice"]): m["value"] for m in json.loads((out / "metrics.json").read_text())}
     assert metrics[("gaia", "all")] == 0.5 and metrics[("contains_answer", "all")] == 0.5
     # usage deltas: each sample's tokens are its own share of the agent's running totals
-    assert all(s["input_tokens"] > 0 and s["output_tokens"] > 0 for s in samples)
-    assert sum(s["input_tokens"] for s in samples) == metrics[("input_tokens_total", "usage")]
+    assert all(s["usage"]["input_tokens"] > 0 and s["usage"]["output_tokens"] > 0 for s in samples)
+    assert sum(s["usage"]["input_tokens"] for s in samples) == metrics[("input_tokens_total", "usage")]
+    # samples.jsonl is the file `evalpipe view` reads: each metric's verdict and the GAIA level on every line
+    assert all({"gaia", "contains_answer"} <= set(s["scores"]) and s["metadata"]["Level"] for s in samples)
     spans = [json.loads(line) for line in (out / "gaia_traces.jsonl").read_text().splitlines()]
     calls = [s for s in spans if s["name"] == "model_call"]
     assert sorted(s["attributes"]["evals.sample_id"] for s in calls) == sorted(s["sample_id"] for s in samples)

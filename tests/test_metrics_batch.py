@@ -15,8 +15,8 @@ import pytest
 
 from evalpipe.pipeline import stages as pipeline
 from evalpipe.core.config import SplitConfig
-from evalpipe.core.errors import DataError
-from evalpipe.metrics import JudgeInput, Metric, build_metric, register_metric
+from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.metrics import JudgeInput, Metric, build_metric, get_metric, register_metric
 from evalpipe.metrics.exact_match import normalize_text
 from evalpipe.metrics.numbers import parse_number, read_quantity
 from evalpipe.core.types import Score
@@ -174,9 +174,21 @@ SETTINGS = [{}, {"case_sensitive": True}, {"numeric": False}, {"rel_tol": 0.01},
             {"list": True, "ordered": True}, {"list": True, "rel_tol": -1}, {"list": True, "separators": ""}]
 
 
+# out of range: refused by build_metric (and by the config's check) since issue 30; the class itself still gives the
+# same verdict on both paths when built directly
+REFUSED = [{"rel_tol": -1}, {"abs_tol": -1}, {"rel_tol": float("nan")}, {"abs_tol": float("nan")},
+           {"rel_tol": float("inf")}, {"list": True, "rel_tol": -1}, {"list": True, "separators": ""}]
+
+
+@pytest.mark.parametrize("settings", REFUSED, ids=[json.dumps(s) for s in REFUSED])
+def test_out_of_range_exact_match_settings_are_refused(settings):
+    with pytest.raises(ConfigError, match=r"^metric 'exact_match': setting (rel_tol|abs_tol|separators) must be "):
+        build_metric({"name": "exact_match", **settings})
+
+
 @pytest.mark.parametrize("settings", SETTINGS, ids=[json.dumps(s) for s in SETTINGS])
 def test_exact_match_batch_and_row_paths_give_the_per_row_rules_verdicts(settings):
-    metric = build_metric({"name": "exact_match", **settings})
+    metric = get_metric("exact_match")(**settings)  # directly: REFUSED settings included
     cases = pairs()
     items = [JudgeInput(f"s{i}", "q", gold, pred) for i, (pred, gold) in enumerate(cases)]
     batch = asyncio.run(metric.ascore_many(items))

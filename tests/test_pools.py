@@ -22,7 +22,8 @@ def test_rollouts_is_the_step_in_the_model_calls_pool():
 
     built = eval_assets(Project.from_dict({"benchmarks": {}, "models": {}}))  # the factory, over any project
     pools = {a.key.to_user_string(): a.op.pool for a in built if a.key.to_user_string() != "leaderboard"}
-    assert pools == {"dataset": None, "prompts": None, "rollouts": "model_calls", "judgements": None, "metrics": None}
+    assert pools == {"dataset": None, "prompts": None, "rollouts": "model_calls", "judgements": None, "metrics": None,
+                     "metric_settings": None}
 
 
 def test_the_shipped_instance_enforces_pools_per_step_without_a_default_limit():

@@ -7,7 +7,7 @@ import pytest
 from dagster import AssetKey, materialize
 
 from evalpipe.project import load_config
-from evalpipe.pipeline.fingerprints import judging_version
+from evalpipe.pipeline.fingerprints import split_judging_version
 from evalpipe.runners import Runner, register_runner
 from evalpipe.core.types import Generation
 from evalpipe.store.warehouse import Warehouse
@@ -67,6 +67,9 @@ def values(home, model):
 
 
 def test_judging_version_follows_judges_and_metric_settings(write_config):
+    def judging_version(cfg):  # the split's metric settings (a partition of `metric_settings`)
+        return split_judging_version(cfg, "smoke/extra")
+
     write_config(CONFIG.replace("JUDGE", "strict"))
     base = judging_version(load_config())
     write_config(CONFIG.replace("JUDGE", "lenient"))
@@ -112,22 +115,24 @@ def test_rejudging_makes_no_model_calls_and_dagster_shows_it_stale(instance, hom
     assert len(MODEL_CALLS) == 8 and len(JUDGE_CALLS) == 8
     assert values(home, "m2")["llm_judge"] == 1.0
 
-    # staleness: the judge changes in the config file and the code location reloads (simulated here by
-    # giving judgements the code version the reloaded module would compute)
+    # staleness: the judge changes in the config file and the code location reloads (simulated here by building
+    # the graph again and observing the split's metric settings, as `evalpipe run` and `stale_status()` do)
     key = eval_key("smoke/extra", "m1")
 
-    def with_judging_version(version):
-        return [a.map_asset_specs(lambda s: s.replace_attributes(code_version=version))
-                if a.key == AssetKey("judgements") else a for a in eval_assets(Project.from_file())]
+    def graph():  # the code location as it loads the config file now, its metric settings observed
+        from eval_assets.assets import record_metric_settings
+
+        project = Project.from_file()
+        record_metric_settings(project, instance)
+        return eval_assets(project)
 
     def status(assets, asset):
         with partition_loading_context(dynamic_partitions_store=instance):
             return get_stale_status_resolver(instance, assets).get_status(AssetKey(asset), key)
 
-    loaded = next(a for a in eval_assets(Project.from_file()) if a.key == AssetKey("judgements")).specs_by_key[AssetKey("judgements")].code_version
-    assert status(with_judging_version(loaded), "judgements") == StaleStatus.FRESH
+    assert status(graph(), "judgements") == StaleStatus.FRESH
     write_config(CONFIG.replace("JUDGE", "strict").replace("[{name: llm_judge", "[{name: llm_judge, system: Be fair."))
-    changed = with_judging_version(judging_version(load_config()))
+    changed = graph()
     assert status(changed, "judgements") == StaleStatus.STALE
     # re-judging makes it fresh again (no model call), and metrics stale: its input verdicts changed (m1 was
     # last judged by `lenient`); the data version is the verdicts' content, so equal verdicts would keep it fresh

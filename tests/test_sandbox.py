@@ -66,7 +66,7 @@ def test_bwrap_argv_for_root_keeps_no_user_namespace_and_only_setuid_capabilitie
     for flag in ("--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--die-with-parent", "--new-session"):
         assert flag in a
     assert a[a.index("--cap-drop") + 1] == "ALL"
-    assert {a[i + 1] for i, x in enumerate(a) if x == "--cap-add"} == {"CAP_SETUID", "CAP_SETGID"}
+    assert {a[i + 1] for i, x in enumerate(a) if x == "--cap-add"} == {"CAP_SETUID", "CAP_SETGID", "CAP_SETPCAP"}
 
 
 def test_bwrap_argv_read_only_files_and_bad_names():
@@ -119,6 +119,36 @@ def test_unknown_or_unusable_backends_fail_with_how_to_fix(monkeypatch):
     if backend_status()["docker"] is not None:
         with pytest.raises(SandboxUnavailable, match="'docker' cannot run here"):
             resolve_backend("docker")
+
+
+def no_os_level_backend(monkeypatch):
+    """This machine as one without bubblewrap or Docker."""
+    from evalpipe.sandbox import get_sandbox
+
+    monkeypatch.setattr(get_sandbox("bwrap"), "probe", classmethod(lambda cls: "bwrap is not installed"))
+    monkeypatch.setattr(get_sandbox("docker"), "probe", classmethod(lambda cls: "docker is not installed"))
+    monkeypatch.delenv("EVALS_SANDBOX", raising=False)
+
+
+def test_auto_never_falls_back_to_process_it_says_what_process_gives_up_and_how_to_install_bubblewrap(monkeypatch):
+    from evalpipe.metrics import build_metric
+
+    no_os_level_backend(monkeypatch)
+    for call in (lambda: resolve_backend(), lambda: resolve_backend("auto"), lambda: resolve_backend(configured="auto"),
+                 lambda: build_metric({"name": "code_execution"}), lambda: build_metric({"name": "code_execution",
+                                                                                          "sandbox": "auto"})):
+        with pytest.raises(SandboxUnavailable) as info:
+            call()
+        message = str(info.value)
+        assert "\n" not in message, message
+        for part in ("apt-get install bubblewrap", "sandbox: process", "bwrap is not installed", "ptrace"):
+            assert part in message, (part, message)
+    # named explicitly, it runs (and still warns that it is not a boundary)
+    assert resolve_backend("process") == "process"
+    assert resolve_backend(configured="process") == "process"
+    assert build_metric({"name": "code_execution", "sandbox": "process"}).backend == "process"
+    monkeypatch.setenv("EVALS_SANDBOX", "process")
+    assert resolve_backend() == "process"
 
 
 def test_the_config_key_chooses_the_backend(tmp_path, monkeypatch):
@@ -261,7 +291,7 @@ def test_cli_sandbox_check_prints_the_isolation_and_passes_under_the_default(mon
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", DEFAULT])
     assert f"isolation in effect: {DEFAULT}" in r.output
     if DEFAULT != "process":
-        assert r.exit_code == 0 and "11/11 checks passed" in r.output, r.output
+        assert r.exit_code == 0 and "12/12 checks passed" in r.output, r.output
     r = CliRunner().invoke(main, ["sandbox", "check", "--backend", "process"])
     assert "NOT a security boundary" in r.output and "[FAIL]" in r.output and r.exit_code == 1
     if backend_status()["docker"] is not None:

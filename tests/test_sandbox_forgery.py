@@ -9,6 +9,7 @@ fix, the shadowing attacks scored these wrong answers as passes under both bwrap
 Each attack runs under every usable backend (the `process` backend always; bwrap where it works).
 """
 import asyncio
+import json
 import os
 import sys
 import textwrap
@@ -237,3 +238,229 @@ def test_the_harness_process_imports_nothing_from_a_writable_folder():
 
 def test_run_python_is_unchanged_exit_status_zero_is_a_pass():
     assert run_python("import math\nprint(math.pi > 3)").stdout.strip() == "True"
+
+
+# --- issue 30 item 3: the verdict process is out of the program's reach on every backend ---------------------
+PROBE_VERDICT_PROCESS = textwrap.dedent("""
+    import ctypes, ctypes.util, json, os
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+    ppid = os.getppid()
+    seen = {}
+    libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+    libc.pread.restype = ctypes.c_ssize_t
+    def cat(path, offset=0, size=1 << 16):  # through libc: the process backend's audit hook sees only open()
+        fd = libc.open(path.encode(), os.O_RDONLY)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "open " + path)
+        try:
+            buf = ctypes.create_string_buffer(size)
+            n = libc.pread(fd, buf, size, offset)
+            if n < 0:
+                raise OSError(ctypes.get_errno(), "read " + path)
+            return buf.raw[:n]
+        finally:
+            libc.close(fd)
+    status = cat("/proc/self/status").decode()
+    seen["caps"] = {k: int(v, 16) for k, v in (ln.split(":\\t") for ln in status.splitlines())
+                    if k in ("CapEff", "CapPrm", "CapBnd", "CapAmb", "CapInh")}
+    def attempt(name, rc):
+        seen[name] = "allowed" if rc >= 0 else "refused errno %d" % ctypes.get_errno()
+    attempt("ptrace_seize", libc.ptrace(0x4206, ppid, None, None))
+    attempt("ptrace_attach", libc.ptrace(16, ppid, None, None))
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    buf = ctypes.create_string_buffer(64)
+    addr = int(cat("/proc/self/maps").decode().split("-")[0], 16)  # the same binary: mapped alike after fork
+    local, remote = iovec(ctypes.addressof(buf), 64), iovec(addr, 64)
+    libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p,
+                                      ctypes.c_ulong, ctypes.c_ulong]
+    attempt("process_vm_readv", libc.process_vm_readv(ppid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0))
+    for what in ("mem", "maps", "environ"):
+        try:
+            cat("/proc/%d/%s" % (ppid, what), addr if what == "mem" else 0, 16)
+            seen[what] = "allowed"
+        except OSError as exc:
+            seen[what] = "refused " + type(exc).__name__
+    print("PROBE" + json.dumps(seen))
+""")
+
+
+def probe_of(r):
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith("PROBE"))
+    return json.loads(line[len("PROBE"):])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_program_has_no_capabilities_and_cannot_ptrace_or_read_the_verdict_process(backend):
+    r = run_tests(PROBE_VERDICT_PROCESS + "def add(a, b):\n    return a + b\n", CHECK, entry_point="add",
+                  setup=SETUP, backend=backend)
+    assert r.passed, r.error
+    seen = probe_of(r)
+    assert seen.pop("caps") == {"CapEff": 0, "CapPrm": 0, "CapBnd": 0, "CapAmb": 0, "CapInh": 0}, r.stdout
+    assert all(v.startswith("refused") for v in seen.values()), seen
+
+
+# A wrong `add` that looks its answers up in the tests, read from the verdict process's memory.
+READ_TESTS_FROM_MEMORY = textwrap.dedent("""
+    import ctypes, ctypes.util, os, re
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    class iovec(ctypes.Structure):
+        _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    libc.process_vm_readv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_ulong, ctypes.c_void_p,
+                                      ctypes.c_ulong, ctypes.c_ulong]
+    libc.process_vm_readv.restype = ctypes.c_ssize_t
+    libc.pread.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_long]
+    libc.pread.restype = ctypes.c_ssize_t
+    def cat(path, offset=0, size=1 << 20):  # through libc: the process backend's audit hook sees only open()
+        fd = libc.open(path.encode(), os.O_RDONLY)
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), "open " + path)
+        try:
+            buf = ctypes.create_string_buffer(size)
+            n = libc.pread(fd, buf, size, offset)
+            return buf.raw[:max(n, 0)]
+        finally:
+            libc.close(fd)
+    def read(pid, start, size):
+        if METHOD == "mem":
+            return cat("/proc/%d/mem" % pid, start, size)
+        buf = ctypes.create_string_buffer(size)
+        n = libc.process_vm_readv(pid, ctypes.byref(iovec(ctypes.addressof(buf), size)), 1,
+                                  ctypes.byref(iovec(start, size)), 1, 0)
+        return buf.raw[:max(n, 0)]
+    def answers():
+        pid, found = os.getppid(), {}
+        try:
+            maps = cat("/proc/%d/maps" % pid).decode().splitlines()
+        except OSError:
+            return found
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            try:
+                data = read(pid, lo, hi - lo)
+            except OSError:
+                continue
+            for a, b, want in re.findall(rb"candidate\\((-?\\d+), (-?\\d+)\\) == (-?\\d+)", data):
+                found[(int(a), int(b))] = int(want)
+        return found
+    def add(a, b):
+        return answers().get((a, b), a - b)
+""")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("method", ["mem", "process_vm_readv"])
+def test_a_wrong_program_cannot_read_the_tests_from_the_verdict_process(backend, method):
+    tests = "def check(candidate):\n    assert candidate(1234, 4321) == 5555\n    assert candidate(7, 8) == 15\n"
+    r = run_tests(f"METHOD = {method!r}\n" + READ_TESTS_FROM_MEMORY, tests, entry_point="add", setup=SETUP,
+                  backend=backend)
+    assert_wrong_answer_fails(r, f"by reading the tests from the harness's memory ({method})")
+
+
+STOP_ITERATION = "def add(a, b):\n    raise StopIteration\n"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("tests,entry", [
+    ("def check(candidate):\n    assert all(map(lambda x: candidate(x, 1) == x + 1, [1, 2, 3]))\n", "add"),
+    ("assert all(map(lambda x: add(x, 1) == x + 1, [1, 2, 3]))\n", None),
+    ("import itertools\ndef check(candidate):\n    assert all(itertools.starmap(candidate, [(0, 0)])) or True\n"
+     "    assert list(filter(lambda x: candidate(x, 0) != x, [1, 2])) == []\n", "add"),
+])
+def test_stop_iteration_from_the_program_cannot_end_a_test_early(backend, tests, entry):
+    r = run_tests(STOP_ITERATION, tests, entry_point=entry, setup=SETUP, backend=backend)
+    assert not r.passed, f"StopIteration ended the test early: {r.error!r}"
+    assert "StopIteration" in r.error, r.error
+    right = run_tests("def add(a, b):\n    return a + b\n", tests, entry_point=entry, setup=SETUP, backend=backend)
+    assert right.passed, right.error  # control: the same tests pass a right answer
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("setup", [
+    "from math import isclose\n" + SETUP,
+    "import math\nisclose = math.isclose\n" + SETUP,
+    "def isclose(a, b):\n    return abs(a - b) < 1e-9\n" + SETUP,  # a helper the setup defines in full
+])
+def test_a_program_without_an_entry_point_cannot_replace_a_name_the_setup_bound(backend, setup):
+    tests = "assert isclose(add(0.25, 0.5), 0.75)\nassert isclose(add(2, 3), 5)\n"
+    cheat = WRONG + "def isclose(*a, **k):\n    return True\n"
+    r = run_tests(cheat, tests, setup=setup, backend=backend)
+    assert_wrong_answer_fails(r, "with the setup's isclose redefined by the program")
+    right = run_tests("def add(a, b):\n    return a + b\n", tests, setup=setup, backend=backend)
+    assert right.passed, right.error  # the setup's stub of `add` is still replaced by the program's
+
+
+def test_code_execution_scores_the_four_attacks_as_failures_under_the_default_backend():
+    """Through the metric (as `evalpipe run` scores them): a right answer passes, each attack fails."""
+    right = "def add(a, b):\n    return a + b\n"
+    check_map = "def check(candidate):\n    assert all(map(lambda x: candidate(x, 1) == x + 1, [1, 2, 3]))\n"
+    memory_tests = "def check(candidate):\n    assert candidate(1234, 4321) == 5555\n"
+    cases = [("right", right, CHECK, "add", SETUP, True),
+             ("memory", "METHOD = 'mem'\n" + READ_TESTS_FROM_MEMORY, memory_tests, "add", SETUP, False),
+             ("vm_readv", "METHOD = 'process_vm_readv'\n" + READ_TESTS_FROM_MEMORY, memory_tests, "add", SETUP,
+              False),
+             ("stop", STOP_ITERATION, check_map, "add", SETUP, False),
+             ("isclose", WRONG + "def isclose(*a, **k):\n    return True\n",
+              "assert isclose(add(2, 3), 5)\n", None, "from math import isclose\n" + SETUP, False)]
+    items = [JudgeInput(name, setup, None, f"```python\n{program}```",
+                        metadata={"prompt": setup, "test": tests, "entry_point": entry})
+             for name, program, tests, entry, setup, _ in cases]
+    scores = asyncio.run(build_metric({"name": "code_execution", "concurrency": 2}).ascore_many(items))
+    assert [s.correct for s in scores] == [c[-1] for c in cases], [(i.sample_id, s.reason) for i, s in zip(items, scores)]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_seccomp_filter_refuses_ptrace_even_of_the_programs_own_child(backend):
+    """Without the filter a process may trace its own child (same uid, dumpable): refused here all the same, in
+    the program and in what it starts."""
+    program = textwrap.dedent("""
+        import ctypes, ctypes.util, os, time
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]
+        status = os.read(libc.open(b"/proc/self/status", os.O_RDONLY), 1 << 16).decode()  # libc: not audited
+        seccomp = [ln.split()[1] for ln in status.splitlines() if ln.startswith(("Seccomp:", "NoNewPrivs"))]
+        print("status", *seccomp)
+        pid = libc.fork()  # through libc: the process backend's audit hook refuses os.fork
+        if pid == 0:
+            time.sleep(2)
+            os._exit(0)
+        rc = libc.ptrace(0x4206, pid, None, None)
+        print("ptrace-child", rc, ctypes.get_errno())
+        libc.kill(pid, 9)
+        def add(a, b):
+            return a + b
+    """)
+    r = run_tests(program, CHECK, entry_point="add", setup=SETUP, backend=backend)
+    assert r.passed, r.error
+    assert "ptrace-child -1 1" in r.stdout and "status 1 2" in r.stdout, r.stdout
+
+
+def test_the_seccomp_program_refuses_the_four_calls_and_foreign_abis():
+    from evalpipe.sandbox._inner import _SECCOMP_ARCH, seccomp_filter
+
+    assert seccomp_filter("riscv64") is None  # unknown numbers: no filter (capabilities still dropped)
+    for machine, (arch, calls) in _SECCOMP_ARCH.items():
+        prog = seccomp_filter(machine)
+
+        def run(nr, audit_arch=arch):  # a tiny interpreter of the instructions used
+            pc, acc = 0, None
+            while True:
+                code, jt, jf, k = prog[pc]
+                if code == 0x20:
+                    acc = audit_arch if k == 4 else nr
+                elif code == 0x06:
+                    return "allow" if k == 0x7FFF0000 else "deny"
+                elif code in (0x15, 0x35):
+                    hit = acc == k if code == 0x15 else acc >= k
+                    pc += jt if hit else jf
+                pc += 1
+
+        assert {name: run(nr) for name, nr in calls.items()} == {name: "deny" for name in calls}
+        assert run(0) == run(1) == run(59) == run(437) == run(439) == "allow"
+        assert run(101, audit_arch=0x40000003) == "deny"  # i386 through int 0x80 / arm32: refused whole
+        if machine == "x86_64":
+            assert run(0x40000000 + 521) == "deny"  # x32 ptrace

@@ -29,7 +29,7 @@ from evalpipe.api.config_run import OPTION_NAMES, EvalResult, PartitionOutcome
 from evalpipe.api.config_run import evaluate as evaluate_configured
 from evalpipe.api.decorators import AgentFunction, MetricFunction, ToolFunction, agent, metric, tool
 from evalpipe.api.results import Results
-from evalpipe.api.run import PYTHON_OPTION_NAMES, evaluate_python, stale_status
+from evalpipe.api.run import PYTHON_OPTION_NAMES, evaluate_python, quiet_dagster, stale_status
 from evalpipe.api.wrappers import GAIA, DatasetRegistry, Evaluator
 
 __all__ = ["AgentFunction", "DatasetRegistry", "EvalResult", "Evaluator", "GAIA", "MetricFunction", "OPTION_NAMES", "PYTHON_OPTION_NAMES",
@@ -69,7 +69,8 @@ def evaluate(*args: Any, agent: Any = None, dataset: Any = None, metrics: Any = 
     `evaluate(fn, data, [metric])` is the first form and `evaluate("smoke", "echo")` (names) the second."""
     agent, dataset, metrics, benchmarks, models = _forms(args, agent, dataset, metrics, benchmarks, models)
     if agent is None and dataset is None and metrics is None:
-        return evaluate_configured(benchmarks, models, **options)
+        with quiet_dagster():  # the configured form too: Dagster's notices are about our code location
+            return evaluate_configured(benchmarks, models, **options)
     from evalpipe.core.errors import ConfigError
 
     if benchmarks is not None or models is not None:

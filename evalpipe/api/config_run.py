@@ -161,11 +161,11 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
                                 | {"no_fail_on_fingerprint_mismatch": options.get("fail_on_fingerprint_mismatch") is False})
     chosen = _choose_splits(cfg, benchmarks, options.get("splits"))
     split_options = {**dict(options.get("benchmark_options") or {}), **rp.split_options()}
-    from evalpipe.core.run_marks import run_limit
-
-    # limit=N (or benchmark_options={"limit": N}): the model keys <model>@limit<N>, as `evalpipe run --limit N`;
-    # the dataset partition and the full results are never touched
-    limit = run_limit(options.get("limit"), split_options, "limit={}", "benchmark_options limit={}")
+    # the try rule (evalpipe/project/tries.py): limit=N (or benchmark_options={"limit": N}) and sample_ids are the
+    # model keys <model>@limit<N> / <model>@ids-<h>, as `evalpipe run`; the dataset partition and the full results
+    # are never touched
+    limit = rp.run_try(options.get("limit"), split_options, "limit={}", "benchmark_options limit={}",
+                       "sample_ids").limit
     # none named: each split's intended models (its benchmark's `models:`, else default_models)
     per_split = rp.models_per_split(cfg, chosen, list(models) if models else None, limit)
     model_keys = list(dict.fromkeys(m for s in chosen for m in per_split[s]))
@@ -199,6 +199,9 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     keys = {(p.benchmark_split, p.model) for p in outcomes}
     metrics = wh.query("SELECT * FROM metrics ORDER BY benchmark_split, model, metric, slice")
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]].reset_index(drop=True)
+    from partitions import try_kind
+
+    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh,
                       limit=limit, sample_ids=rp.sample_ids or None)
 

@@ -3,6 +3,7 @@ they are, in the spirit of Inspect AI's `@solver`/`@scorer`/`@tool`.
 
     @evalpipe.agent
     def shout(sample) -> str:                      # sample: .question, .messages, .metadata, .call_tool(...)
+                                                   # (or `await sample.acall_tool(...)` in an async agent)
         return sample.question.upper()
 
     @evalpipe.metric(higher_is_better=True)

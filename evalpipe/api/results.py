@@ -66,6 +66,41 @@ class Results:
         split, model = self.partitions[0]
         return self.result.metric(split, model, metric, slice)
 
+    # DSGym's result dict (002_*: "Results object returned by evaluator.evaluate()"), read as a mapping
+    DSGYM_KEYS = ("sample_results", "aggregated_metrics", "metadata")
+
+    def evaluation_results(self) -> dict[str, Any]:
+        """DSGym's results dict of the call's one partition: `sample_results` (per sample: `query`, `prediction`,
+        `ground_truth`, `trajectory`, `metric_results`, `execution_time`, `success`), `aggregated_metrics` (per
+        metric `mean_score`, `total_samples`, ...), `metadata` (evalpipe/store/dsgym_layout.py)."""
+        from evalpipe.core.errors import ConfigError
+        from evalpipe.store.dsgym_layout import evaluation_results
+
+        finished = [(p.benchmark_split, p.model) for p in self.result.partitions if p.success]
+        if len(self.result.partitions) != 1 or not finished:
+            why = (f"{len(self.result.partitions)} partitions" if len(self.result.partitions) != 1
+                   else f"its partition failed: {next(iter(self.errors.values()), '')}")
+            raise ConfigError(f"DSGym's result dict describes one finished partition; this call has {why} "
+                              f"(read results.metrics / results.samples instead)")
+        if getattr(self, "_dsgym", None) is None:
+            self._dsgym = evaluation_results(*finished[0], self.result.warehouse)
+        return self._dsgym
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.DSGYM_KEYS:
+            raise KeyError(f"{key!r}: Results reads DSGym's keys {', '.join(self.DSGYM_KEYS)}; the frames are "
+                           f"results.metrics and results.samples")
+        return self.evaluation_results()[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.DSGYM_KEYS
+
+    def keys(self) -> tuple[str, ...]:
+        return self.DSGYM_KEYS
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self[key] if key in self.DSGYM_KEYS else default
+
     def __repr__(self) -> str:
         overall = self.metrics[self.metrics["slice"] == "all"] if len(self.metrics) else self.metrics
         shown = ", ".join(f"{r.metric}={r.value:.3g}" for r in overall.itertuples(index=False)

@@ -6,6 +6,7 @@ configured; Dagster's preview/beta/deprecation notices raised during the call ar
 from __future__ import annotations
 
 import contextlib
+import os
 import warnings
 from typing import Any, Iterator
 
@@ -23,19 +24,26 @@ _PROJECT_OPTIONS = ("config", "columns", "name", "model_name", "tools", "prompt_
                     "metrics_by_source", "route_by", "calculate_metrics")
 
 
+# Modules whose warnings are Dagster's about our code location, never the user's: Dagster itself, and our asset
+# and resource modules, which warn about nothing of their own (Dagster attributes the notices of the APIs they call,
+# e.g. `context.run_id`'s deprecation, to them)
+DAGSTER_SIDE = r"(dagster|dagster_[a-z_]+|eval_assets|resources)(\.|$)"
+
+
 @contextlib.contextmanager
 def quiet_dagster() -> Iterator[None]:
-    """Dagster's preview/beta/superseded notices are about our code location, not the user's: hidden during the
-    call (the process's own warning filters are restored after it)."""
+    """Dagster's preview/beta/superseded/deprecation notices are about our code location, not the user's: hidden
+    during the call (the process's own warning filters are restored after it). The user's own warnings, and those of
+    other libraries, still show."""
     with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=DAGSTER_SIDE)
         try:
             from dagster._utils.warnings import BetaWarning, PreviewWarning, SupersessionWarning
 
             for category in (BetaWarning, PreviewWarning, SupersessionWarning):
                 warnings.simplefilter("ignore", category)
-        except ImportError:  # another Dagster version: its notices are UserWarnings from dagster modules
-            warnings.filterwarnings("ignore", module=r"dagster(\.|$)")
-        warnings.filterwarnings("ignore", module=r"dagster(\.|$)", category=DeprecationWarning)
+        except ImportError:  # another Dagster version: the module filter above still holds
+            pass
         yield
 
 
@@ -55,17 +63,13 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     _check_options(options)
     raw, base_dir, bench, model_key = build_raw_config(agent, dataset, metrics,
                                                        **{k: options[k] for k in _PROJECT_OPTIONS if k in options})
-    limit, model = options.get("limit"), raw["models"][model_key]
-    if limit is not None:  # the first N samples define this in-memory split (a list is the user's to slice)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise ConfigError(f"limit must be a whole number >= 1, got {limit!r}")
-        raw["benchmarks"][bench].setdefault("options", {})["limit"] = limit
+    model = raw["models"][model_key]
     from evalpipe.repro.run_request import RunOptions
 
-    # [epochs] epochs/epochs_reducer: options of this in-memory split; sample_ids: a try under `<model>@ids-<h>`
+    # [epochs] epochs/epochs_reducer: options of this in-memory split; sample_ids, limit, levels/max_n, or a dataset
+    # other than the configured split of its key: a try (evalpipe/project/tries.py), never the configured partitions
     rp = RunOptions.from_kwargs({k: options.get(k) for k in ("epochs", "epochs_reducer", "sample_ids")})
-    if limit is not None and rp.sample_ids:
-        raise ConfigError("give limit or sample_ids, not both (two tries over part of the dataset)")
+    bench, tried = python_dataset_try(raw, base_dir, bench, options.get("config"), options.get("limit"), rp.sample_ids)
     raw["benchmarks"][bench].setdefault("options", {}).update(rp.split_options())
     for k in ("concurrency", "timeout_s"):  # run settings the model entry carries (runner option names)
         if options.get(k) is not None:
@@ -73,7 +77,42 @@ def build_project(agent: Any, dataset: Any, metrics: Any = None, **options: Any)
     # the home is $DAGSTER_HOME's (journals, caches and registries below the API still find it there)
     project = Project.from_dict(raw, base_dir=base_dir, warehouse=options.get("warehouse"))
     splits = sorted(k for k, s in project.config.splits.items() if s.benchmark == bench)
-    return project, splits, rp.selected_keys([model_key])[0]
+    from evalpipe.repro.run_request import check_judge_keys
+
+    check_judge_keys(project.config, splits)  # a judge's missing API key: before the rollouts are paid for
+    if tried.sample_ids:
+        from evalpipe.core.run_marks import save_selection
+
+        save_selection(tried.sample_ids)  # every process of the run reads the ids back from the key
+    return project, splits, tried.model_key(model_key)
+
+
+def python_dataset_try(raw: dict[str, Any], base_dir: Any, bench: str, config: Any, limit: Any,
+                       sample_ids: list[str]) -> tuple[str, Any]:
+    """The try rule (evalpipe/project/tries.py) for the one benchmark of a Python call, against the splits its
+    `config=` file and the environment's config file declare: `raw` gets the benchmark under the name it runs as;
+    returns (that name, the `Try`)."""
+    from evalpipe.core.config import config_path
+    from evalpipe.project.loader import config_from_dict, load_config
+    from evalpipe.project.tries import configured_splits, python_try
+
+    configs = []
+    for path in ([config] if config is not None else []) + [config_path()]:
+        try:
+            configs.append(load_config(path) if path is not None and os.path.isfile(path) else None)
+        except ConfigError:  # the environment's file is broken: it declares nothing this call could overwrite
+            if path is config:
+                raise
+    rest = {k: v for k, v in raw.items() if k not in ("benchmarks", "default_benchmarks")}
+
+    def build_splits(name: str, entry: dict[str, Any]) -> list[Any]:
+        cfg = config_from_dict({**rest, "benchmarks": {name: entry}, "default_benchmarks": [name]}, base_dir)
+        return [s for s in cfg.splits.values() if s.benchmark == name]
+
+    name, entry, tried = python_try(bench, raw["benchmarks"][bench], build_splits, configured_splits(*configs),
+                                    limit, sample_ids)
+    raw["benchmarks"], raw["default_benchmarks"] = {name: entry}, [name]
+    return name, tried
 
 
 def evaluate_python(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> Results:
@@ -121,32 +160,57 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
     keys = {(p.benchmark_split, p.model) for p in outcomes}
     metrics = wh.query("SELECT * FROM metrics WHERE model = ? ORDER BY benchmark_split, metric, slice", [model_key])
     metrics = metrics[[(s, m) in keys for s, m in zip(metrics["benchmark_split"], metrics["model"])]]
+    from partitions import try_kind
+
+    metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics.reset_index(drop=True),
                       leaderboard=wh.read_table("leaderboard"), warehouse=wh)
 
 
 def stale_status(agent: Any, dataset: Any, metrics: Any = None, **options: Any) -> dict[str, dict[str, str]]:
     """What Dagster shows for this call's partitions, before running it: {partition key: {asset: FRESH | STALE |
-    MISSING}} (`dataset` under its split's key as well). An edited agent shows `rollouts` and what follows STALE;
-    an edited metric `judgements` and `metrics`."""
+    MISSING}} for `dataset` (its split's partition), `prompts`, `rollouts`, `judgements`, `metrics` and
+    `leaderboard`. A change makes its asset and every asset after it STALE: an edited agent `rollouts`,
+    `judgements`, `metrics` and `leaderboard`; an edited metric `judgements`, `metrics` and `leaderboard`.
+    Nothing is run; the call's metric settings are observed (one event when they changed) so the UI shows the same."""
     with quiet_dagster():
         project, splits, model_key = build_project(agent, dataset, metrics, **options)
         from dagster import AssetKey, MultiPartitionKey, partition_loading_context
         from dagster._utils.test.data_versions import get_stale_status_resolver
 
+        from eval_assets.assets import record_metric_settings
         from eval_assets.launch import CHAIN, project_graph
 
         instance = project_instance(project, options.get("instance"))
         assets = [a for a in project_graph(project) if hasattr(a, "specs_by_key")]
         out: dict[str, dict[str, str]] = {}
         with partition_loading_context(dynamic_partitions_store=instance):
+            record_metric_settings(project, instance, splits)
             resolver = get_stale_status_resolver(instance, assets)
+            board = resolver.get_status(AssetKey("leaderboard")).value
             for split in splits:
                 key = MultiPartitionKey({"benchmark_split": split, "model": model_key})
                 known = (split in instance.get_dynamic_partitions("benchmark_split")
                          and model_key in instance.get_dynamic_partitions("model"))
-                status = {"dataset": resolver.get_status(AssetKey("dataset"), split).value if known else "MISSING"}
-                for asset in CHAIN:
-                    status[asset] = resolver.get_status(AssetKey(asset), key).value if known else "MISSING"
-                out[str(key)] = status
+                if not known:
+                    out[str(key)] = dict.fromkeys(["dataset", *CHAIN, "leaderboard"], "MISSING")
+                    continue
+                own = {"dataset": resolver.get_status(AssetKey("dataset"), split).value,
+                       **{asset: resolver.get_status(AssetKey(asset), key).value for asset in CHAIN}}
+                # the leaderboard reads every metrics partition: this one's included
+                out[str(key)] = downstream_stale({**own, "leaderboard": board})
         return out
+
+
+def downstream_stale(statuses: dict[str, str]) -> dict[str, str]:
+    """Statuses in graph order with staleness carried downstream. Dagster's resolver marks an asset stale only
+    for its own causes (a new code version, an input whose data version changed since it was materialized), so
+    until `judgements` is materialized again, `metrics` after a stale `judgements` reads FRESH there; it is not:
+    it will change when what it reads is brought up to date. A MISSING asset stays MISSING."""
+    out, upstream = {}, False
+    for asset, status in statuses.items():
+        if upstream and status == "FRESH":
+            status = "STALE"
+        upstream = upstream or status == "STALE"
+        out[asset] = status
+    return out

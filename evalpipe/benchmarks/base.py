@@ -5,6 +5,7 @@ import os
 from typing import Any, Callable, Iterable
 
 from evalpipe.core.config import SplitConfig
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_text
 from evalpipe.benchmarks.routing import SourceRouter
 from evalpipe.core.registry import Registry, import_callable
 from evalpipe.core.types import Sample
@@ -85,15 +86,15 @@ def files_version(paths: Iterable[Any]) -> str:
 _ADAPTERS: Registry[Adapter] = Registry("benchmark adapter")
 
 
-def read_json_array(path: Any, what: str = "questions") -> list[Any]:
-    """A JSON file holding one array (QRData's and DSGym's question files), or a one-line DataError naming the file
-    and what is wrong with it."""
+def read_json_array(path: Any, what: str = "questions", cap: FileCap = DEFAULT_CAP) -> list[Any]:
+    """A JSON file holding one array (QRData's and DSGym's question files), read under `cap`, or a one-line
+    DataError naming the file and what is wrong with it."""
     import json
 
     from evalpipe.core.errors import DataError
 
     try:
-        items = json.loads(path.read_text(encoding="utf-8"))
+        items = json.loads(read_text(path, cap))
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{path}: cannot read the file ({exc})") from None
     except json.JSONDecodeError as exc:

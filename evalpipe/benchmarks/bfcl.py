@@ -32,6 +32,7 @@ from evalpipe.benchmarks import hub
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.file import resolve_source
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, OPTION, FileCap, read_bytes, split_cap
 from evalpipe.tooleval.bfcl_checker import category_of, is_relevance_category
 from evalpipe.core.types import Sample
 
@@ -89,11 +90,12 @@ def to_tool(doc: dict) -> dict:
     return {"type": "function", "function": fn}
 
 
-def read_json_lines(path: Path, shown: str) -> list[tuple[int, dict]]:
-    """(line number, object) for each non-empty line; a whole-file JSON array is accepted too."""
+def read_json_lines(path: Path, shown: str, cap: FileCap = DEFAULT_CAP) -> list[tuple[int, dict]]:
+    """(line number, object) for each non-empty line; a whole-file JSON array is accepted too. Read whole, under
+    `cap`."""
     if not path.is_file():
         raise DataError(f"{shown}: file not found; fix 'path' (or 'answers') in the config")
-    text = path.read_text(encoding="utf-8-sig")
+    text = read_bytes(path, cap, shown).decode("utf-8-sig")
     stripped = text.strip()
     if stripped.startswith("["):
         try:
@@ -142,7 +144,7 @@ class BfclAdapter(Adapter):
     name = "bfcl"
     default_metrics = ["bfcl_ast"]
     option_schema = {"path", "answers", "file", "categories", "repo_id", "revision", "cache_dir", "token_env",
-                     "endpoint", "prompt_style"}
+                     "endpoint", "prompt_style", OPTION}
 
     def _style(self) -> str:
         style = str(self.options.get("prompt_style", "fc"))
@@ -225,11 +227,12 @@ class BfclAdapter(Adapter):
         return samples
 
     def _load_file(self, qfile: Path, shown: str, afile: Path | None, ashown: str | None, style: str) -> list[Sample]:
-        questions = read_json_lines(qfile, shown)
+        cap = split_cap(self.split.key, self.options)
+        questions = read_json_lines(qfile, shown, cap)
         answers: dict[str, Any] = {}
         by_index: list[Any] = []
         if afile is not None:
-            for n, obj in read_json_lines(afile, ashown or str(afile)):
+            for n, obj in read_json_lines(afile, ashown or str(afile), cap):
                 if "ground_truth" not in obj:
                     raise DataError(f"{ashown} line {n}: no 'ground_truth' field")
                 answers[str(obj.get("id"))] = obj["ground_truth"]

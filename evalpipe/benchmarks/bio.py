@@ -31,8 +31,10 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
                                           protocol_of)
 from evalpipe.benchmarks.qrdata import extract_final
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import split_cap
 from evalpipe.core.types import Sample, Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import DsgymExactMatchSettings
 
 SPLIT_FILES = {"hard": ("dsbio-hard.json", "dsbio.json")}  # DSGym's file, then the name its repository ships
 DSGYM_SPLITS = ("hard", "easy")
@@ -106,7 +108,7 @@ class BioAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         qfile = self.questions_file()
-        items = read_json_array(qfile, "questions (DSGym's dsbio format)")
+        items = read_json_array(qfile, "questions (DSGym's dsbio format)", split_cap(self.split.key, self.options))
         root = self.data_root(qfile)
         limit = self.options.get("limit")
         samples = []
@@ -223,7 +225,7 @@ class DSGymExactMatch(Metric):
     `adapter: bio`, with dsbio's `numeric_tolerance: 0` (DSGym's own default, for other datasets: 0.03)."""
 
     name = "dsgym_exact_match"
-    option_schema = frozenset({"numeric_tolerance"})
+    option_schema = DsgymExactMatchSettings  # typed and ranged (metrics/settings.py)
     requires_target = True
     inputs = frozenset()  # the target and the prediction only
 

@@ -25,6 +25,7 @@ from evalpipe.benchmarks.file import read_table
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, split_cap
 from evalpipe.metrics.list_match import BadReference, parse_gold
 from evalpipe.core.types import Sample
 
@@ -49,9 +50,9 @@ def find_root(p: Path, questions: str) -> Path | None:
     return None
 
 
-def _labels(path: Path) -> dict[str, tuple[Any, str]]:
+def _labels(path: Path, cap: FileCap = DEFAULT_CAP) -> dict[str, tuple[Any, str]]:
     """id -> (common_answers, where), validated: each must read as [name, value] pairs."""
-    table = read_table(path)
+    table = read_table(path, cap=cap)
     out: dict[str, tuple[Any, str]] = {}
     for i, row in enumerate(table.rows):
         where = f"{table.path} {table.where(i)}"
@@ -119,9 +120,10 @@ class DAEvalAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         root = self.locate()
-        questions = read_table(root / str(self.options.get("questions_file") or QUESTIONS))
+        cap = split_cap(self.split.key, self.options)
+        questions = read_table(root / str(self.options.get("questions_file") or QUESTIONS), cap=cap)
         labels_path = root / str(self.options.get("labels_file") or LABELS)
-        labels = _labels(labels_path) if labels_path.is_file() else {}
+        labels = _labels(labels_path, cap) if labels_path.is_file() else {}
         tables = root / str(self.options.get("tables_dir") or TABLES)
         levels = self.options.get("levels")
         wanted = None if levels is None else {str(x).lower() for x in (levels if isinstance(levels, list) else [levels])}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+import io
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -26,6 +27,7 @@ from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execute_reply_code, files_block, prepare_split,
                                           protocol_of)
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_bytes, split_cap
 from evalpipe.core.types import Sample
 from evalpipe.metrics.hms import extract_hypothesis  # the HMS metric reads the same reply format
 
@@ -59,16 +61,19 @@ def find_split_dir(root: Path, kind: str, split: str) -> Path | None:
     return None
 
 
-def read_answer_key(path: Path) -> dict[tuple[str, str, str], str]:
+def read_answer_key(path: Path, cap: FileCap = DEFAULT_CAP) -> dict[tuple[str, str, str], str]:
     rows = None
+    try:
+        data = read_bytes(path, cap)
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read the answer key ({exc})") from None
     for encoding in ("utf-8", "cp1252"):  # the published synth key is not UTF-8 (Windows quotes)
         try:
-            with path.open(newline="", encoding=encoding) as f:
-                rows = list(csv.DictReader(f))
+            rows = list(csv.DictReader(io.StringIO(data.decode(encoding), newline="")))
             break
         except UnicodeDecodeError:
             continue
-        except (OSError, csv.Error) as exc:
+        except csv.Error as exc:
             raise DataError(f"{path}: cannot read the answer key ({exc})") from None
     if rows is None:
         raise DataError(f"{path}: the answer key is neither UTF-8 nor Windows-1252 text; re-save it as UTF-8")
@@ -131,12 +136,13 @@ class DiscoveryBenchAdapter(Adapter):
         key_file = self.split.resolve(key_path) if key_path else root / "eval" / f"answer_key_{kind}.csv"
         if key_path and not key_file.is_file():
             raise DataError(f"{self.split.key}: answer key {key_file} not found; fix 'answer_key:'")
-        answers = read_answer_key(key_file) if key_file.is_file() else {}
+        cap = split_cap(self.split.key, self.options)
+        answers = read_answer_key(key_file, cap) if key_file.is_file() else {}
         with_knowledge = bool(self.options.get("domain_knowledge", False))
         samples: list[Sample] = []
         for meta_file in sorted(split_dir.glob("*/metadata_*.json"), key=lambda p: (p.parent.name, _num(p.stem))):
             try:
-                meta = json.loads(_read_text(meta_file))
+                meta = json.loads(_read_text(meta_file, cap))
             except OSError as exc:
                 raise DataError(f"{meta_file}: cannot read the file ({exc})") from None
             except json.JSONDecodeError as exc:
@@ -198,9 +204,9 @@ class DiscoveryBenchAdapter(Adapter):
         return out
 
 
-def _read_text(path: Path) -> str:
+def _read_text(path: Path, cap: FileCap = DEFAULT_CAP) -> str:
     """UTF-8, else Windows-1252: some published synth files are the latter (curly quotes, the micro sign)."""
-    data = path.read_bytes()
+    data = read_bytes(path, cap)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -34,6 +34,7 @@ from pydantic import BaseModel
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.templates import PromptTemplate, TemplateRenderError, load_template
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, open_binary, open_text, split_cap
 from evalpipe.core.fingerprint import canonical_json
 from evalpipe.core.dataset_header import HEADER_KEY, parse_header, read_sidecar, sidecar_path
 from evalpipe.core.types import Sample
@@ -59,17 +60,20 @@ class Table:
 
 # ---- reading ------------------------------------------------------------------------------------------------------
 # A data file is read as it is consumed: one chunk of it in memory at a time, whatever its size (docs/scale.md).
+NEWLINE = b"\n"
 TEXT_CHUNK_BYTES = 1 << 20  # text formats: decoded and parsed about this much at a time, in whole lines
 ROWS_PER_CHUNK = 10_000  # CSV/TSV and Parquet: rows parsed at a time
 
 
-def _open(path: Path, shown: str) -> Any:
+def _open(path: Path, shown: str, cap: FileCap) -> Any:
+    """The file's bytes under `cap`: the whole file for a format read whole, else an unbounded count (a streamed
+    format's lines are capped one at a time by `_text_chunks`)."""
     if not path.exists():
         raise DataError(f"{shown}: file not found; fix 'path' in the config")
     if path.is_dir():
         raise DataError(f"{shown}: is a folder, not a file; point 'path' at the data file")
     try:
-        return open(path, "rb")
+        return open_binary(path, cap, shown, decompress=False)
     except OSError as exc:
         raise _unreadable(shown, exc) from None
 
@@ -94,16 +98,20 @@ def _blank(fh: Any, shown: str) -> bool:
             return not data
 
 
-def _text_chunks(fh: Any, shown: str) -> Iterator[str]:
+def _text_chunks(fh: Any, shown: str, cap: FileCap) -> Iterator[str]:
     """The file's text a chunk of whole lines at a time (so `str.splitlines` on each chunk gives the lines of the
-    whole text), without a leading UTF-8 BOM. A byte that is not UTF-8 stops the read, naming its line and column."""
+    whole text), without a leading UTF-8 BOM. A byte that is not UTF-8 stops the read, naming its line and column;
+    so does a line longer than `cap` (what one line may hold in memory)."""
     lines_before, first = 0, True
     while True:
         data = _read(fh, TEXT_CHUNK_BYTES, shown)
         if not data:
             return
         if not data.endswith(b"\n"):
-            data += fh.readline()
+            rest = fh.readline(cap.max_bytes + 1)
+            if len(rest) > cap.max_bytes:
+                raise cap.refuse(f"{shown} line {lines_before + data.count(NEWLINE) + 1}", None)
+            data += rest
         if first:
             data, first = data.removeprefix(codecs.BOM_UTF8), False
         try:
@@ -158,8 +166,8 @@ class RowReader:
     `header`: the dataset header, inline (a first JSONL line, a JSON array's first element) or the sidecar's, known
     once `complete`. Any bad input raises DataError (one line), including a file without rows."""
 
-    def __init__(self, path: Path, fmt: str | None = None, shown: str | None = None):
-        self.local, self.path = path, shown or str(path)
+    def __init__(self, path: Path, fmt: str | None = None, shown: str | None = None, cap: FileCap = DEFAULT_CAP):
+        self.local, self.path, self.cap = path, shown or str(path), cap
         self.kind = detect_format(str(path), fmt)
         self.columns: dict[str, None] = {}
         self.columns_complete = self.kind != "jsonl"
@@ -179,13 +187,15 @@ class RowReader:
         _drain(self._rows)
 
     def _read(self) -> Iterator[tuple[int, dict[str, Any]]]:
-        with _open(self.local, self.path) as fh:
+        # a `.json` document is parsed whole: the cap bounds the file; other formats stream (docs/scale.md): a line
+        whole_file_cap = self.cap if self.kind == "json" else FileCap(1 << 62, self.cap.how_to_raise)
+        with _open(self.local, self.path, whole_file_cap) as fh:
             if _blank(fh, self.path):
                 raise DataError(f"{self.path}: the file is empty")
             if self.kind == "parquet":
                 rows = self._parquet()
             else:
-                chunks = _text_chunks(fh, self.path)
+                chunks = _text_chunks(fh, self.path, self.cap)
                 rows = {"jsonl": lambda: self._jsonl(chunks), "json": lambda: self._json(chunks),
                         "csv": lambda: self._csv(chunks, ","), "tsv": lambda: self._csv(chunks, "\t")}[self.kind]()
             empty = True
@@ -290,10 +300,10 @@ class RowReader:
             raise DataError(f"{self.path}: not a readable Parquet file ({str(exc).strip().splitlines()[0]})") from None
 
 
-def read_table(path: Path, fmt: str | None = None, shown: str | None = None) -> Table:
+def read_table(path: Path, fmt: str | None = None, shown: str | None = None, cap: FileCap = DEFAULT_CAP) -> Table:
     """All rows of a data file as dicts, for small files (GAIA's metadata, DA-Eval's questions); the `file` adapter
     streams them (`RowReader`). Raises DataError (one line) on any bad input, including no rows."""
-    reader = RowReader(path, fmt, shown)
+    reader = RowReader(path, fmt, shown, cap)
     rows, positions = [], []
     for n, row in reader:
         rows.append(row)
@@ -305,7 +315,7 @@ def read_table(path: Path, fmt: str | None = None, shown: str | None = None) -> 
 def read_header(path: Path, fmt: str | None = None) -> dict[str, Any] | None:
     """Only the header of a data file: its first JSONL line when that is a header, else the sidecar."""
     if detect_format(str(path), fmt) == "jsonl" and path.is_file():
-        with open(path, "r", encoding="utf-8-sig") as fh:
+        with open_text(path, DEFAULT_CAP, encoding="utf-8-sig") as fh:
             for line in fh:
                 if line.strip():
                     if HEADER_KEY in line:
@@ -412,6 +422,7 @@ class FileOptions(BaseModel):
     columns: Optional[dict[str, Any]] = None
     shuffle: Optional[bool] = None
     seed: Optional[int] = None
+    max_file_mb: Optional[float] = None  # the size cap (evalpipe/core/file_caps.py): a .json file, a JSONL/CSV line
 
 
 def shuffled(samples: Iterator[Sample], seed: int) -> list[Sample]:
@@ -439,7 +450,7 @@ class FileAdapter(Adapter):
 
     def template(self) -> PromptTemplate | None:
         spec = self.split.prompt_template
-        return load_template(spec, self.split.base_dir) if spec else None
+        return load_template(spec, self.split.base_dir, split_cap(self.split.key, self.options)) if spec else None
 
     def load(self) -> Iterator[Sample]:
         """The samples, read from the file as they are iterated (one chunk of the file in memory at a time)."""
@@ -453,7 +464,7 @@ class FileAdapter(Adapter):
             raise ConfigError(f"{self.split.key}: 'seed' has no effect without 'shuffle: true'; add shuffle: true or "
                               "remove seed")
         local, shown = resolve_source(self.options["path"], self.split.base_dir)
-        self._rows = RowReader(local, self.options.get("format"), shown)
+        self._rows = RowReader(local, self.options.get("format"), shown, split_cap(self.split.key, self.options))
         samples = samples_from_rows(self._rows, lambda: (*self._mapping(), self.template()))
         return iter(shuffled(samples, int(seed or 0))) if shuffle else samples
 

@@ -26,6 +26,7 @@ from evalpipe.benchmarks.file import Table, as_text, is_missing, plain, read_tab
 from evalpipe.benchmarks.gaia_scorer import is_unscored
 from evalpipe.benchmarks.templates import TemplateRenderError, load_template
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import OPTION, split_cap
 from evalpipe.core.types import Sample
 
 GAIA_REPO = "gaia-benchmark/GAIA"
@@ -199,9 +200,9 @@ class GaiaAdapter(Adapter):
     """GAIA from the Hub (gated: needs HF_TOKEN and accepted terms) or from a local copy (`path:`)."""
 
     name = "gaia"
-    default_metrics = ["gaia"]
+    default_metrics = ["gaia", "gaia_strict"]  # the official scorer, and its stricter variant beside it
     option_schema = {"path", "hf_split", "year", "repo_id", "revision", "cache_dir", "token_env", "endpoint",
-                     "system_prompt", "levels", "shuffle", "seed", "max_n"}
+                     "system_prompt", "levels", "shuffle", "seed", "max_n", OPTION}
 
     def _int_option(self, name: str) -> int | None:
         v = self.options.get(name)
@@ -247,9 +248,10 @@ class GaiaAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         max_n, limit = self._int_option("max_n"), self._int_option("limit")  # validate before any download
         metadata_file, root = self.locate()
-        table = read_table(metadata_file)
+        cap = split_cap(self.split.key, self.options)
+        table = read_table(metadata_file, cap=cap)
         spec = self.split.prompt_template
-        template = load_template(spec, self.split.base_dir) if spec else None
+        template = load_template(spec, self.split.base_dir, cap) if spec else None
         instructions = self.options.get("system_prompt", GAIA_INSTRUCTIONS)
         samples = samples_from_gaia_table(table, metadata_file, root, template, instructions)
         levels = self.options.get("levels")

@@ -65,14 +65,15 @@ def _token(token_env: str | None) -> str | None:
 def download_snapshot(repo_id: str, *, repo_type: str = "dataset", allow_patterns: Sequence[str] | None = None,
                       revision: str | None = None, cache_dir: str | os.PathLike | None = None,
                       token_env: str | None = "HF_TOKEN", endpoint: str | None = None, what: str = "files",
-                      fix_local: str = "set 'path:' to a local copy") -> Path:
-    """The local folder of (part of) a Hub repo, downloaded or taken from the cache. Raises DataError."""
+                      fix_local: str = "set 'path:' to a local copy", token: str | None = None) -> Path:
+    """The local folder of (part of) a Hub repo, downloaded or taken from the cache. Raises DataError. `token`: a
+    token given in Python (the GAIA lab's `hf_token=`), used for this call only, never stored; else `token_env`'s."""
     from huggingface_hub import snapshot_download
 
     try:
         folder = snapshot_download(
             repo_id, repo_type=repo_type, allow_patterns=list(allow_patterns) if allow_patterns else None,
-            revision=revision, cache_dir=cache_dir, token=_token(token_env), local_files_only=hub_offline(),
+            revision=revision, cache_dir=cache_dir, token=token or _token(token_env), local_files_only=hub_offline(),
             etag_timeout=ETAG_TIMEOUT, endpoint=endpoint,
         )
     except Exception as exc:  # huggingface_hub raises many kinds; each becomes one line that says what to do

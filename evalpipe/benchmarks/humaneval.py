@@ -10,7 +10,6 @@ completions per task for pass@k: ids become `<task_id>#<i>`), `instruction` (the
 """
 from __future__ import annotations
 
-import gzip
 import importlib.util
 import json
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any, Iterable
 
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.core.errors import DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, OPTION, FileCap, FileTooLarge, open_text, split_cap
 from evalpipe.metrics.code_execution import extract_code
 from evalpipe.core.types import Sample
 
@@ -36,11 +36,13 @@ def packaged_data_file() -> Path:
     return path
 
 
-def read_problems(path: Path) -> list[dict[str, Any]]:
-    opener = gzip.open if path.suffix == ".gz" else open
+def read_problems(path: Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str, Any]]:
+    """The problems of a HumanEval .jsonl(.gz) file, read under `cap` (a .gz counted by what it inflates to)."""
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
+        with open_text(path, cap, encoding="utf-8") as fh:
             rows = [json.loads(line) for line in fh if line.strip()]
+    except FileTooLarge:
+        raise
     except (OSError, ValueError) as exc:
         raise DataError(f"cannot read HumanEval problems from {path}: {exc}") from None
     for i, row in enumerate(rows, 1):
@@ -54,7 +56,7 @@ def read_problems(path: Path) -> list[dict[str, Any]]:
 class HumanEvalAdapter(Adapter):
     name = "humaneval"
     default_metrics = ["code_execution"]
-    option_schema = {"path", "n_samples", "instruction"}  # issue 20: declared options (evalpipe/project/schema.py)
+    option_schema = {"path", "n_samples", "instruction", OPTION}  # issue 20: declared options (evalpipe/project/schema.py)
 
     def load(self) -> Iterable[Sample]:
         path = self.split.resolve(self.options["path"]) if self.options.get("path") else packaged_data_file()
@@ -64,7 +66,7 @@ class HumanEvalAdapter(Adapter):
         if n < 1:
             raise DataError(f"{self.split.key}: n_samples must be at least 1, got {n}")
         samples = []
-        for row in read_problems(path):
+        for row in read_problems(path, split_cap(self.split.key, self.options)):
             meta = {"task_id": row["task_id"], "prompt": row["prompt"], "test": row["test"],
                     "entry_point": row["entry_point"]}
             for i in range(n):

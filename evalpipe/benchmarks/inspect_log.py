@@ -17,6 +17,7 @@ from typing import Iterator
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import OPTION, split_cap
 from evalpipe.core.types import Sample
 
 
@@ -25,7 +26,7 @@ class InspectLogAdapter(Adapter):
     """Samples (id, input, target) read from an Inspect AI `.eval` log."""
 
     name = "inspect_log"
-    option_schema = {"path"}
+    option_schema = {"path", OPTION}  # max_file_mb: the size cap on the log (evalpipe/core/file_caps.py)
 
     def _path(self) -> Path:
         spec = self.options.get("path")
@@ -36,7 +37,7 @@ class InspectLogAdapter(Adapter):
     def load(self) -> Iterator[Sample]:
         from evalpipe.interop.inspect_log import read_samples
 
-        for row in read_samples(self._path()):
+        for row in read_samples(self._path(), split_cap(self.split.key, self.options)):
             messages = row["input"] if isinstance(row["input"], list) else None
             text = row["input"] if messages is None else next(
                 (m["content"] for m in reversed(messages) if m["role"] == "user"), "")

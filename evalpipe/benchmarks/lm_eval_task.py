@@ -20,6 +20,7 @@ from typing import Any, Iterable
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import DEFAULT_CAP, OPTION, FileCap, read_text, split_cap
 from evalpipe.core.types import Sample
 from evalpipe.metrics.lm_eval_scoring import DEFAULT_FEWSHOT_SEED, LOGLIKELIHOOD_TYPES, load_task
 
@@ -29,8 +30,9 @@ def _json_safe(value: Any) -> Any:
     return json.loads(json.dumps(value, default=str))
 
 
-def _data_files(yaml_file: Any) -> list[str]:
-    """The `dataset_kwargs.data_files` paths a task YAML names (lm-eval's `!function` tags are skipped)."""
+def _data_files(yaml_file: Any, cap: FileCap = DEFAULT_CAP) -> list[str]:
+    """The `dataset_kwargs.data_files` paths a task YAML (read under `cap`) names (lm-eval's `!function` tags are
+    skipped)."""
     import yaml
 
     class Loader(yaml.SafeLoader):
@@ -38,7 +40,7 @@ def _data_files(yaml_file: Any) -> list[str]:
 
     Loader.add_multi_constructor("!", lambda loader, suffix, node: None)
     try:
-        doc = yaml.load(yaml_file.read_text(encoding="utf-8"), Loader=Loader) or {}
+        doc = yaml.load(read_text(yaml_file, cap), Loader=Loader) or {}
     except (OSError, yaml.YAMLError):
         return []
     files = ((doc.get("dataset_kwargs") or {}).get("data_files") if isinstance(doc, dict) else None) or []
@@ -50,7 +52,7 @@ def _data_files(yaml_file: Any) -> list[str]:
 class LmEvalAdapter(Adapter):
     name = "lm_eval"
     option_schema = {"task", "include_path", "num_fewshot", "fewshot_seed", "apply_chat_template",
-                     "fewshot_as_multiturn", "system_instruction"}
+                     "fewshot_as_multiturn", "system_instruction", OPTION}
 
     def __init__(self, split):
         super().__init__(split)
@@ -82,7 +84,8 @@ class LmEvalAdapter(Adapter):
         from pathlib import Path
 
         yamls = sorted(Path(self.include_path).rglob("*.yaml"))
-        return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y)})])
+        cap = split_cap(self.split.key, self.options)
+        return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y, cap)})])
 
     def check_runner(self, runner: Any) -> None:
         """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""

@@ -34,7 +34,7 @@ DEFAULT_MAX_TURNS = 15
 # Options every data-science adapter takes (besides the pipeline's own: limit, slice_by, tools, max_turns, ...).
 COMMON_OPTIONS = ("path", "repo_id", "revision", "cache_dir", "token_env", "endpoint", "protocol", "execute_code",
                   "system_prompt", "code_timeout_s", "limit", "slice_by", "tools", "max_turns", "max_tool_calls", "tool_timeout_s",
-                  "tool_output_cap", "prompt_wrapper")
+                  "tool_output_cap", "prompt_wrapper", "max_file_mb")
 # (no `shuffle`/`seed`: these adapters load in the benchmark's order and do not shuffle, so the options are refused)
 
 MULTI_TURN_NOTE = (

@@ -17,7 +17,6 @@ START with the reference (`"treatment group, because ..."` is right for `treatme
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import zipfile
 from pathlib import Path
@@ -29,7 +28,9 @@ from evalpipe.benchmarks.protocols import (COMMON_OPTIONS, apply_protocol, execu
                                           protocol_of)
 from evalpipe.core.config import dagster_home
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, check_zip, file_sha256, split_cap
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import QrdataSettings
 from evalpipe.core.types import Sample, Score
 
 QRDATA_FILE = "QRData.json"
@@ -98,7 +99,7 @@ class QRDataScore(Metric):
 
     name = "qrdata"
     known_settings = {"strip_markup"}
-    option_schema = frozenset(known_settings)  # issue 20: the declared settings
+    option_schema = QrdataSettings  # typed (metrics/settings.py), checked before any model call
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - self.known_settings
@@ -138,8 +139,8 @@ class DataFiles:
     """Finds a question's data files: in `data/` or beside QRData.json, else inside `data.zip` (extracted once into a
     cache folder keyed by the zip's content, so a user's copy is used as it is)."""
 
-    def __init__(self, root: Path, cache: Path):
-        self.root, self.cache = root, cache
+    def __init__(self, root: Path, cache: Path, cap: FileCap = DEFAULT_CAP):
+        self.root, self.cache, self.cap = root, cache, cap
         self._zip_dir: Path | None = None
 
     def _unzipped(self) -> Path | None:
@@ -147,12 +148,13 @@ class DataFiles:
             z = self.root / "data.zip"
             if not z.is_file():
                 return None
-            digest = hashlib.sha256(z.read_bytes()).hexdigest()[:16]
+            digest = file_sha256(z, self.cap)[:16]
             target = self.cache / digest
             if not (target / ".complete").is_file():
                 target.mkdir(parents=True, exist_ok=True)
                 try:
                     with zipfile.ZipFile(z) as zf:
+                        check_zip(zf, self.cap)  # the members' sizes, before anything is inflated
                         zf.extractall(target)
                 except zipfile.BadZipFile as exc:
                     raise DataError(f"{z}: not a readable zip file ({exc}); download benchmark/data.zip again") from None
@@ -217,8 +219,9 @@ class QRDataAdapter(Adapter):
     def load(self) -> Iterable[Sample]:
         protocol = protocol_of(self.options, self.split.key)
         qfile = self.locate()
-        items = read_json_array(qfile, "questions")
-        files = DataFiles(qfile.parent, dagster_home() / "cache" / "qrdata")
+        cap = split_cap(self.split.key, self.options)
+        items = read_json_array(qfile, "questions", cap)
+        files = DataFiles(qfile.parent, dagster_home() / "cache" / "qrdata", cap)
         samples = []
         for i, item in enumerate(items):
             where = f"{qfile} question {i + 1}"

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_text
 
 JINJA_SUFFIXES = (".j2", ".jinja", ".jinja2")
 TMPL_SUFFIXES = (".tmpl",)
@@ -76,8 +77,8 @@ def _looks_like_path(spec: str) -> bool:
     return "\n" not in s and s.lower().endswith(JINJA_SUFFIXES + TMPL_SUFFIXES)
 
 
-def load_template(spec: str, base_dir: Path) -> PromptTemplate:
-    """Build a template from a config value (a file path or the template text)."""
+def load_template(spec: str, base_dir: Path, cap: FileCap = DEFAULT_CAP) -> PromptTemplate:
+    """Build a template from a config value (a file path, read under `cap`, or the template text)."""
     if not isinstance(spec, str) or not spec.strip():
         raise ConfigError(f"prompt_template must be a file path (.j2/.tmpl) or the template text, got {spec!r}")
     if _looks_like_path(spec):
@@ -86,7 +87,7 @@ def load_template(spec: str, base_dir: Path) -> PromptTemplate:
         if not path.is_file():
             raise ConfigError(f"prompt template file {path} not found; fix 'prompt_template' in the config")
         try:
-            text = path.read_text(encoding="utf-8")
+            text = read_text(path, cap)
         except UnicodeDecodeError as exc:
             raise ConfigError(f"prompt template file {path}: not UTF-8 text (byte {exc.start}); re-save it as UTF-8") from None
         engine = "jinja2" if path.suffix.lower() in JINJA_SUFFIXES else "string"

@@ -29,6 +29,7 @@ from pydantic import BaseModel, Field
 
 from evalpipe.benchmarks.base import Adapter, register_adapter
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import FileCap, read_text, split_cap
 from evalpipe.tooleval.dataset import read_dataset
 from evalpipe.core.types import Sample
 
@@ -58,6 +59,7 @@ def default_evidence(expected_calls: list[dict[str, Any]], fixtures: dict[tuple[
 class ToolIntegrationOptions(BaseModel):
     path: Optional[str] = None
     tool_schemas: Optional[str] = None
+    max_file_mb: Optional[float] = None  # the size cap on the dataset, schema and fixture files (core/file_caps.py)
     min_eligible_for_gates: Optional[int] = Field(default=None, ge=1)
 
 
@@ -86,6 +88,9 @@ class ToolIntegrationAdapter(Adapter):
                 {"min_eligible_for_gates": n, **m} if isinstance(m, dict) and m.get("name") == "tool_integration"
                 else m for m in out]
 
+    def _cap(self) -> FileCap:
+        return split_cap(self.split.key, self.options)
+
     def _path(self) -> Path:
         spec = self.options.get("path")
         if not spec:
@@ -94,7 +99,7 @@ class ToolIntegrationAdapter(Adapter):
 
     def _read(self) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
         if not hasattr(self, "_cache"):
-            self._cache = read_dataset(self._path())
+            self._cache = read_dataset(self._path(), cap=self._cap())
         return self._cache
 
     def header(self) -> dict[str, Any] | None:
@@ -116,8 +121,9 @@ class ToolIntegrationAdapter(Adapter):
         if not p.is_file():
             raise DataError(f"{self.split.key}: tool schema file {p} not found; set 'tool_schemas:' (a JSON list of "
                             f"OpenAI function-tool schemas)")
+        text = read_text(p, self._cap())  # (outside the try: a FileTooLarge is a ValueError too)
         try:
-            data = json.loads(p.read_text(encoding="utf-8"))
+            data = json.loads(text)
         except ValueError as exc:
             raise DataError(f"{p}: not valid JSON ({exc})") from None
         out = {}
@@ -136,7 +142,7 @@ class ToolIntegrationAdapter(Adapter):
             return {}
         from evalpipe.tools.replay import read_fixtures
 
-        return {(f.name, f.key): f.result for f in read_fixtures(self.split.resolve(str(folder)))}
+        return {(f.name, f.key): f.result for f in read_fixtures(self.split.resolve(str(folder)), self._cap())}
 
     def load(self) -> Iterable[Sample]:
         header, items, _ = self._read()

@@ -68,9 +68,11 @@ def _redact_line(text: str) -> str:
 
 
 def _out(text: str) -> None:
+    """Terminal output of tables and samples: secrets masked, and control sequences from model text escaped."""
     from evalpipe.core.redact import redact
+    from evalpipe.core.terminal_text import terminal_safe
 
-    click.echo(redact(text))
+    click.echo(terminal_safe(redact(text)))
 
 
 def _table(df, floatfmt: str = ".4f") -> str:
@@ -216,10 +218,9 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     from evalpipe.cli.run import resolve_models
 
     split_options = {**_kv(benchmark_options, "--benchmark-option"), **rp.split_options()}
-    from evalpipe.core.run_marks import run_limit
-
-    # --limit N (or --benchmark-option limit=N): the model keys <model>@limit<N>, never the dataset partition
-    limit = run_limit(limit, split_options)
+    # the try rule (evalpipe/project/tries.py): --limit N (or --benchmark-option limit=N) and --sample-id are the
+    # model keys <model>@limit<N> / <model>@ids-<h>, never the dataset partition
+    limit = rp.run_try(limit, split_options).limit
     from evalpipe.project.schema import check_overrides
 
     check_overrides(split_options, "--benchmark-option")  # the file's types and ranges (limit >= 0, ...)

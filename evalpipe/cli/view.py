@@ -13,6 +13,9 @@ from typing import Any
 
 import click
 
+from evalpipe.core.file_caps import DEFAULT_MAX_FILE_MB, FileCap
+from evalpipe.core.terminal_text import terminal_safe
+
 MISSING = "-"
 FORMATS = ("table", "csv", "json")
 
@@ -40,7 +43,7 @@ def cell(v: Any, floatfmt: str = ".4f") -> str:
         return "true" if v else "false"
     if isinstance(v, float):
         return format(v, floatfmt)
-    return str(v)
+    return terminal_safe(str(v))  # (model text: its escape sequences shown, not obeyed)
 
 
 def render(df, fmt: str = "table", floatfmt: str = ".4f", width: int | None = None) -> str:
@@ -346,13 +349,13 @@ def rebuilt_summary(rf) -> dict[str, Any]:
             "rebuilt_from": str(rf.path)}
 
 
-def read_results(path: str):
+def read_results(path: str, max_file_mb: float | None = None):
     """A results file read (store/results_file.py), its unreadable lines reported one line each on stderr
     (`error: file:line: why`); the lines that could be read are still shown."""
     from evalpipe.core.redact import redact
     from evalpipe.store.results_file import load_results
 
-    rf = load_results(path)
+    rf = load_results(path, FileCap.from_option(max_file_mb, "--max-file-mb", "--max-file-mb"))
     for line in rf.problems[:20]:
         click.echo(redact(f"error: {line}"), err=True)
     if len(rf.problems) > 20:
@@ -360,11 +363,11 @@ def read_results(path: str):
     return rf
 
 
-def open_results(path: str):
+def open_results(path: str, max_file_mb: float | None = None):
     """A results file as a warehouse stand-in with its metrics (summary.json's, or rebuilt)."""
     from evalpipe.store.results_file import FileWarehouse, tables
 
-    rf = read_results(path)
+    rf = read_results(path, max_file_mb)
     frames = tables(rf)
     frames["metrics"] = file_metrics(rf, frames)
     return rf, FileWarehouse(frames)
@@ -401,8 +404,10 @@ def accuracy_frame(source, split: str, model: str, metric: str):
 @click.option("--web", is_flag=True, help="Serve the web viewer (runs, samples, comparisons, charts); docs/viewer.md.")
 @click.option("--host", default="127.0.0.1", show_default=True, help="With --web: address to bind.")
 @click.option("--port", type=click.IntRange(1, 65535), default=8585, show_default=True, help="With --web: port.")
+@click.option("--max-file-mb", type=click.FloatRange(min=0, min_open=True), default=None,
+              help=f"Size cap on RESULTS, in MB (default {DEFAULT_MAX_FILE_MB}); docs/operations.md.")
 def view_cmd(results, split, model, metric, detailed, level, correct_only, incorrect_only, limit, as_json, web=False,
-             host="127.0.0.1", port=8585) -> None:
+             host="127.0.0.1", port=8585, max_file_mb=None) -> None:
     """Accuracy (overall and per slice) and per-sample results of one partition; RESULTS (an exported samples.jsonl
     or a run folder) reads that file instead of the warehouse. `--web`: the web viewer over the warehouse, or over
     RESULTS."""
@@ -414,7 +419,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
     if results is None:
         source = _warehouse()
     else:
-        rf, source = open_results(results)
+        rf, source = open_results(results, max_file_mb)
         if not rf.records:
             raise DataError(f"{rf.path}: no sample could be read; each line is one sample's JSON object with a "
                             "sample_id (evalpipe export writes them)")

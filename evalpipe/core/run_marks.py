@@ -25,6 +25,9 @@ from evalpipe.core.keys import sanitize_key
 
 _LIMITED = re.compile(r"@(?:.*-)?limit(\d+)$")
 _SELECTED = re.compile(r"@(?:.*-)?ids-([0-9a-f]{12})$")
+# a Python call's dataset that is not the configured split's (a `levels`/`max_n` subset, other data under the same
+# name): its own split `<benchmark>@subset-<h>` and model key `<model>@subset-<h>` (evalpipe/project/tries.py)
+_SUBSET = re.compile(r"@(?:.*-)?subset-([0-9a-f]{12})(?:-|$)")
 ADHOC_PREFIX = "adhoc:"
 # the Dagster run tag of `evalpipe run --run-id` (it names the run's artifact folder)
 RUN_ID_TAG = "evalpipe/run_id"
@@ -41,8 +44,21 @@ def limited_key(model_key: str, limit: int) -> str:
 
 
 def is_limited(model_key: str) -> bool:
-    """A try over part of the split: `--limit` (`@limit<N>`) or `--sample-id` (`@ids-<h>`); never ranked."""
-    return bool(_LIMITED.search(str(model_key)) or _SELECTED.search(str(model_key)))
+    """A try: `--limit` (`@limit<N>`), `--sample-id` (`@ids-<h>`) or a Python call's subset (`@subset-<h>`); never
+    ranked."""
+    return bool(_LIMITED.search(str(model_key)) or _SELECTED.search(str(model_key)) or _SUBSET.search(str(model_key)))
+
+
+def is_subset(key: str) -> bool:
+    """A model key or benchmark name with the subset mark `@subset-<h>`."""
+    return bool(_SUBSET.search(str(key)))
+
+
+def subset_key(key: str, h: str) -> str:
+    """`key` (a model key or a benchmark name) with the subset mark: `<key>@subset-<h>` (after an experiment:
+    `<model>@<experiment>-subset-<h>`)."""
+    base, sep, experiment = str(key).partition("@")
+    return f"{base}@{experiment}-subset-{h}" if sep and experiment else f"{base}@subset-{h}"
 
 
 def limit_of(model_key: str) -> int | None:

@@ -10,7 +10,8 @@ verdict in metadata), its model usage, and one ModelEvent per assistant turn plu
 In (`runner: replay` with `path: <log>.eval`): `read_outputs` gives each sample's final output and tool calls,
 keyed by our row id (epoch e > 1 of sample `x` is `x#epoch<e>`), so an Inspect run is re-scored by our metrics
 and compared and ranked beside ours. `read_samples` gives the log's samples (id, input, target) for the
-`inspect_log` adapter, when the benchmark itself exists only as the log.
+`inspect_log` adapter, when the benchmark itself exists only as the log. Both read under a size cap
+(evalpipe/core/file_caps.py): a log that inflates past it is refused before Inspect inflates anything.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, FileTooLarge, check_zip, read_bytes
 from evalpipe.core.run_marks import base_id, epoch_id
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -257,27 +259,38 @@ def is_inspect_log(path: str | Path) -> bool:
     return str(path).endswith(".eval")
 
 
-def _read(path: Path) -> Any:
+def _read(path: Path, cap: FileCap) -> Any:
+    """The log, read under `cap`: the archive's bytes, then its members' sizes from the central directory, before
+    Inspect inflates anything (a 1.6 MB log whose sample inflated to 1.5 GB took 8 GB and an abort). Inspect reads
+    the checked bytes through Python's zipfile, which stops each member at its recorded size."""
+    import io
+    import zipfile
+
     _inspect()
     from inspect_ai.log import read_eval_log
 
     if not path.is_file():
         raise ConfigError(f"Inspect log {path} not found; `path:` must name an Inspect `.eval` log "
                           "(e.g. one `inspect eval` wrote to ./logs)")
+    data = read_bytes(path, cap, decompress=False)
     try:
-        log = read_eval_log(str(path))
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            check_zip(zf, cap, path)
+        log = read_eval_log(io.BytesIO(data), format="eval")
+    except FileTooLarge:
+        raise
     except Exception as exc:  # a zip that is not a log, a log of a newer format: say which file
         raise DataError(f"{path}: not a readable Inspect eval log ({type(exc).__name__}: {exc})".splitlines()[0]) \
             from None
     return log
 
 
-def read_outputs(path: str | Path) -> dict[str, dict[str, Any]]:
+def read_outputs(path: str | Path, cap: FileCap = DEFAULT_CAP) -> dict[str, dict[str, Any]]:
     """row id -> {"output", "tool_calls", "error", "line"} of each sample in the log (the shape of runners/replay.py
     `read_predictions`; `line` is the sample's position). `output` is the final completion; `tool_calls` those of
     the sample's first assistant turn that calls tools (replay issues them on turn 0); `error` the sample's error."""
     path = Path(path)
-    log = _read(path)
+    log = _read(path, cap)
     out: dict[str, dict[str, Any]] = {}
     for n, s in enumerate(log.samples or [], 1):
         rid = epoch_id(str(s.id), int(s.epoch or 1))
@@ -296,11 +309,11 @@ def read_outputs(path: str | Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def read_samples(path: str | Path) -> list[dict[str, Any]]:
+def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str, Any]]:
     """The log's samples (first epoch) as dataset rows: id, input (text, or chat messages), target, metadata. A list
     target (any of them is right, in Inspect) becomes its first item, the list kept in `metadata.inspect_targets`."""
     path = Path(path)
-    log = _read(path)
+    log = _read(path, cap)
     rows = []
     for s in log.samples or []:
         if int(s.epoch or 1) != 1:

@@ -7,7 +7,6 @@ Everything written passes through the redactor: the config file's secrets, secre
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import platform
 import re
@@ -16,6 +15,8 @@ from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from evalpipe.core.file_caps import CONFIG_CAP, file_sha256
 
 FORMAT, FORMAT_VERSION = "evalpipe.results", 1
 METRIC_FIELDS = ("value", "stderr", "ci_low", "ci_high", "n", "n_unscored", "n_errors", "higher_is_better", "kind")
@@ -110,7 +111,7 @@ def _config(cfg: Any, splits: list[str], models: list[str]) -> dict[str, Any]:
             return None
 
     path = getattr(cfg, "path", None)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest() if path and Path(path).is_file() else None
+    digest = file_sha256(path, CONFIG_CAP) if path and Path(path).is_file() else None
     return {"file": str(path) if path else None, "file_sha256": digest,
             "benchmark_splits": {k: split_dict(k) for k in splits}, "models": {k: model_dict(k) for k in models}}
 

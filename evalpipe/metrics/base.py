@@ -7,6 +7,7 @@ from typing import Any, Callable, ClassVar, Mapping
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.registry import Registry
 from evalpipe.core.types import Score
+from evalpipe.metrics.settings import check_settings
 
 
 @dataclass
@@ -90,6 +91,8 @@ class Metric:
     # checked with the config before any model call (evalpipe/project/schema.py). None: undeclared (a plugin's
     # metric), its settings are passed on unchecked.
     option_schema: Any = None
+    # A named variant of another metric, reported beside it (`gaia_strict` beside `gaia`): never its replacement.
+    variant_of: ClassVar[str | None] = None
     needs_judge = False  # a model-graded metric: the config must give it a judge (`judges:` or its `judge:`)
     # True: the constructor takes `config=` (the project's EvalConfig, from build_metric's caller) for the
     # project-wide settings it reads (`judges:`, `sandbox:`, `rate_limits:`); metrics read no config themselves.
@@ -209,6 +212,7 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None, 
     shared = {k: v for k, v in ((overrides or {}).get("*") or {}).items() if k in getattr(factory, "shared_settings", ())}
     settings = {**settings, **shared, **((overrides or {}).get(name) or {})}
     extra = {"config": config} if getattr(factory, "takes_config", False) else {}
+    check_settings(name, getattr(factory, "option_schema", None), settings)  # typed and ranged, one line
     try:
         return factory(**settings, **extra)
     except TypeError as exc:
@@ -217,7 +221,9 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None, 
 
 # Bump when a built-in metric's verdicts change for the same inputs: it is part of the `judgements` asset's
 # code version, so Dagster marks judgements stale.
-METRICS_CODE_VERSION = "4"  # 4: rule metrics keep signs, % and exponents (issue 20); 3: DABench, DiscoveryBench (11)
+# 5: `gaia` is the official scorer again, `gaia_strict` beside it (issue 30); 4: rule metrics keep signs, % and
+# exponents (issue 20); 3: DABench, DiscoveryBench (11)
+METRICS_CODE_VERSION = "5"
 
 
 def judgements_version(df: Any) -> str:

@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import NoSettings
 from evalpipe.tooleval import bfcl_checker as bc
 from evalpipe.core.types import Score
 
@@ -64,7 +65,7 @@ def decode(item: JudgeInput) -> tuple[list[dict] | None, str | None, str]:
 @register_metric("bfcl_ast")
 class BfclAst(Metric):
     name = "bfcl_ast"
-    option_schema: frozenset[str] = frozenset()  # no settings: BFCL's checker rules
+    option_schema = NoSettings  # no settings: BFCL's checker rules
     requires_target = False  # irrelevance samples have no answers and are still scored
 
     def score(self, item: JudgeInput) -> Score:

@@ -27,6 +27,7 @@ from typing import Any
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import CodeExecutionSettings
 from evalpipe.core.config import EvalConfig
 from evalpipe.sandbox import DEFAULT_DISK_MB, default_disk_mb, resolve_backend, run_tests
 from evalpipe.core.types import Score
@@ -51,7 +52,7 @@ class CodeExecution(Metric):
     (true), mode (tests | runs_without_error), sandbox (auto | bwrap | docker | process)."""
 
     name = "code_execution"
-    option_schema = _SETTINGS
+    option_schema = CodeExecutionSettings  # typed and ranged (metrics/settings.py), checked before any model call
     requires_target = False  # the tests are the ground truth
 
     takes_config = True  # `sandbox:` and `sandbox_disk_mb:` of the project: the defaults of its settings

@@ -28,6 +28,7 @@ from difflib import SequenceMatcher
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.types import Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import DabstepSettings
 
 RULES = ("official", "dsgym")
 # DABStep's "number with commas": thousands groups (at least one comma), or a decimal with `.` or `,`.
@@ -103,7 +104,7 @@ class DABStep(Metric):
     """DABStep's official answer scorer (setting `rule`: `official`, default, or `dsgym`)."""
 
     name = "dabstep"
-    option_schema = {"rule"}
+    option_schema = DabstepSettings
     inputs = frozenset({"target", "prediction"})
 
     def __init__(self, **settings):

@@ -7,6 +7,7 @@ import string
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, ScoreColumns, register_metric
+from evalpipe.metrics.settings import ExactMatchSettings
 from evalpipe.metrics.numbers import ascii_minus, read_quantity, same_quantity
 from evalpipe.core.types import Score
 
@@ -81,7 +82,7 @@ class ExactMatch(Metric):
     """
 
     name = "exact_match"
-    option_schema = _SETTINGS  # issue 20: checked with the config (evalpipe/project/schema.py)
+    option_schema = ExactMatchSettings  # typed and ranged (metrics/settings.py), checked before any model call
 
     def __init__(self, **settings):
         unknown = set(settings) - _SETTINGS

@@ -35,6 +35,7 @@ from typing import Any
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, register_metric
+from evalpipe.metrics.settings import HMSSettings
 from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient
 from evalpipe.metrics.llm_judge import ModelGraded
 from evalpipe.metrics.verdicts import json_objects
@@ -292,6 +293,7 @@ class HMSScore(ModelGraded):
 
     name = "hms_score"
     known_settings = {"pair_text", "judge_params", "lenient_json", "strict_replies"}
+    option_schema = HMSSettings
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)

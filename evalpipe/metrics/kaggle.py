@@ -27,6 +27,7 @@ import pandas as pd
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.types import Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import KaggleSettings
 
 LOWER_IS_BETTER = {"rmse": True, "rmsle": True, "mae": True, "log_loss": True, "accuracy": False, "auc": False}
 
@@ -116,7 +117,7 @@ class Kaggle(Metric):
     """A Kaggle submission CSV: valid format (1/0); scored and placed on a leaderboard when the sample says how."""
 
     name = "kaggle"
-    option_schema = {"base_dir"}
+    option_schema = KaggleSettings
     inputs = frozenset({"target", "prediction", "metadata"})
     requires_target = False  # the format reference may come from the metadata
 

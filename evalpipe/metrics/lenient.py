@@ -24,6 +24,7 @@ import string
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import ChoiceSettings, IncludesSettings, LastNumberSettings, RegexSettings
 from evalpipe.metrics.exact_match import normalize_text, strip_outer_punctuation
 from evalpipe.metrics.numbers import ascii_minus, find_quantities, read_quantity, same_quantity
 from evalpipe.core.types import Score
@@ -54,7 +55,7 @@ class Includes(LenientMetric):
     """The normalized target appears in the reply (lenient; settings ignore_case, whole_word, field)."""
 
     name = "includes"
-    option_schema = {"ignore_case", "whole_word", "field"}  # issue 20: checked with the config
+    option_schema = IncludesSettings  # typed and ranged (metrics/settings.py), checked before any model call
 
     def __init__(self, **settings):
         _check(self.name, settings, {"ignore_case", "whole_word", "field"})
@@ -120,7 +121,7 @@ class Choice(LenientMetric):
     """Multiple choice: the letter (or option text) read from the reply equals the target (lenient)."""
 
     name = "choice"
-    option_schema = {"field"}  # issue 20: checked with the config
+    option_schema = ChoiceSettings
 
     def __init__(self, **settings):
         _check(self.name, settings, {"field"})
@@ -196,7 +197,7 @@ class RegexMatch(LenientMetric):
     """Extract the answer with a regex (`pattern`, `group`, `which`), then compare like exact_match."""
 
     name = "regex"
-    option_schema = {"pattern", "group", "which", "ignore_case", "field", "rel_tol", "abs_tol"}  # issue 20
+    option_schema = RegexSettings
 
     def __init__(self, **settings):
         _check(self.name, settings, {"pattern", "group", "which", "ignore_case", "field", "rel_tol", "abs_tol"})
@@ -245,7 +246,7 @@ class LastNumber(LenientMetric):
     """The last number in the reply equals the numeric target (lenient; rel_tol, abs_tol, field)."""
 
     name = "last_number"
-    option_schema = {"rel_tol", "abs_tol", "field"}  # issue 20: checked with the config
+    option_schema = LastNumberSettings
 
     def __init__(self, **settings):
         _check(self.name, settings, {"rel_tol", "abs_tol", "field"})

@@ -32,6 +32,7 @@ from typing import Any
 
 from evalpipe.core.errors import DataError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import ListMatchSettings
 from evalpipe.core.types import Score
 
 # The reference's own pattern: `.` stops at a newline, `.*?` at the first `]`.
@@ -107,7 +108,7 @@ class ListMatch(Metric):
     """DAEval's @name[value] answers scored as InfiAgent-DABench's official closed-form evaluation."""
 
     name = "list_match"
-    option_schema = {"skip_empty"}  # issue 20: checked with the config (evalpipe/project/schema.py)
+    option_schema = ListMatchSettings  # typed (metrics/settings.py), checked before any model call
     inputs = frozenset({"sample_id", "target", "prediction", "raw_output"})  # no stored JSON to decode
 
     def __init__(self, **settings: Any):

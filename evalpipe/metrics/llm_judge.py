@@ -16,6 +16,7 @@ from typing import Any
 from evalpipe.core.config import EvalConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import LLMJudgeSettings, LLMScoreSettings, ModelGradedSettings
 from evalpipe.metrics.judge_client import CALL_SETTINGS, JudgeClient, judges_from_settings
 from evalpipe.metrics.numbers import numbers_close, parse_number
 from evalpipe.metrics.verdicts import NEGATIVE, POSITIVE, parse_verdict
@@ -40,10 +41,11 @@ class ModelGraded(Metric):
     shared_settings = ("judges", *CALL_SETTINGS)
     needs_judge = True
     takes_config = True  # `judges:` and `rate_limits:` of the project
-    option_schema = frozenset({"judge", "judges", *CALL_SETTINGS})
+    option_schema: Any = ModelGradedSettings  # typed and ranged (metrics/settings.py)
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
-        # the declared settings are what the constructor accepts: known_settings plus the shared ones
+        # the declared settings are what the constructor accepts: known_settings plus the shared ones (a subclass
+        # that declares no settings model of its own: names only)
         super().__init_subclass__(**kwargs)
         if "option_schema" not in cls.__dict__:
             cls.option_schema = frozenset(cls.known_settings | {"judge", "judges", *CALL_SETTINGS})
@@ -92,6 +94,7 @@ class LLMJudge(ModelGraded):
 
     name = "llm_judge"
     known_settings = {"prompt", "system", "combine"}
+    option_schema = LLMJudgeSettings
     default_prompt = DEFAULT_JUDGE_PROMPT
     positive, negative = POSITIVE, NEGATIVE
 
@@ -195,6 +198,7 @@ class LLMScore(LLMJudge):
 
     name = "llm_score"
     known_settings = LLMJudge.known_settings | {"numeric_shortcut", "rel_tol"}
+    option_schema = LLMScoreSettings
     default_prompt = DEFAULT_SCORE_PROMPT
     positive, negative = {"true"}, {"false"}
 

@@ -20,6 +20,7 @@ import numpy as np
 from evalpipe.core.errors import ConfigError, DataError
 from evalpipe.core.types import Score
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import LmEvalSettings
 
 LOGLIKELIHOOD_TYPES = ("loglikelihood", "multiple_choice", "loglikelihood_rolling")
 DEFAULT_FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
@@ -103,7 +104,7 @@ class LmEvalMetric(Metric):
     name = "lm_eval"
     requires_target = False  # the doc holds the ground truth, in whatever form the task reads it
     inputs = frozenset({"metadata", "raw_output"})
-    option_schema = {"task", "include_path"}
+    option_schema = LmEvalSettings
 
     def __init__(self, task: str | None = None, include_path: str | None = None, **settings: Any):
         if not task:

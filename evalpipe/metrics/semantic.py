@@ -14,6 +14,7 @@ from typing import Any
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics.base import JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import SemanticSimilaritySettings
 from evalpipe.core.types import Score
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
@@ -58,7 +59,7 @@ class SemanticSimilarity(Metric):
     batch_size (64)."""
 
     name = "semantic_similarity"
-    option_schema = {"model", "threshold", "batch_size"}
+    option_schema = SemanticSimilaritySettings
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - {"model", "threshold", "batch_size"}

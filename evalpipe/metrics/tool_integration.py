@@ -15,6 +15,7 @@ from typing import Any
 import pandas as pd
 
 from evalpipe.metrics.base import COUNT, Direction, JudgeInput, Metric, register_metric
+from evalpipe.metrics.settings import ToolIntegrationSettings
 from evalpipe.tooleval import integration, report
 from evalpipe.tooleval.dataset import DEFAULTS, validate_result
 from evalpipe.core.types import Score
@@ -47,7 +48,7 @@ class ToolIntegration(Metric):
         "strict_minus_lax": Direction(None),
     }
 
-    option_schema = {"min_eligible_for_gates"}  # the split option of the same name sets it (benchmarks/tool_integration.py)
+    option_schema = ToolIntegrationSettings  # the split option of the same name sets it (benchmarks/tool_integration.py)
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)

@@ -294,26 +294,65 @@ def compute_for_partition(split: Any, model: Any, runner: Any, dataset_sha: str 
     return fps, mism
 
 
-def judging_version(cfg: Any) -> str:
-    """The `judgements` asset's code version: what decides verdicts besides the rollouts themselves, i.e. the
-    metric code version (evalpipe/metrics/base.py), every split's metric list (as its adapter gives it) and
-    settings, and the judge models (`judges:`). Changing a judge's model, prompt or settings in the config changes
-    it, and Dagster shows `judgements` as stale."""
-    from evalpipe.benchmarks import adapter_for
+def judging_version(cfg: Any = None) -> str:
+    """The `judgements` asset's code version: what decides verdicts in every split alike, i.e. the built-in metric
+    code version (evalpipe/metrics/base.py). A Dagster code version is one per asset, so what differs per split
+    (its metrics, their settings, its judges) is in `split_judging_version`, which enters each partition as the
+    data version of the observable `metric_settings` asset (docs/reproducibility.md "Data versions"). `cfg` is
+    accepted and unused (callers that passed the config keep working)."""
     from evalpipe.core.fingerprint import fingerprint
     from evalpipe.metrics.base import METRICS_CODE_VERSION
 
-    per_split = {}
-    for key, split in sorted(cfg.splits.items()):
-        try:
-            per_split[key] = adapter_for(split).metrics()
-            if split.options.get("metrics_by_source"):  # [routing] which sample each metric judges (only then:
-                # the versions of splits without routes stay as they were, their judgements fresh)
-                per_split[key] = {"metrics": per_split[key], "metrics_by_source": split.options["metrics_by_source"],
-                                  "route_by": split.options.get("route_by") or "source"}
-        except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
-            per_split[key] = split.metrics
-    return fingerprint({"code": METRICS_CODE_VERSION, "metrics": per_split, "judges": cfg.judges}, 16)
+    return fingerprint({"code": METRICS_CODE_VERSION}, 16)
+
+
+def _metric_names(specs: Any) -> Iterable[str | None]:
+    for spec in specs if isinstance(specs, (list, tuple)) else [specs]:
+        if isinstance(spec, str):
+            yield spec
+        elif isinstance(spec, Mapping):
+            yield spec.get("name")
+        else:
+            yield None  # an object the config cannot name: counted as reading the judges (below)
+
+
+def _reads_judges(specs: Iterable[Any]) -> bool:
+    """Whether any of these metric entries may read the project's `judges:` (a model-graded metric, or one that
+    takes the project's config); a metric that can't be looked up counts as reading them."""
+    from evalpipe.metrics.base import get_metric
+
+    for group in specs:
+        for name in _metric_names(group):
+            try:
+                factory = get_metric(str(name))
+            except Exception:
+                return True
+            if getattr(factory, "needs_judge", False) or getattr(factory, "takes_config", False):
+                return True
+    return False
+
+
+def split_judging_version(cfg: Any, split_key: str) -> str:
+    """What decides one split's verdicts besides its rollouts and the metric code: the split's metric list (as its
+    adapter gives it) with their settings, its routes (`metrics_by_source`), and the judges (`judges:`) when one of
+    its metrics may read them. Editing one benchmark's metric changes only its splits' values; a judge edited
+    changes only the splits whose metrics are model-graded."""
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.core.fingerprint import fingerprint
+
+    split = cfg.splits[split_key]
+    try:
+        metrics: Any = adapter_for(split).metrics()
+    except Exception:  # an adapter that can't be built yet fails at materialization, with its own message
+        metrics = split.metrics
+    routes = split.options.get("metrics_by_source")
+    body: dict[str, Any] = {"metrics": metrics}
+    if routes:  # [routing] which sample each metric judges
+        body["metrics_by_source"] = routes
+        body["route_by"] = split.options.get("route_by") or "source"
+    if _reads_judges([metrics, *(dict(routes).values() if isinstance(routes, Mapping) else [])]):
+        body["judges"] = cfg.judges
+    return fingerprint(body, 16)
 
 
 def previous(wh: Any, split_key: str, model_key: str) -> dict[str, Any] | None:

@@ -28,6 +28,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import read_config_text
+from evalpipe.core.run_marks import is_limited
 from evalpipe.core.redact import PII_ENTITIES
 from evalpipe.project.plugins import import_module, nothing_registered_hint
 
@@ -545,6 +547,7 @@ def _check_model(report: _Report, section: str, name: str, raw: dict[str, Any], 
 def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], judges: Iterable[str] = (),
                    notes: list[str] | None = None) -> None:
     from evalpipe.metrics import get_metric
+    from evalpipe.metrics.settings import setting_problems
 
     judges = {str(j) for j in judges}
     first: dict[str, int] = {}
@@ -568,10 +571,13 @@ def _check_metrics(report: _Report, loc: Loc, specs: Any, metrics: list[str], ju
             report.add(loc + (i,), f"metric {name!r} needs a judge model: {JUDGE_FIX}")
         if not isinstance(spec, dict):
             continue
-        if factory is not None:  # its settings, against what it declares
+        if factory is not None:  # its settings, against what it declares: names here, types and ranges below
             settings = {k: v for k, v in spec.items() if k != "name"}
-            _check_declared(report, _option_schema(factory), settings, lambda k, i=i: loc + (i,) + ((k,) if k else ()),
-                            f"metric {name!r}")
+            schema = _option_schema(factory)
+            _check_declared(report, declared_names(schema), settings,
+                            lambda k, i=i: loc + (i,) + ((k,) if k else ()), f"metric {name!r}")
+            for key, problem in setting_problems(str(name), schema, settings):
+                report.add(loc + (i, key), problem)
             if _option_schema(factory) is None and settings and notes is not None:
                 notes.append(undeclared_note("metric", str(name)))
         # judges named by a model-graded metric must be under `judges:` (inline mappings are judges themselves)
@@ -701,6 +707,10 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
     for section in ("models", "judges"):
         entries = data.get(section) if isinstance(data.get(section), dict) else {}
         for name, raw in entries.items():
+            if section == "models" and is_limited(str(name)):  # what tries.refuse_try_key says for the sensor
+                report.add((section, name), f"model key {name!r} reads as a try (<model>@limit<N>, @ids-<h> or "
+                                            f"@subset-<h>): it would be evaluated on part of its splits and never "
+                                            f"ranked; rename it without '@'")
             if isinstance(raw, dict):
                 _check_model(report, section, str(name), raw, runners, notes)
             elif raw is not None:
@@ -731,7 +741,7 @@ def validate_file(path: str | Path) -> dict[str, Any]:
     if not p.exists():
         raise ConfigError(f"config file {p} not found; create it or point EVALS_CONFIG at one")
     dups: list[tuple[int, str]] = []
-    data, lines = load_yaml(p.read_text(encoding="utf-8"), p, dups)
+    data, lines = load_yaml(read_config_text(p), p, dups)
     validate_config(data, p, lines, dups)
     return data or {}
 
@@ -781,3 +791,49 @@ def check_run_options(cfg: Any, split_keys: Iterable[str], model_keys: Iterable[
         for k, problem in getattr(factory, "config_problems", lambda _o: [])(merged):
             if k in runner_options:
                 raise ConfigError(f"{runner_flag} {k}: {problem}")
+
+
+def split_metric_specs(cfg: Any, key: str) -> list[Any]:
+    """Every metric entry that judges split `key`: its `metrics:` (else its adapter's defaults) and its
+    `metrics_by_source` routes."""
+    from evalpipe.benchmarks import get_adapter
+
+    split = cfg.split(key)
+    specs = list(split.metrics if split.metrics is not None else
+                 getattr(get_adapter(split.adapter), "default_metrics", None) or [])
+    routes = (split.options or {}).get("metrics_by_source")
+    for routed in (routes.values() if isinstance(routes, dict) else []):
+        specs += list(routed or [])
+    return specs
+
+
+def judge_key_problems(cfg: Any, split_keys: Iterable[str], environ: Any = None) -> list[str]:
+    """One line per judge that a chosen split's model-graded metric would call without its credentials: the
+    environment variable its entry names (`api_key_env`) unset. Judges are resolved as the metric resolves them
+    (`judge:`/`judges:` of its entry, else the first under `judges:`). Checked by `evalpipe validate` and before a
+    run's first rollout: otherwise every rollout would be paid for and then every verdict would fail."""
+    import os
+
+    from evalpipe.metrics import get_metric, list_metrics
+    from evalpipe.metrics.judge_client import judges_from_settings
+
+    env = os.environ if environ is None else environ
+    known, out = set(list_metrics()), []
+    for key in split_keys:
+        for spec in split_metric_specs(cfg, key):
+            name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
+            if name not in known or not getattr(get_metric(name), "needs_judge", False):
+                continue
+            settings = {k: v for k, v in spec.items() if k != "name"} if isinstance(spec, dict) else {}
+            try:
+                judges = judges_from_settings(settings, str(name), cfg)
+            except ConfigError as exc:  # no judge at all, an unknown name: the config check reports those
+                out.append(f"metric {name} of {key}: {exc}")
+                continue
+            for judge in judges:
+                var = judge.api_key_env
+                if var and not env.get(var):
+                    out.append(f"judge {judge.key!r} (metric {name} of {key}): environment variable {var} (its "
+                               f"api_key_env) is not set; export it before the run (the rollouts would be paid for, "
+                               f"then every verdict would fail)")
+    return list(dict.fromkeys(out))

@@ -83,7 +83,7 @@ class RunOptions:
         """The model keys each split runs: `asked` (the same for every split), else the split's intended models
         (its benchmark's `models:`, else `default_models`), each list through `resolve` (the CLI's ad-hoc model
         strings), the experiment and `--sample-id` marks, and the `--limit` mark."""
-        from evalpipe.core.run_marks import limited_key
+        from evalpipe.project.tries import Try
 
         out: dict[str, list[str]] = {}
         done: dict[tuple[str, ...], list[str]] = {}
@@ -91,9 +91,17 @@ class RunOptions:
             names = tuple(asked) if asked else tuple(cfg.models_for(s))
             if names not in done:
                 keys = self.model_keys(resolve(list(names)) if resolve else list(names), cfg)
-                done[names] = [limited_key(k, limit) for k in keys] if limit else keys
+                done[names] = [Try(limit=limit).model_key(k) for k in keys]
             out[s] = done[names]
         return out
+
+    def run_try(self, limit: Any, split_options: dict[str, Any], flag: str = "--limit {}",
+                option: str = "--benchmark-option limit={}", ids_flag: str = "--sample-id") -> Any:
+        """The try rule (evalpipe/project/tries.py) for a run over configured splits: the limit (popped from
+        `split_options`, never the shared dataset's) and this request's sample ids."""
+        from evalpipe.project.tries import configured_try
+
+        return configured_try(limit, split_options, self.sample_ids, flag, option, ids_flag)
 
     def selected_keys(self, keys: list[str]) -> list[str]:
         """With `--sample-id`: the try keys `<model>@ids-<h>`, the ids recorded beside the instance (every process
@@ -223,30 +231,11 @@ def check_declared_options(cfg: Any, chosen: list[str], model_keys: list[str], s
 
 def check_judge_keys(cfg: Any, split_keys: list[str], environ: Any = None) -> None:
     """Before any rollout: each judge that a chosen split's model-graded metrics will call has its API key in the
-    environment (its `api_key_env`); otherwise every rollout would be paid for and judging would then fail."""
-    import os
-
-    from evalpipe.benchmarks import get_adapter
+    environment (its `api_key_env`); otherwise every rollout would be paid for and judging would then fail
+    (evalpipe/project/schema.py `judge_key_problems`, which `evalpipe validate` runs too)."""
     from evalpipe.core.errors import ConfigError
-    from evalpipe.metrics import get_metric, list_metrics
+    from evalpipe.project.schema import judge_key_problems
 
-    env = os.environ if environ is None else environ
-    known, judges = set(list_metrics()), dict(cfg.judges or {})
-    for key in split_keys:
-        split = cfg.split(key)
-        specs = split.metrics if split.metrics is not None else getattr(get_adapter(split.adapter), "default_metrics",
-                                                                          None) or []
-        for spec in specs:
-            name = spec if isinstance(spec, str) else spec.get("name") if isinstance(spec, dict) else None
-            if name not in known or not getattr(get_metric(name), "needs_judge", False):
-                continue
-            named = (spec.get("judge") or spec.get("judges")) if isinstance(spec, dict) else None
-            named = [named] if isinstance(named, (str, dict)) else list(named or [])
-            for judge in named or list(judges)[:1]:
-                entry = judges.get(judge) if isinstance(judge, str) else judge
-                var = entry.get("api_key_env") if isinstance(entry, dict) else None
-                if var and not env.get(var):
-                    label = f"judge {judge!r}" if isinstance(judge, str) else "the metric's judge"
-                    raise ConfigError(f"{label} (metric {name} of {key}): environment variable {var} (its api_key_env) "
-                                      f"is not set; export it before the run (the rollouts would be paid for, then "
-                                      f"every verdict would fail)")
+    problems = judge_key_problems(cfg, split_keys, environ)
+    if problems:
+        raise ConfigError(problems[0], problems=problems)

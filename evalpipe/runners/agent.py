@@ -8,17 +8,20 @@ Messages, tool calls and events all land in the rollout's `trajectory` column.
 Each sample runs isolated: its own fresh temporary working directory holding copies of its attachments
 (`task.files` point at the copies, so an agent may modify them freely), removed afterwards unless
 `options.keep_workdir`, and its own timeout: the run's `timeout_s` (set it on the model entry or per run), not
-retried. With
-`options.isolation: thread` (the default) sync agents run in worker threads and must use `task.workdir` rather
-than the process-wide cwd; a thread that overruns its timeout is abandoned, not killed. With
-`options.isolation: process` each sample runs in its own Python process whose cwd is the working directory;
-it is killed at the timeout. A failing or timed-out agent is recorded as that sample's error (not retried,
-unless it raises `RetryableError`).
+retried. With `options.isolation: thread` (the default) each sync agent call runs in a daemon thread of its own
+and async agents run on an event loop of their own in a daemon thread (`AgentLoop`), never on the run's loop: an
+agent that blocks (`time.sleep` in an async agent, a hang) stops only itself, so `timeout_s` always ends its
+sample. Agents must use `task.workdir` rather than the process-wide cwd. A thread that overruns its timeout is
+abandoned, not killed (Python cannot kill a thread), and never keeps the process from exiting (daemon threads,
+never joined: evalpipe/tools/threads.py). With `options.isolation: process` each sample runs in its own Python
+process whose cwd is the working directory; it is killed at the timeout. A failing or timed-out agent is recorded
+as that sample's error (not retried, unless it raises `RetryableError`).
 
 Tools (docs/tools.md): when the sample offers tools, `task.tools` holds their schemas (the dataset's names) and
-`task.call_tool(name, arguments)` (sync, from the agent's thread) or `await task.acall_tool(...)` (async agents)
-runs a call through the same tool layer as every other runner (fixtures, allowlist, live and sandbox tools), so
-the `tool_calls` table gets the same records; it returns the tool's result (parsed JSON). Thread isolation only.
+`task.call_tool(name, arguments)` (sync agents, or async ones: it blocks the agents' loop while the tool runs) or
+`await task.acall_tool(...)` (async agents, without blocking) runs a call through the same tool layer as every
+other runner (fixtures, allowlist, live and sandbox tools), on the run's loop, so the `tool_calls` table gets the
+same records; it returns the tool's result (parsed JSON). Thread isolation only.
 
 Fingerprints hash the callable's name, `params` and `options.version`: bump `version` when the agent's code
 changes and its old answers should be re-run.
@@ -33,13 +36,15 @@ overlapping, a window holding another sample's calls is not attributed (event `u
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import json
 import os
 import shutil
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+import threading
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Literal, Optional
@@ -50,6 +55,7 @@ from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.runners.base import ModelError, RetryableError, Runner, register_runner
 from evalpipe.core.types import Generation, RolloutRequest
+from evalpipe.tools.threads import in_daemon_thread
 
 
 @dataclass
@@ -75,7 +81,7 @@ class AgentTask:
         """`call_tool` for async agents."""
         if self._tools is None:
             raise RuntimeError("this sample offers no tools (or the agent runs with isolation: process)")
-        return await self._tools.call(name, arguments)
+        return await self._tools.acall(name, arguments)
 
     def log(self, type: str, **data: Any) -> None:
         """Record an event (a step, a tool call, an observation); it is stored with the rollout."""
@@ -167,7 +173,7 @@ class AgentRunner(Runner):
         if self.isolation not in ("thread", "process"):
             raise ConfigError(f"model {model.key!r}: options.isolation must be 'thread' or 'process'")
         self.keep_workdir = bool(model.options.get("keep_workdir", False))
-        self._pool: ThreadPoolExecutor | None = None
+        self._agent_loop: AgentLoop | None = None  # where async agents run (created on first use)
         self._usage_owner = usage_owner(self.fn)
         self._in_flight = 0  # samples of this agent running now (a usage window must hold one only)
         if self._usage_owner is not None:
@@ -234,18 +240,32 @@ class AgentRunner(Runner):
     async def _call_in_thread(self, task: AgentTask) -> Generation:
         try:
             if inspect.iscoroutinefunction(self.fn) or inspect.iscoroutinefunction(getattr(self.fn, "__call__", None)):
-                result = await self.fn(task)
+                result = await self._on_agent_loop(self.fn(task))
             else:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="agent")
-                result = await asyncio.get_running_loop().run_in_executor(self._pool, self.fn, task)
-                if inspect.isawaitable(result):
+                result = await in_daemon_thread(functools.partial(self.fn, task))
+                if inspect.iscoroutine(result):  # a sync wrapper around a coroutine (function.py's adapt)
+                    result = await self._on_agent_loop(result)
+                elif inspect.isawaitable(result):
                     result = await result
-        except (ModelError, asyncio.CancelledError):
+        except ModelError:
             raise
+        except asyncio.CancelledError:
+            me = asyncio.current_task()
+            if me is None or me.cancelling():  # the sample's timeout, or the run stopping
+                raise
+            # cancelled on the agents' side only (the agent raised it): this sample's error, not the run's
+            raise ModelError("agent raised CancelledError") from None
         except Exception as exc:
             raise ModelError(f"agent raised {type(exc).__name__}: {exc}") from None
         return normalize(result, task)
+
+    async def _on_agent_loop(self, coro: Any) -> Any:
+        agent_loop = getattr(self, "_agent_loop", None)
+        if agent_loop is None or agent_loop.stuck():
+            if agent_loop is not None:
+                agent_loop.retire()  # blocked by an agent (one past its timeout, say): later samples get a fresh one
+            agent_loop = self._agent_loop = AgentLoop()
+        return await agent_loop.run(coro)
 
     async def _in_process(self, task: AgentTask) -> Generation:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -278,18 +298,93 @@ class AgentRunner(Runner):
         return await self.generate(request, ToolHandle(session, asyncio.get_running_loop()))
 
     async def aclose(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        agent_loop, self._agent_loop = getattr(self, "_agent_loop", None), None
+        if agent_loop is not None:
+            agent_loop.retire()
+
+
+class AgentLoop:
+    """An event loop in a daemon thread, where async agents run. An agent that blocks its loop (a sync call such as
+    `time.sleep` or `task.call_tool`) then blocks this one, never the run's: the run's loop keeps its timers, so the
+    sample's `timeout_s` still ends it, and the tools an agent calls (which run on the run's loop) still answer.
+
+    One loop serves a runner's samples (a client an agent keeps between samples stays on one loop) while it is
+    responsive: it beats every `BEAT_S`, and one that missed its beats for `STUCK_AFTER_S` is blocked by an agent,
+    so the runner retires it and later samples get a fresh one. A retired loop stops once its agents end; a blocked
+    one is abandoned with its thread (a daemon: it never keeps the process alive)."""
+
+    BEAT_S = 0.1
+    STUCK_AFTER_S = 1.0
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.last_beat = time.monotonic()
+        self._running = 0  # agents running on this loop (read and written on its thread only)
+        self._retired = False
+        threading.Thread(target=self._serve, name="evalpipe-agent-loop", daemon=True).start()
+
+    def _beat(self) -> None:
+        self.last_beat = time.monotonic()
+        self.loop.call_later(self.BEAT_S, self._beat)
+
+    def _serve(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.call_soon(self._beat)
+        try:
+            self.loop.run_forever()
+        finally:
+            pending = asyncio.all_tasks(self.loop)
+            for t in pending:
+                t.cancel()
+            if pending:
+                self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+            self.loop.close()
+
+    async def run(self, coro: Any) -> Any:
+        """Await `coro` on this loop; cancelling the await (the sample's timeout) cancels the agent there."""
+        async def tracked() -> Any:
+            self._running += 1
+            try:
+                return await coro
+            finally:
+                self._running -= 1
+                if self._retired and not self._running:
+                    self.loop.stop()
+
+        try:
+            future = asyncio.run_coroutine_threadsafe(tracked(), self.loop)
+        except RuntimeError:  # closed already: the coroutine never ran
+            coro.close()
+            raise
+        return await asyncio.wrap_future(future)
+
+    def stuck(self) -> bool:
+        """Whether an agent has blocked this loop for over `STUCK_AFTER_S`."""
+        return time.monotonic() - self.last_beat > self.STUCK_AFTER_S
+
+    def retire(self) -> None:
+        """Stop the loop once its running agents end (at once when none runs; never while one blocks it)."""
+        def stop_when_idle() -> None:
+            self._retired = True
+            if not self._running:
+                self.loop.stop()
+
+        try:
+            self.loop.call_soon_threadsafe(stop_when_idle)
+        except RuntimeError:  # already closed
+            pass
 
 
 class ToolHandle:
-    """What `AgentTask.call_tool` talks to: one sample's `ToolSession`, callable from the agent's thread."""
+    """What `AgentTask.call_tool` / `acall_tool` talk to: one sample's `ToolSession`, which runs on the run's loop
+    (`loop`), callable from an agent's thread or from the agents' own loop."""
 
     def __init__(self, session: Any, loop: asyncio.AbstractEventLoop):
         self.session, self.loop = session, loop
 
     async def call(self, name: str, arguments: Any = None) -> Any:
+        """One call, on the run's loop."""
         env = self.session.env
         if len(self.session.records) >= env.max_tool_calls:
             return {"ok": False, "error": "max_tool_calls"}
@@ -300,8 +395,25 @@ class ToolHandle:
         except ValueError:
             return content
 
+    async def acall(self, name: str, arguments: Any = None) -> Any:
+        """`call` from any loop: handed to the run's loop when awaited on another one (an async agent's)."""
+        if _running_loop() is self.loop:
+            return await self.call(name, arguments)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self.call(name, arguments), self.loop))
+
     def call_sync(self, name: str, arguments: Any = None) -> Any:
+        if _running_loop() is self.loop:
+            # waiting here for the run's loop would block that very loop for good (and every timeout with it)
+            raise RuntimeError("task.call_tool(...) was called on the run's event loop, where it would wait for "
+                               "itself; in an async agent use `await task.acall_tool(...)`")
         return asyncio.run_coroutine_threadsafe(self.call(name, arguments), self.loop).result()
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def _safe(s: str) -> str:

@@ -217,8 +217,8 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
                 row = _ok(req, gen, start, attempts)
-                row.update(status="error", error=f"conversation timed out after {s.timeout_s:g}s "
-                                                 f"({gen.turns} model turns)")
+                turns = f" ({gen.turns} model turns)" if gen.turns is not None else ""  # an agent counts no turns
+                row.update(status="error", error=f"conversation timed out after {s.timeout_s:g}s{turns}")
                 return row
             return _ok(req, gen, start, attempts)
         except TimeoutError:

@@ -4,7 +4,8 @@
 The function (sync or async) gets one sample, an `AgentTask` (`.question`, `.messages`, `.metadata`, `.files`,
 `.id`, `.workdir`, `.call_tool`), or the question text alone when its one parameter is annotated `str`. It returns
 the prediction: a string, or a dict with `text` (or `prediction`) and optionally `usage`, `messages`, `events`.
-It runs as the `agent` runner runs a callable (worker threads, a scratch folder per sample, the run's timeout).
+It runs as the `agent` runner runs a callable (sync ones in daemon threads, async ones on a loop of their own, a
+scratch folder per sample, the run's timeout bounding each: evalpipe/runners/agent.py).
 
 The model entry names the function by its fingerprint (`options.function`, evalpipe/core/callables.py): the
 function is looked up in this process's `FUNCTIONS`, and the fingerprint is part of every rollout's identity, so
@@ -108,7 +109,7 @@ class FunctionRunner(AgentRunner):
         self.fn = adapt(fn)
         self.isolation = "thread"
         self.keep_workdir = bool(model.options.get("keep_workdir", False))
-        self._pool = None
+        self._agent_loop = None  # where async agents run (agent.py's AgentLoop)
         self._usage_owner, self._in_flight = usage_owner(fn), 0  # [usage deltas] read around each sample (agent.py)
         if self._usage_owner is not None:
             self.default_concurrency = 1

@@ -18,16 +18,19 @@ calls), the tool layer answers them (fixtures, allowlist, live tools), turn 1 is
 `path:` may also name an Inspect AI eval log (`*.eval`, docs/interop.md "Inspect AI logs"): each sample's final
 completion is the output, the tool calls of its first tool-calling turn are replayed, a sample Inspect recorded as
 an error is an error row with Inspect's message, and epoch e > 1 of sample `x` answers our row `x#epoch<e>`.
+
+Either file is read under a size cap (`max_file_mb:`, default 512; docs/operations.md "Size caps on files read"):
+a file, or an Inspect log member, over it is refused with one line naming it, before anything is inflated.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
 from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, OPTION, FileCap, file_sha256, model_cap, open_text
 from evalpipe.runners.base import ModelError, Runner, register_runner
 from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.tools.execute import arguments_text, parse_arguments
@@ -45,13 +48,14 @@ def resolve_path(spec: str) -> Path:
     return beside.resolve() if beside.exists() else p.resolve()
 
 
-def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
-    """sample_id -> {"output", "tool_calls", "line"}; every problem names the file and the line."""
+def read_predictions(path: Path, cap: FileCap = DEFAULT_CAP) -> dict[str, dict[str, Any]]:
+    """sample_id -> {"output", "tool_calls", "line"}; every problem names the file and the line. The file is read
+    under `cap` (the model's option `max_file_mb`)."""
     if not path.is_file():
         raise ConfigError(f"replay file {path} not found; `path:` must name a JSONL file of "
                           '{"sample_id": ..., "output": ..., "tool_calls": [...]} lines')
     out: dict[str, dict[str, Any]] = {}
-    with open(path, encoding="utf-8-sig") as fh:
+    with open_text(path, cap, encoding="utf-8-sig") as fh:
         for n, line in enumerate(fh, 1):
             if not line.strip():
                 continue
@@ -81,7 +85,7 @@ def read_predictions(path: Path) -> dict[str, dict[str, Any]]:
 class ReplayRunner(Runner):
     name = "replay"
     default_concurrency = 64
-    option_schema = {"path"}  # `evalpipe validate` flags any other option (e.g. a misspelt `paht:`)
+    option_schema = {"path", OPTION}  # `evalpipe validate` flags any other option (e.g. a misspelt `paht:`)
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)
@@ -89,10 +93,12 @@ class ReplayRunner(Runner):
         if not spec:
             raise ConfigError(f"model {model.key!r}: runner 'replay' needs `path:` (a JSONL file of predictions)")
         self.path = resolve_path(str(spec))
+        cap = model_cap(model.key, model.options)
         from evalpipe.interop.inspect_log import is_inspect_log, read_outputs
 
-        self.predictions = read_outputs(self.path) if is_inspect_log(self.path) else read_predictions(self.path)
-        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        self.predictions = (read_outputs(self.path, cap) if is_inspect_log(self.path)
+                            else read_predictions(self.path, cap))
+        self.sha256 = file_sha256(self.path, cap)
 
     def identity(self) -> dict[str, Any]:
         return {"runner": self.name, "file_sha256": self.sha256}

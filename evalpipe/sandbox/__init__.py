@@ -3,9 +3,9 @@
 Entry points: `run_python` (one program, pass = exit status 0), `run_tests` (a solution and its tests through
 a harness: pass = `check()` returned), `open_session` (a stateful interpreter for one sample).
 Backends (`evalpipe sandbox check` shows which one is in effect): `bwrap` (bubblewrap, an OS-level boundary),
-`docker` (a throwaway container), `process` (an audit hook: NOT a boundary, warns). Chosen by the `backend`
-argument, else the environment variable `EVALS_SANDBOX`, else the config's top-level `sandbox:` key, else
-`auto` (the strongest backend that works here).
+`docker` (a throwaway container), `process` (an audit hook: NOT a boundary, warns; only when named). Chosen by
+the `backend` argument, else the environment variable `EVALS_SANDBOX`, else the config's top-level `sandbox:`
+key, else `auto` (the strongest OS-level backend that works here; none is an error, never `process`).
 """
 from __future__ import annotations
 
@@ -51,15 +51,23 @@ def backend_status() -> dict[str, str | None]:
 
 def resolve_backend(name: str | None = None, configured: str | None = None) -> str:
     """The backend that will run: `name`, else $EVALS_SANDBOX, else `configured` (the project's `sandbox:`,
-    handed in by the caller), else auto."""
+    handed in by the caller), else auto: bwrap, else docker, else an error (`process` only when named)."""
     choice = (name or os.environ.get("EVALS_SANDBOX") or configured or "auto").strip().lower()
     if choice not in CHOICES and choice not in list_sandboxes():
         raise ConfigError(f"unknown sandbox backend {choice!r}; use one of: {', '.join(CHOICES)}")
     if choice == "auto":
+        why_not = {}
         for cls in sorted((get_sandbox(n) for n in list_sandboxes()), key=lambda c: -c.strength):
-            if cls.probe() is None:
+            if cls.name == "process":
+                continue  # never chosen for the user: it is no boundary (below)
+            why_not[cls.name] = cls.probe()
+            if why_not[cls.name] is None:
                 return cls.name
-        return "process"
+        raise SandboxUnavailable(
+            "no OS-level sandbox works here (" + "; ".join(f"{k}: {v}" for k, v in why_not.items()) + "); install "
+            "bubblewrap (Debian/Ubuntu: apt-get install bubblewrap; Fedora: dnf install bubblewrap), or name "
+            "`sandbox: process` (or EVALS_SANDBOX=process) to run model-written code without a boundary: it can "
+            "read and write your files, run programs, reach the network, kill or ptrace your processes")
     why = get_sandbox(choice).probe()
     if why:
         raise SandboxUnavailable(f"sandbox backend {choice!r} cannot run here: {why}; or set `sandbox: auto`")

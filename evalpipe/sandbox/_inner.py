@@ -35,14 +35,120 @@ def _apply(cfg, guard=True):
         resource.setrlimit(getattr(resource, name), (value, value))
     uid = cfg.get("uid")
     if uid is not None and os.getuid() == 0:
+        _drop_bounding_set()  # while CAP_SETPCAP is still there (bwrap run by root keeps it for this)
         os.setgroups([])
         os.setresgid(uid, uid, uid)
         os.setresuid(uid, uid, uid)  # from root to a non-root uid: every capability is dropped too
+    why = _lock_down()
+    if why:  # fail closed: no verdict (and no run) from a process that could reach the verdict process
+        os.write(2, f"sandbox: cannot lock the code out of the harness: {why}\n".encode())
+        os._exit(70)
     if guard and cfg.get("guard"):
         _install_guard(cfg["guard"])
     import site  # the venv's site-packages, only now (its .pth files must not run with the privileges above)
 
     site.main()
+
+
+# --- no capabilities, no ptrace: for every process that runs model-written code, on every backend -------------
+# Under `process` the code is root of its own user namespace (unshare -r) with every capability there, the
+# harness included; CAP_SYS_PTRACE would let it attach to the harness (non-dumpable or not) and rewrite the
+# verdict, or read the tests from its memory. So before anything else runs: no-new-privs, an empty bounding
+# set, ambient and inheritable sets and no capabilities (nothing gains any again, exec of uid 0 or a setuid file
+# included), and a seccomp filter that refuses ptrace, process_vm_readv/writev and pidfd_getfd outright
+# (inherited by every process started from here).
+_PR_CAPBSET_READ, _PR_CAPBSET_DROP, _PR_SET_NO_NEW_PRIVS, _PR_GET_NO_NEW_PRIVS = 23, 24, 38, 39
+_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, _PR_SET_SECCOMP, _PR_GET_SECCOMP = 47, 4, 22, 21
+_CAP_VERSION_3 = 0x20080522
+# (audit arch of seccomp_data, {syscall: number}): x86_64 and aarch64; any other ABI on them (i386 through
+# int 0x80, x32, arm32) is refused whole
+_SECCOMP_ARCH = {
+    "x86_64": (0xC000003E, {"ptrace": 101, "process_vm_readv": 310, "process_vm_writev": 311, "pidfd_getfd": 438}),
+    "aarch64": (0xC00000B7, {"ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271, "pidfd_getfd": 438}),
+}
+_X32_BIT = 0x40000000
+
+
+def _libc():
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    return ctypes, libc
+
+
+def _drop_bounding_set():
+    ctypes, libc = _libc()
+    for cap in range(64):
+        if libc.prctl(_PR_CAPBSET_READ, cap, 0, 0, 0) == 1:
+            libc.prctl(_PR_CAPBSET_DROP, cap, 0, 0, 0)  # needs CAP_SETPCAP; where it fails, no-new-privs holds
+
+
+def _capabilities():
+    """(effective, permitted, inheritable) as 64-bit masks."""
+    ctypes, libc = _libc()
+    header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()
+    if libc.capget(header, data) != 0:
+        raise OSError(ctypes.get_errno(), "capget")
+    return tuple(data[i] | (data[i + 3] << 32) for i in range(3))
+
+
+def seccomp_filter(machine):
+    """The BPF program (list of (code, jt, jf, k)) refusing ptrace and process_vm_* with EPERM, or None where
+    this machine's syscall numbers are not known here."""
+    if machine not in _SECCOMP_ARCH:
+        return None
+    arch, calls = _SECCOMP_ARCH[machine]
+    ld, jeq, jge, ret = 0x20, 0x15, 0x35, 0x06  # BPF_LD|W|ABS, BPF_JMP|JEQ|K, BPF_JMP|JGE|K, BPF_RET|K
+    allow, deny = 0x7FFF0000, 0x00050000 | 1  # SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EPERM
+    nrs = sorted(calls.values())
+    body = [(ld, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, deny), (ld, 0, 0, 0)]
+    if machine == "x86_64":
+        body.append((jge, len(nrs) + 1, 0, _X32_BIT))
+    for i, nr in enumerate(nrs):
+        body.append((jeq, len(nrs) - i, 0, nr))
+    return body + [(ret, 0, 0, allow), (ret, 0, 0, deny)]
+
+
+def _install_seccomp(program):
+    ctypes, libc = _libc()
+
+    class SockFilter(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint16), ("jt", ctypes.c_uint8), ("jf", ctypes.c_uint8), ("k", ctypes.c_uint32)]
+
+    class SockFprog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(SockFilter))]
+
+    insns = (SockFilter * len(program))(*(SockFilter(*i) for i in program))
+    prog = SockFprog(len(program), insns)
+    if libc.prctl(_PR_SET_SECCOMP, 2, ctypes.addressof(prog), 0, 0) != 0:  # SECCOMP_MODE_FILTER
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+
+
+def _lock_down():
+    """None once this process holds no capability, can gain none, and (where the machine's syscall numbers are
+    known) cannot ptrace or process_vm_* any process; else why not."""
+    try:
+        ctypes, libc = _libc()
+        if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 or libc.prctl(_PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) != 1:
+            return f"no-new-privs could not be set (errno {ctypes.get_errno()})"
+        if any(_capabilities()):
+            _drop_bounding_set()
+            libc.prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+            header = (ctypes.c_uint32 * 2)(_CAP_VERSION_3, 0)
+            if libc.capset(header, (ctypes.c_uint32 * 6)()) != 0:
+                return f"capset failed (errno {ctypes.get_errno()})"
+        if any(_capabilities()):
+            return "capabilities are left after capset"
+        program = seccomp_filter(os.uname().machine)
+        if program is not None:
+            _install_seccomp(program)
+            if libc.prctl(_PR_GET_SECCOMP, 0, 0, 0, 0) != 2:
+                return "the seccomp filter is not in force"
+    except (OSError, AttributeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
 
 
 def _install_guard(g):
@@ -262,6 +368,9 @@ def _program_side(cfg, req_r, resp_w):
             pass
 
 
+_ITERATION_ENDS = ("StopIteration", "StopAsyncIteration")
+
+
 class ProgramExit(Exception):
     """The program's function raised SystemExit/KeyboardInterrupt, or its process ended during a call."""
 
@@ -324,6 +433,30 @@ def _trusted_source(text, name):
     name from the work folder (which the program could have written)."""
     linecache.cache[name] = (len(text), None, text.splitlines(True), name)
     return compile(text, name, "exec")
+
+
+def _stubs(setup):
+    """Names of the functions the setup leaves to the program: defined at its top level with a body of only a
+    docstring, `pass`, `...` or `raise NotImplementedError`."""
+    import ast
+
+    try:
+        tree = ast.parse(setup)
+    except SyntaxError:
+        return set()
+
+    def empty(stmt):
+        if isinstance(stmt, ast.Pass):
+            return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            return stmt.value.value is Ellipsis or isinstance(stmt.value.value, str)
+        if isinstance(stmt, ast.Raise) and stmt.exc is not None:
+            exc = stmt.exc.func if isinstance(stmt.exc, ast.Call) else stmt.exc
+            return isinstance(exc, ast.Name) and exc.id == "NotImplementedError"
+        return False
+
+    return {node.name for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and all(empty(stmt) for stmt in node.body)}
 
 
 def _harness(cfg):
@@ -419,6 +552,9 @@ def _harness(cfg):
             if reply[0] == "ok":
                 return reply[1]
             kind, text = reply[1], reply[2]
+            if kind in _ITERATION_ENDS:  # map()/filter()/zip() in a test would stop early, quietly (PEP 479 covers
+                # generators only): a failure, as a generator's would be
+                raise RuntimeError(f"{name}() raised {kind}" + (f": {text}" if text != kind else ""))
             cls = getattr(builtins, kind, None)
             if isinstance(cls, type) and issubclass(cls, Exception) and cls.__module__ == "builtins":
                 try:
@@ -440,10 +576,14 @@ def _harness(cfg):
         # `candidate`; the setup's helpers stay the setup's); without one, every function the program defines
         # (over the setup's stubs), but never a builtin's name: a program's own `abs` or `len` must not stand
         # in for the builtin the tests use.
+        replaceable = _stubs(first_job.get("setup") or "")
         for name in names if isinstance(names, list) else ():
             if not (isinstance(name, str) and name.isidentifier()):
                 continue
-            if name == entry or (not entry and not hasattr(builtins, name)):
+            # what the setup bound stays the setup's (an import such as `isclose`, a helper it defines in
+            # full), but for the stubs it leaves the program to write
+            ours = name in tests_ns and name not in replaceable
+            if name == entry or (not entry and not hasattr(builtins, name) and not ours):
                 tests_ns[name] = proxy(name)
         if job.get("tests"):
             exec(_trusted_source(job["tests"], "<tests>"), tests_ns)

@@ -48,11 +48,12 @@ def build_bwrap_argv(command: Sequence[str], *, workdir: str, env: dict[str, str
     `as_root`: the caller is root. Then `--unshare-all` would map root to root inside a user namespace, where
     it keeps the capabilities to remount the read-only binds writable (measured: it can write to the host's
     folders). So a root caller gets every namespace but the user one, all capabilities dropped except
-    CAP_SETUID/CAP_SETGID, which `_inner.py` uses at once to become an unprivileged uid (losing those too).
+    CAP_SETUID/CAP_SETGID/CAP_SETPCAP, which `_inner.py` uses at once to empty its capability bounding set and
+    become an unprivileged uid (losing those too).
     """
     if as_root:
         ns = ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
-              "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
+              "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID", "--cap-add", "CAP_SETPCAP"]
     else:
         ns = ["--unshare-all"]  # user namespace included; bwrap drops every capability before the command
     argv = [bwrap, *ns, "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]

@@ -129,6 +129,21 @@ def _shadowing(backend):
     return not r.passed, f"wrong + shadowed math.py: {r.error[:80] or 'PASSED'}"
 
 
+def _verdict_process_out_of_reach(backend):
+    """The program holds no capability and can't ptrace the harness or read its memory (issue 30)."""
+    code = ("import ctypes, ctypes.util, os\n"
+            "libc = ctypes.CDLL(ctypes.util.find_library('c'), use_errno=True)\n"
+            "libc.ptrace.argtypes = [ctypes.c_long, ctypes.c_long, ctypes.c_void_p, ctypes.c_void_p]\n"
+            "caps = [ln.split()[1] for ln in open('/proc/self/status') if ln.startswith(('CapEff', 'CapBnd'))]\n"
+            "fd = libc.open(b'/proc/%d/mem' % os.getppid(), os.O_RDONLY)\n"
+            "print('caps', *caps, 'ptrace', libc.ptrace(0x4206, os.getppid(), None, None), 'mem', fd)\n"
+            "def add(a, b):\n    return a + b\n")
+    r = run_tests(code, "def check(c):\n    assert c(2, 3) == 5\n", entry_point="add", backend=backend)
+    words = r.stdout.split()
+    ok = r.passed and words[:7] == ["caps", "0" * 16, "0" * 16, "ptrace", "-1", "mem", "-1"]
+    return ok, r.stdout.strip() or r.error
+
+
 def _disk_quota(backend):
     r = run_python("for i in range(32):\n    open(f'f{i}', 'wb').write(b'x' * (32 * 1024 * 1024))\n", timeout_s=30,
                    backend=backend, disk_mb=64)
@@ -146,6 +161,7 @@ CHECKS: list[tuple[str, Callable]] = [
     ("memory and process limits", _limits),
     ("pass = check() returned (os._exit(0) cheat fails)", _harness),
     ("a shadowed stdlib module can't forge a pass", _shadowing),
+    ("no capabilities; no ptrace or memory reads of the harness", _verdict_process_out_of_reach),
     ("work folder disk quota (1 GB write stops at 64 MB)", _disk_quota),
 ]
 

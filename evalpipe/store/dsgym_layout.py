@@ -66,15 +66,23 @@ def _aggregates(wh: Any, split_key: str, model_key: str) -> dict[str, dict[str, 
     return out
 
 
-def write_partition(split_key: str, model_key: str, wh: Any, folder: Path) -> Path:
+def evaluation_results(split_key: str, model_key: str, wh: Any) -> dict[str, Any]:
+    """DSGym's results dict of one partition: `sample_results`, `aggregated_metrics`, `metadata` (what
+    `evaluation_results.json` holds and `Results["aggregated_metrics"]` reads)."""
     lines: list[str] = []
     stream_samples(split_key, model_key, wh, lambda name, text: lines.extend(
         text.splitlines()) if name == "samples.jsonl" else None)
     results = [sample_result(json.loads(line)) for line in lines if line.strip()]
     results.sort(key=lambda r: (r["sample_index"] is None, r["sample_index"] or 0, str(r["sample_id"])))
-    aggregated = _aggregates(wh, split_key, model_key)
     metadata = {"dataset_name": split_key, "model_name": model_key,
                 "total_execution_time": sum(r["execution_time"] or 0.0 for r in results)}
+    return {"sample_results": results, "aggregated_metrics": _aggregates(wh, split_key, model_key),
+            "metadata": metadata}
+
+
+def write_partition(split_key: str, model_key: str, wh: Any, folder: Path) -> Path:
+    body = evaluation_results(split_key, model_key, wh)
+    results, aggregated, metadata = body["sample_results"], body["aggregated_metrics"], body["metadata"]
     predictions = folder / PREDICTIONS
     predictions.mkdir(parents=True, exist_ok=True)
     for stale in predictions.glob("*.json"):  # an earlier write's samples must not linger beside these
@@ -82,7 +90,6 @@ def write_partition(split_key: str, model_key: str, wh: Any, folder: Path) -> Pa
     for i, r in enumerate(results):
         name = f"{i:05d}_{_UNSAFE.sub('_', str(r['sample_id']))[:80]}.json"
         (predictions / name).write_text(json.dumps(r, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
-    body = {"sample_results": results, "aggregated_metrics": aggregated, "metadata": metadata}
     (folder / RESULTS).write_text(json.dumps(body, indent=2, ensure_ascii=False, default=str), encoding="utf-8")
     (folder / SUMMARY).write_text(json.dumps({"aggregated_metrics": aggregated, "metadata": metadata}, indent=2,
                                              ensure_ascii=False, default=str), encoding="utf-8")

@@ -48,6 +48,7 @@ from dagster._core.storage.runs.sqlite.sqlite_run_storage import SqliteRunStorag
 from dagster._core.storage.schedules.sqlite.sqlite_schedule_storage import SqliteScheduleStorage  # noqa: E402
 from dagster._core.storage.sqlite import SQLITE_BUSY_TIMEOUT_SECONDS  # noqa: E402
 
+from evalpipe.core.disk_full import disk_full
 from evalpipe.core.errors import EvalError
 from evalpipe.store.sqlite_files import use_wal
 
@@ -112,6 +113,19 @@ def _on_connect(dbapi_conn: Any, _record: Any, autocheckpoint: int = WAL_AUTOCHE
         cur.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}")
     finally:
         cur.close()
+
+
+def _said_when_full(context: Any) -> None:
+    """SQLite's "disk I/O error" on a full disk: raised instead as one line naming the database and the fix. On
+    every SQLite engine of the process (Dagster's own storages open theirs too)."""
+    if context.dialect is None or context.dialect.name != "sqlite" or context.engine is None:
+        return
+    full = disk_full(context.engine.url.database or "", context.original_exception)
+    if full is not None:
+        raise full from None
+
+
+db.event.listen(db.engine.Engine, "handle_error", _said_when_full)
 
 
 def engine_for(conn_string: str, per_run: bool = False) -> Any:

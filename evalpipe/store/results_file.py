@@ -18,6 +18,7 @@ from typing import Any
 import pandas as pd
 
 from evalpipe.core.errors import WarehouseError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, FileTooLarge, open_binary, read_text
 from evalpipe.core.jsontext import dumps, raw_decode
 from evalpipe.core.schema import TABLES
 from evalpipe.store.artifacts import LATEST
@@ -53,9 +54,13 @@ def samples_path(path: str | Path) -> Path:
     return p
 
 
-def _read_json(path: Path) -> dict[str, Any] | None:
+def _read_json(path: Path, cap: FileCap) -> dict[str, Any] | None:
+    """A run folder's summary or manifest (None if unreadable or not an object); over `cap` is a FileTooLarge, never
+    a silent None (the partition's names would quietly fall back to the file's own)."""
     try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
+        obj = json.loads(read_text(path, cap))
+    except FileTooLarge:
+        raise
     except (OSError, ValueError):
         return None
     return obj if isinstance(obj, dict) else None
@@ -85,16 +90,24 @@ def _line_problem(rec: Any) -> str | None:
     return None
 
 
-def load_results(path: str | Path) -> ResultsFile:
-    """Read a results file (or a run folder's). The partition's names come from the folder's summary.json or
-    manifest.json; a bare file is named after itself (split `file/<name>`, model `results`)."""
+def load_results(path: str | Path, cap: FileCap = DEFAULT_CAP) -> ResultsFile:
+    """Read a results file (or a run folder's) under the size cap `cap`. The partition's names come from the
+    folder's summary.json or manifest.json; a bare file is named after itself (split `file/<name>`, model
+    `results`). A line that can't be read (not UTF-8, not JSON, not a record) is a problem naming file:line; the
+    others are read."""
     f = samples_path(path)
     folder = f.parent if (f.parent / "manifest.json").exists() or (f.parent / "summary.json").exists() else None
-    summary = _read_json(folder / "summary.json") if folder else None
-    about = summary or (_read_json(folder / "manifest.json") if folder else None) or {}
+    summary = _read_json(folder / "summary.json", cap) if folder else None
+    about = summary or (_read_json(folder / "manifest.json", cap) if folder else None) or {}
     records, problems, seen = [], [], set()
-    with open(f, encoding="utf-8") as fh:
-        for no, line in enumerate(fh, 1):
+    with open_binary(f, cap, decompress=False) as fh:
+        for no, raw in enumerate(fh, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:  # one bad line costs that line, not the file
+                problems.append(f"{f}:{no}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at column {exc.start + 1}); "
+                                "the line is skipped (re-save the file as UTF-8)")
+                continue
             if not line.strip():
                 continue
             try:

@@ -146,6 +146,9 @@ class Warehouse:
         from evalpipe.store import objects as storage  # object storage when `warehouse.uri` / EVALS_WAREHOUSE_URI says so
 
         self.store = store if store is not None else storage.from_config()
+        if not self.store and self.duckdb_path.is_dir():  # DuckDB's own error reads like a lock held elsewhere
+            raise WarehouseError(f"the warehouse path {self.duckdb_path} is a folder; it must name a DuckDB file: set "
+                                 f"EVALS_WAREHOUSE to a file path such as {self.duckdb_path / 'warehouse.duckdb'}")
 
     # ---- layout -------------------------------------------------------------------------------------------
     def table_dir(self, table: str) -> Path:
@@ -399,7 +402,10 @@ class Warehouse:
                     con = duckdb.connect(str(self.duckdb_path))
                     break
                 except duckdb.IOException as exc:
-                    if "lock" not in str(exc).lower() or time.monotonic() > deadline:
+                    if "lock" not in str(exc).lower():  # not a lock: say what it is (a folder, a damaged file)
+                        raise WarehouseError(f"cannot open the warehouse file {self.duckdb_path}: "
+                                             f"{str(exc).splitlines()[0]}") from None
+                    if time.monotonic() > deadline:
                         raise WarehouseError(
                             f"cannot update the views in {self.duckdb_path}: another process holds it open "
                             f"({str(exc).splitlines()[0]}); close that connection and retry") from None

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from evalpipe.core.dataset_header import HEADER_KEY
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_bytes
 from evalpipe.core.errors import DataError
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
@@ -70,12 +71,14 @@ def validate_result(record: dict[str, Any]) -> None:
         raise ValueError(f"tool_integration result of {record.get('id')!r} breaks eval_result.schema.json: {err}")
 
 
-def read_dataset(path: Path, shown: str | None = None) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
-    """(header merged over the defaults, items, sha256 of the file bytes). Raises DataError (one line)."""
+def read_dataset(path: Path, shown: str | None = None,
+                 cap: FileCap = DEFAULT_CAP) -> tuple[dict[str, Any], list[dict[str, Any]], str]:
+    """(header merged over the defaults, items, sha256 of the file bytes), read under `cap`. Raises DataError (one
+    line)."""
     shown = shown or str(path)
     if not path.is_file():
         raise DataError(f"{shown}: file not found; fix 'path' in the config")
-    data = path.read_bytes()
+    data = read_bytes(path, cap, shown)
     sha = hashlib.sha256(data).hexdigest()
     header: dict[str, Any] = {}
     items: list[dict[str, Any]] = []

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_text, split_cap
 from evalpipe.tools.base import Tool
 from evalpipe.tools.execute import DEFAULT_OUTPUT_CAP, ToolSession
 from evalpipe.tools.replay import ToolBroker
@@ -32,8 +33,8 @@ DEFAULT_MAX_TOOL_CALLS = 32
 DEFAULT_TOOL_TIMEOUT_S = 30.0
 
 
-def read_schemas(spec: Any, resolve: Callable[[str], Path]) -> list[dict[str, Any]]:
-    """`schemas:` as a list of schemas, a file (JSON list, JSONL, YAML), or a list mixing both."""
+def read_schemas(spec: Any, resolve: Callable[[str], Path], cap: FileCap = DEFAULT_CAP) -> list[dict[str, Any]]:
+    """`schemas:` as a list of schemas, a file (JSON list, JSONL, YAML; read under `cap`), or a list mixing both."""
     items = spec if isinstance(spec, list) else [spec]
     out: list[dict[str, Any]] = []
     for item in items:
@@ -43,7 +44,7 @@ def read_schemas(spec: Any, resolve: Callable[[str], Path]) -> list[dict[str, An
         path = resolve(str(item))
         if not path.is_file():
             raise ConfigError(f"tools schemas file {path} not found")
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, cap)
         if path.suffix == ".jsonl":
             loaded = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
         else:
@@ -73,7 +74,8 @@ class ToolEnv:
             raise ConfigError(f"{where}: tools mode {self.mode!r} must be one of {', '.join(MODES)}")
         self.fixtures_dir = resolve(str(cfg["fixtures"])) if cfg.get("fixtures") else None
         self.allowlist_file = resolve(str(cfg["allowlist"])) if cfg.get("allowlist") else None
-        self.broker = ToolBroker.from_paths(self.fixtures_dir, self.allowlist_file)
+        cap = split_cap(where, options)  # the split's `max_file_mb` caps its tool files too
+        self.broker = ToolBroker.from_paths(self.fixtures_dir, self.allowlist_file, cap)
         self.max_turns = int(options.get("max_turns", DEFAULT_MAX_TURNS))
         self.max_tool_calls = int(options.get("max_tool_calls", DEFAULT_MAX_TOOL_CALLS))
         self.tool_timeout_s = float(options.get("tool_timeout_s", DEFAULT_TOOL_TIMEOUT_S))
@@ -83,7 +85,7 @@ class ToolEnv:
         self.options = options
         if self.max_turns < 1 or self.max_tool_calls < 0:
             raise ConfigError(f"{where}: max_turns must be >= 1 and max_tool_calls >= 0")
-        self.config_schemas = read_schemas(cfg["schemas"], resolve) if cfg.get("schemas") else []
+        self.config_schemas = read_schemas(cfg["schemas"], resolve, cap) if cfg.get("schemas") else []
         from evalpipe.tools.live import build_live_tools, builtin_tool
 
         self.live_specs = list(cfg.get("live") or [])

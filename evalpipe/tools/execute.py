@@ -1,20 +1,21 @@
 """Running one tool call: the one place where a call's arguments are parsed, the tool is chosen (replayed or
 live), exceptions become tool errors, and the output cap applies. Every call yields one tool-call record
 (docs/interfaces.md) and the text the model is shown.
+
+This module does not import env.py (env.py builds sessions from it): what a session reads of its split's tool layer
+is `SessionEnv`, which `ToolEnv` provides.
 """
 from __future__ import annotations
 
 import asyncio
 import json
 import time
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import Any, Callable, Protocol
 
 from evalpipe.core.jsontext import dumps, raw_decode
 from evalpipe.tools.base import Tool, ToolContext, ToolError
-from evalpipe.tools.replay import NOT_ALLOWED, normalized_key
-
-if TYPE_CHECKING:
-    from evalpipe.tools.env import ToolEnv
+from evalpipe.tools.replay import NOT_ALLOWED, ToolBroker, normalized_key
 
 DEFAULT_OUTPUT_CAP = 16 * 1024  # characters of a tool result shown to the model
 
@@ -60,10 +61,28 @@ def cap(text: str, limit: int) -> str:
     return text
 
 
+class SessionEnv(Protocol):
+    """What a `ToolSession` reads of its split's tool layer (`evalpipe.tools.env.ToolEnv`)."""
+
+    mode: str
+    broker: ToolBroker
+    live_tools: dict[str, Tool]
+    always_live: set[str]
+    options: dict[str, Any]
+    output_cap: int
+    tool_timeout_s: float
+    max_tool_calls: int
+    counts: Counter[str]
+
+    def allowed(self, name: str, offered: list[str]) -> bool: ...
+
+    def sandbox_factory(self, files: list[str]) -> Callable[[], Any] | None: ...
+
+
 class ToolSession:
     """The tool layer for one sample: runs its calls in order, keeps its records, owns its sandbox session."""
 
-    def __init__(self, env: "ToolEnv", sample_id: str, offered: list[str], files: list[str] | None = None):
+    def __init__(self, env: SessionEnv, sample_id: str, offered: list[str], files: list[str] | None = None):
         self.env = env
         self.offered = list(offered)
         self.records: list[dict[str, Any]] = []

@@ -1,7 +1,8 @@
 """Live tools: Python functions given as `module:function`, and the sandbox tools `python` and `bash`.
 
 A function tool's schema comes from its signature and docstring (schema.py) unless the config gives
-`parameters` (and `description`); sync functions run in a worker thread, async ones on the loop. Arguments are
+`parameters` (and `description`); sync functions run in a daemon thread (a hung one is abandoned at its timeout and
+never keeps the process alive: threads.py), async ones on the loop. Arguments are
 validated against the schema before the call. `python` keeps one interpreter per sample inside the code sandbox
 (`evalpipe.sandbox.open_session`, the same entry point the `code_execution` metric uses): state survives across
 calls, the sample's files sit in its working folder, and each call returns stdout, stderr and the last
@@ -10,12 +11,14 @@ expression's value. `bash` runs a command in the same session's folder and sandb
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 from typing import Any, Callable
 
 from evalpipe.core.errors import ConfigError
 from evalpipe.tools.base import Tool, ToolContext, ToolError, get_tool, list_tools, register_tool
 from evalpipe.tools.schema import function_schema
+from evalpipe.tools.threads import in_daemon_thread
 
 
 def load_function(spec: str, where: str = "tools") -> Callable[..., Any]:
@@ -40,7 +43,7 @@ def function_tool(fn: Callable[..., Any], name: str | None = None, description: 
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
         if is_async:
             return await fn(**args)
-        return await asyncio.to_thread(fn, **args)
+        return await in_daemon_thread(functools.partial(fn, **args))  # a hung one: abandoned
 
     return Tool(schema["name"], schema["description"], schema["parameters"], call, timeout_s=timeout_s)
 
@@ -91,6 +94,8 @@ def _session_result(out: Any) -> dict[str, Any]:
 @register_tool("python")
 def python_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
+        # asyncio's own pool (not threads.py): each call stops itself at its timeout, and the sandbox's processes
+        # die with the thread that started them (PDEATHSIG), which that pool ends with the run
         session = await asyncio.to_thread(ctx.sandbox)
         return _session_result(await asyncio.to_thread(session.run, args["code"], ctx.call_timeout_s))
 
@@ -102,6 +107,8 @@ def python_tool(options: dict[str, Any] | None = None) -> Tool:
 @register_tool("bash")
 def bash_tool(options: dict[str, Any] | None = None) -> Tool:
     async def call(args: dict[str, Any], ctx: ToolContext) -> Any:
+        # asyncio's own pool (not threads.py): each call stops itself at its timeout, and the sandbox's processes
+        # die with the thread that started them (PDEATHSIG), which that pool ends with the run
         session = await asyncio.to_thread(ctx.sandbox)
         return _session_result(await asyncio.to_thread(session.bash, args["command"], ctx.call_timeout_s))
 

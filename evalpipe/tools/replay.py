@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.file_caps import DEFAULT_CAP, FileCap, read_text
 
 SEARCH_PREFIX = "web.search"
 DEFAULT_TOP_K = 3
@@ -60,11 +61,11 @@ def normalized_key(name: str, arguments: dict[str, Any]) -> str:
     return canonical(normalize_arguments(name, arguments))
 
 
-def read_allowlist(path: Path) -> list[str]:
-    """One tool name per line (`#` comments, blank lines ignored), or a JSON/YAML list of names."""
+def read_allowlist(path: Path, cap: FileCap = DEFAULT_CAP) -> list[str]:
+    """One tool name per line (`#` comments, blank lines ignored), or a JSON/YAML list of names; read under `cap`."""
     if not path.is_file():
         raise ConfigError(f"tools allowlist {path} not found; give a file with one tool name per line")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, cap)
     if path.suffix in (".json", ".yaml", ".yml"):
         import yaml
 
@@ -84,14 +85,14 @@ class Fixture:
     raw_key: dict[str, Any] = field(default_factory=dict)
 
 
-def read_fixtures(folder: Path) -> list[Fixture]:
-    """Every `*.jsonl` file under `folder` (sorted), each line `{"name", "key", "result"}`."""
+def read_fixtures(folder: Path, cap: FileCap = DEFAULT_CAP) -> list[Fixture]:
+    """Every `*.jsonl` file under `folder` (sorted, each read under `cap`), each line `{"name", "key", "result"}`."""
     if not folder.is_dir():
         raise ConfigError(f"tools fixtures folder {folder} not found; give a folder of JSONL files "
                           '(one line per entry: {"name": ..., "key": {...}, "result": ...})')
     out: list[Fixture] = []
     for path in sorted(folder.rglob("*.jsonl")):
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(read_text(path, cap).splitlines(), 1):
             if not line.strip():
                 continue
             where = f"{path}:{n}"
@@ -133,9 +134,9 @@ class ToolBroker:
         self.hits = self.misses = self.disallowed = 0
 
     @classmethod
-    def from_paths(cls, fixtures: Path | None, allowlist: Path | None) -> "ToolBroker":
-        return cls(read_fixtures(fixtures) if fixtures is not None else (),
-                   read_allowlist(allowlist) if allowlist is not None else None)
+    def from_paths(cls, fixtures: Path | None, allowlist: Path | None, cap: FileCap = DEFAULT_CAP) -> "ToolBroker":
+        return cls(read_fixtures(fixtures, cap) if fixtures is not None else (),
+                   read_allowlist(allowlist, cap) if allowlist is not None else None)
 
     def allowed(self, name: str, offered: Iterable[str] = ()) -> bool:
         """On the allowlist; without one, any tool the sample offers or the fixtures know."""
