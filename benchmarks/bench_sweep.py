@@ -45,8 +45,8 @@ def grid(n: int) -> tuple[int, int]:
 
 
 def sweep_config(root: Path, n: int, samples: int = 5, models: str | None = None, batch: int = 64,
-                 in_flight: int = 64) -> str:
-    splits, n_models = grid(n)
+                 in_flight: int = 64, splits: int | None = None) -> str:
+    splits, n_models = grid(n) if splits is None else (splits, n // splits)
     data = root / "data"
     data.mkdir(exist_ok=True)
     lines = ["benchmarks:", "  sw:", "    adapter: file", "    splits:"]

@@ -201,9 +201,19 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
 
 
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["prompts"],
-       ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
+       ins={"dataset": AssetIn()}, output_required=False,
+       description="The chat messages sent to the model for each sample.")
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-            warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
+            judge: JudgeResource, tools: ToolsResource, warehouse: WarehouseResource,
+            dataset: PartitionReader) -> Output[PartitionReader]:
+    if context.has_partition_key_range and len(context.partition_keys) > 1:
+        # [sweeps] a backfill's run of many partitions (BackfillPolicy below): each partition's whole chain is run
+        # and recorded on its own (eval_assets/batch.py); no output, so the later steps of the range are skipped
+        from eval_assets.batch import run_range
+
+        run_range(context, {"eval_config": eval_config, "model_runner": model_runner, "judge": judge,
+                            "tools": tools, "warehouse": warehouse})
+        return None
     dims = partition_dims(context.partition_key)
     mark_try_run(context)  # [ui] a throw-away key's run is tagged evals/try=<kind> (partitions/__init__.py)
     cfg = eval_config.get()
@@ -555,5 +565,12 @@ def rollouts_asset(project: Project):
 
 def eval_assets(project: Project) -> list:
     """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
-    return [dataset, prompts, rollouts_asset(project), metric_settings, judgements_asset(project), metrics,
-            leaderboard]
+    from dagster import BackfillPolicy
+
+    from eval_assets.batch import batch_size
+
+    # [sweeps] a UI/daemon backfill runs `sweep_batch_partitions` partitions per run (docs/scale.md "Sweeps")
+    policy = BackfillPolicy.multi_run(max_partitions_per_run=batch_size(project.config))
+    chain = [a.with_attributes(backfill_policy=policy)
+             for a in (prompts, rollouts_asset(project), judgements_asset(project), metrics)]
+    return [dataset, chain[0], chain[1], metric_settings, chain[2], chain[3], leaderboard]

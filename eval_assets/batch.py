@@ -97,6 +97,8 @@ def parse_key(text: str) -> MultiPartitionKey:
 class _PartitionView:
     """What an asset or check body reads of its context, for one partition of the batch run."""
 
+    has_partition_key_range = False  # (one partition: the prompts body runs its own chain, not a range's)
+
     def __init__(self, context: OpExecutionContext, key: MultiPartitionKey, check_keys: Any = ()):
         self._context, self.partition_key, self.selected_asset_check_keys = context, key, check_keys
         self.metadata: dict[str, Any] = {}
@@ -218,7 +220,7 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
         for asset in CHAIN:
             view = _PartitionView(context, key)
             common = {"eval_config": res["eval_config"], "warehouse": res["warehouse"]}
-            extra = {"prompts": {"model_runner": res["model_runner"]},
+            extra = {"prompts": {"model_runner": res["model_runner"], "judge": res["judge"], "tools": res["tools"]},
                      "rollouts": {"model_runner": res["model_runner"], "tools": res["tools"]},
                      "judgements": {"judge": res["judge"]}, "metrics": {}}[asset]
             out = _body(graph[asset])(view, **common, **extra, **{d: reader(d) for d in READS[asset]})
@@ -251,16 +253,15 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
         return f"{failed_at}: {error}"
 
 
-@op(name="evaluate_partitions",
-    description="prompts -> rollouts -> judgements -> metrics and their checks for each partition named in the "
-                "config, several at once; each partition materialized (or failed) on its own.")
-def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_config: EvalConfigResource,
-                        model_runner: ModelRunnerResource, judge: JudgeResource, warehouse: WarehouseResource,
-                        tools: ToolsResource) -> dict:
+def evaluate_keys(context: Any, keys: list, res: dict[str, Any], max_concurrent: int | None = None,
+                  planned: bool = True) -> dict:
+    """Every partition's chain and checks, `max_concurrent` partitions at once, each recorded on its own; raises
+    a Failure naming the failed partitions after the others are materialized. `planned`: write the partitions'
+    ASSET_MATERIALIZATION_PLANNED events (a ranged run's own planning has written them already)."""
     from eval_assets.assets import eval_assets, record_metric_settings
 
+    eval_config = res["eval_config"]
     project = eval_config.project
-    keys = [parse_key(k) for k in dict.fromkeys(config.partitions)]
     cfg = eval_config.get()
     for k in keys:  # an unknown split or model is a one-line error before any model call
         dims = partition_dims(k)
@@ -271,11 +272,10 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
     graph = {a.key.path[-1]: a for a in eval_assets(project) if hasattr(a, "op")}
     code_versions = {name: a.specs_by_key[a.key].code_version for name, a in graph.items()}
     rec = _Recorder(context, code_versions)
-    rec.planned(keys)
-    res = {"eval_config": eval_config, "model_runner": model_runner, "judge": judge, "warehouse": warehouse,
-           "tools": tools}
+    if planned:
+        rec.planned(keys)
     checks = _checks(project)
-    workers = min(len(keys) or 1, batch_concurrency(cfg, config.max_concurrent or None))
+    workers = min(len(keys) or 1, batch_concurrency(cfg, max_concurrent))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool:
         errors = dict(zip(map(str, keys), pool.map(lambda k: run_partition(context, k, rec, graph, checks, res),
                                                    keys)))
@@ -285,6 +285,28 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
         raise Failure(f"{len(failed)} of {len(keys)} partition(s) failed, first {first}: {failed[first]} (the "
                       f"others are materialized)", metadata={"errors": MetadataValue.json(failed)})
     return {"partitions": len(keys)}
+
+
+def run_range(context: Any, res: dict[str, Any]) -> None:
+    """A ranged run of the chain assets (a UI/daemon backfill under their BackfillPolicy, eval_assets/assets.py):
+    its first asset's step evaluates every partition of the run here, each recorded on its own, and yields no
+    output, so that Dagster records no materialization for the range as a whole and skips the chain's later
+    steps (their partitions are recorded here)."""
+    keys = [k if isinstance(k, MultiPartitionKey) else parse_key(k) for k in context.partition_keys]
+    context.log.info(f"evaluating {len(keys)} partitions in this run (docs/scale.md \"Sweeps\")")
+    evaluate_keys(context, keys, res, planned=False)
+
+
+@op(name="evaluate_partitions",
+    description="prompts -> rollouts -> judgements -> metrics and their checks for each partition named in the "
+                "config, several at once; each partition materialized (or failed) on its own.")
+def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_config: EvalConfigResource,
+                        model_runner: ModelRunnerResource, judge: JudgeResource, warehouse: WarehouseResource,
+                        tools: ToolsResource) -> dict:
+    keys = [parse_key(k) for k in dict.fromkeys(config.partitions)]
+    res = {"eval_config": eval_config, "model_runner": model_runner, "judge": judge, "warehouse": warehouse,
+           "tools": tools}
+    return evaluate_keys(context, keys, res, config.max_concurrent or None)
 
 
 @job(name=BATCH_JOB, executor_def=in_process_executor, tags={"evals/calls_models": "true"},
