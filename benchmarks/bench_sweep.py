@@ -27,13 +27,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_ui import DagsterDev, gql, make_home, wait_idle, wait_run  # noqa: E402
+from benchmarks.bench_ui import (CHAIN, DagsterDev, launch_backfill, make_home, wait_backfill,  # noqa: E402
+                                 wait_idle)
 from benchmarks.common import check_repeat, machine, median_row, rounds, target_line, write_json  # noqa: E402
 
 TARGETS = {"ui_over_cli": 1.3, "per_partition_s": 0.1, "throughput": 0.8}
-LAUNCH_JOB = """mutation($executionParams: ExecutionParams!) { launchPipelineExecution(executionParams: $executionParams) {
-  __typename ... on LaunchRunSuccess { run { id } } ... on PythonError { message }
-  ... on RunConfigValidationInvalid { errors { message } } } }"""
 
 
 def grid(n: int) -> tuple[int, int]:
@@ -45,7 +43,7 @@ def grid(n: int) -> tuple[int, int]:
 
 
 def sweep_config(root: Path, n: int, samples: int = 5, models: str | None = None, batch: int = 64,
-                 in_flight: int = 64, splits: int | None = None) -> str:
+                 in_flight: int | None = 64, splits: int | None = None) -> str:
     splits, n_models = grid(n) if splits is None else (splits, n // splits)
     data = root / "data"
     data.mkdir(exist_ok=True)
@@ -58,7 +56,7 @@ def sweep_config(root: Path, n: int, samples: int = 5, models: str | None = None
     lines += ["    options:", "      columns: {prompt: question, target: answer, id: id}", "    metrics: [exact_match]",
               "models:"]
     lines += [models] if models else [f"  echo{m}: {{runner: echo}}" for m in range(n_models)]
-    lines += [f"sweep_batch_partitions: {batch}", f"max_concurrent_partitions: {in_flight}"]
+    lines += [f"sweep_batch_partitions: {batch}"] + ([f"max_concurrent_partitions: {in_flight}"] if in_flight else [])
     return "\n".join(lines) + "\n"
 
 
@@ -82,23 +80,14 @@ def cli(env: dict[str, str], splits: list[str], models: list[str]) -> float:
     return time.monotonic() - t
 
 
-def ui(url: str, splits: list[str], models: list[str], batch: int) -> float:
-    """The sweep launched from the UI: the `evaluate_batch` job, one run per batch of partitions (launchpad)."""
+def ui(url: str, splits: list[str], models: list[str]) -> float:
+    """The sweep as the UI's "Launch backfill" over its partitions (GraphQL launchPartitionBackfill, the chain's
+    assets): the daemon runs it in batches (the assets' BackfillPolicy, docs/scale.md "Sweeps")."""
     keys = [f"{s}|{m}" for s in splits for m in models]
     t = time.monotonic()
-    ids = []
-    for i in range(0, len(keys), batch):
-        config = {"ops": {"evaluate_partitions": {"config": {"partitions": keys[i:i + batch]}}}}
-        params = {"mode": "default", "runConfigData": json.dumps(config),
-                  "selector": {"repositoryLocationName": "eval_assets.definitions",
-                               "repositoryName": "__repository__", "pipelineName": "evaluate_batch"}}
-        got = gql(url, LAUNCH_JOB, {"executionParams": params})["launchPipelineExecution"]
-        if got["__typename"] != "LaunchRunSuccess":
-            raise RuntimeError(f"launch failed: {got}")
-        ids.append(got["run"]["id"])
-    for run_id in ids:
-        if wait_run(url, run_id, timeout=3600) != "SUCCESS":
-            raise RuntimeError(f"run {run_id} failed")
+    backfill = launch_backfill(url, keys, CHAIN)
+    if wait_backfill(url, backfill, timeout=3600) != "SUCCESS":
+        raise RuntimeError(f"backfill {backfill} failed")
     return time.monotonic() - t
 
 
@@ -112,11 +101,8 @@ def orchestration(sizes: list[int], repeat: int, with_ui: bool) -> dict:
         cli(env, splits, models)  # journal every partition: later runs call no model
         jobs = {"cli": lambda r: {"wall_s": cli(env, splits, models)}}
         if with_ui:
-            with socket.socket() as sock:
-                sock.bind(("127.0.0.1", 0))
-                port = sock.getsockname()[1]
-            with DagsterDev(env, port, log=root / "dev.log") as dev:
-                jobs["ui"] = lambda r: (wait_idle(dev.url), {"wall_s": ui(dev.url, splits, models, 64)})[1]
+            with DagsterDev(env, free_port(), log=root / "dev.log") as dev:
+                jobs["ui"] = lambda r: (wait_idle(dev.url), {"wall_s": ui(dev.url, splits, models)})[1]
                 jobs["cli"] = (lambda job: lambda r: (wait_idle(dev.url), job(r))[1])(jobs["cli"])
                 got = rounds(jobs, repeat, after_each=lambda k, r, row: print(f"{n} partitions round {r}: {k} "
                                                                              f"{row['wall_s']:.2f} s", flush=True))
@@ -127,28 +113,57 @@ def orchestration(sizes: list[int], repeat: int, with_ui: bool) -> dict:
     return out
 
 
-def throughput(models: int, samples: int, latency: float, concurrency: int, repeat: int) -> dict:
-    """Ideal wall (requests x latency / allowed in flight) over the measured wall less the cached run's."""
+def prepare(env: dict[str, str], splits: list[str], models: list[str]) -> None:
+    """The partitions registered and the splits' datasets loaded (what the config-sync sensor and a `dataset`
+    backfill do), so that a UI backfill of the chain can start."""
+    code = ("import sys; from dagster import DagsterInstance; from eval_assets.launch import run_assets, "
+            "sync_model_partitions, sync_split_partitions\n"
+            f"i = DagsterInstance.get(); sync_split_partitions(i, {splits!r}); sync_model_partitions(i, {models!r})\n"
+            f"sys.exit(0 if all(run_assets(['dataset'], s, i).success for s in {splits!r}) else 1)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"loading the datasets failed: {(done.stderr or done.stdout)[-2000:]}")
+
+
+def throughput(models: int, samples: int, latency: float, concurrency: int, repeat: int, with_ui: bool) -> dict:
+    """Ideal wall (requests x latency / allowed in flight) over the measured wall less the cached run's, from the
+    CLI and (with_ui) as a UI backfill."""
     from tests.helpers.mock_servers import mock_server_process
 
-    rows = []
+    rows: dict[str, list] = {"cli": [], "ui": []}
+    ideal = models * samples * latency / (models * concurrency)
     with mock_server_process(latency) as port:
+        lines = "".join(f"  m{i}:\n    runner: litellm\n    model: hosted_vllm/mock-{i}\n"
+                        f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n"
+                        f"    options: {{concurrency: {concurrency}}}\n" for i in range(models))
         for r in range(repeat):
-            root = Path(tempfile.mkdtemp(prefix="bench_sweep_tp_"))
-            lines = "".join(f"  m{i}:\n    runner: litellm\n    model: hosted_vllm/mock-{i}\n"
-                            f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n"
-                            f"    options: {{concurrency: {concurrency}}}\n" for i in range(models))
-            config = sweep_config(root, 1, samples, models=lines.rstrip("\n"), batch=max(64, models),
-                                  in_flight=models)
-            env = make_home(root, config)
-            splits, names = keys_of(config)
-            cold = cli(env, splits, names)
-            cached = cli(env, splits, names)
-            ideal = models * samples * latency / (models * concurrency)
-            rows.append({"cold_s": cold, "cached_s": cached, "ideal_s": ideal,
-                         "ratio": ideal / max(1e-9, cold - cached)})
-            print(f"throughput round {r}: {cold:.1f} s, cached {cached:.1f} s, ideal {ideal:.1f} s", flush=True)
-    return median_row(rows, ["cold_s", "cached_s", "ratio"])
+            for path in ["cli", "ui"] if with_ui else ["cli"]:
+                root = Path(tempfile.mkdtemp(prefix=f"bench_sweep_tp_{path}_"))
+                config = sweep_config(root, 1, samples, models=lines.rstrip("\n"), batch=max(64, models),
+                                      in_flight=None)  # (the default: a batch's partitions all at once)
+                env = make_home(root, config)
+                splits, names = keys_of(config)
+                if path == "cli":
+                    cold, cached = cli(env, splits, names), cli(env, splits, names)
+                else:
+                    prepare(env, splits, names)
+                    with DagsterDev(env, free_port(), log=root / "dev.log") as dev:
+                        wait_idle(dev.url)
+                        cold = ui(dev.url, splits, names)
+                        wait_idle(dev.url)
+                        cached = ui(dev.url, splits, names)
+                rows[path].append({"cold_s": cold, "cached_s": cached, "ideal_s": ideal,
+                                   "ratio": ideal / max(1e-9, cold - cached)})
+                print(f"throughput round {r} {path}: {cold:.1f} s, cached {cached:.1f} s, ideal {ideal:.1f} s",
+                      flush=True)
+    return {path: {**median_row(got, ["cold_s", "cached_s", "ratio"]), "ideal_s": ideal}
+            for path, got in rows.items() if got}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -180,13 +195,15 @@ def main(argv: list[str] | None = None) -> int:
                            f"{TARGETS['per_partition_s']}): {'met' if slope <= TARGETS['per_partition_s'] else 'not met'}")
     tp = None
     if args.throughput != "0":
-        m, s = (int(x) for x in args.throughput.lower().split("x"))
-        tp = throughput(m, s, args.latency, args.concurrency, args.repeat)
-        lines.append(f"\nthroughput CLI, {m} models x {s} samples, {args.latency:g} s latency, concurrency "
-                     f"{args.concurrency} each: ideal {tp['ideal_s']:.1f} s, measured {tp['cold_s']:.1f} s less "
-                     f"{tp['cached_s']:.1f} s cached: ideal/measured {tp['ratio']:.2f}")
-        targets.append(target_line("throughput CLI, ideal / measured", tp["ratio"], "ideal", TARGETS["throughput"],
-                                   higher_is_better=True))
+        m, n = (int(x) for x in args.throughput.lower().split("x"))
+        tp = throughput(m, n, args.latency, args.concurrency, args.repeat, not args.no_ui)
+        for path, got in tp.items():
+            lines.append(f"\nthroughput {path}, {m} models x {n} samples, {args.latency:g} s latency, concurrency "
+                         f"{args.concurrency} each ({m * args.concurrency} in flight allowed): ideal "
+                         f"{got['ideal_s']:.1f} s, measured {got['cold_s']:.1f} s less {got['cached_s']:.1f} s "
+                         f"cached: ideal/measured {got['ratio']:.2f}")
+            targets.append(target_line(f"throughput {path}, ideal / measured", got["ratio"], "ideal",
+                                       TARGETS["throughput"], higher_is_better=True))
     markdown = "\n".join(lines) + f"\n\n{machine()}; medians of {args.repeat} rounds"
     print(markdown + "\n" + "\n".join(targets))
     write_json(args.json, "sweep", markdown, targets, orchestration=orch, throughput=tp)

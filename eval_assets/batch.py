@@ -39,7 +39,6 @@ from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, To
 BATCH_JOB = "evaluate_batch"
 BATCH_TAG = "evals/batch_partitions"  # on a batch run: how many partitions it carries (the Runs page shows it)
 DEFAULT_BATCH_PARTITIONS = 64  # partitions per Dagster run (config `sweep_batch_partitions`)
-DEFAULT_BATCH_CONCURRENCY = 32  # partitions evaluated at once inside a batch run (config `max_concurrent_partitions`)
 # each asset's upstream assets, as the graph declares them (eval_assets/assets.py): the input tags of its events
 DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts", "rollouts", "metric_settings"],
         "metrics": ["judgements", "rollouts", "metric_settings"]}
@@ -56,8 +55,10 @@ def batch_size(cfg: Any, override: int | None = None) -> int:
 
 
 def batch_concurrency(cfg: Any, override: int | None = None) -> int:
-    """Partitions evaluated at once in one batch run: the argument, else `max_concurrent_partitions`, else 32."""
-    value = override or cfg.raw.get("max_concurrent_partitions") or DEFAULT_BATCH_CONCURRENCY
+    """Partitions evaluated at once in one batch run: the argument, else `max_concurrent_partitions`, else all of
+    the batch's (`sweep_batch_partitions`): every partition's rollouts go at once, each model within its own
+    `concurrency`, so a sweep keeps as many requests in flight as its models allow."""
+    value = override or cfg.raw.get("max_concurrent_partitions") or batch_size(cfg)
     return _positive("max_concurrent_partitions", value)
 
 
@@ -81,7 +82,7 @@ class BatchConfig(Config):
     partitions: List[str] = Field(description="The (benchmark_split, model) partition keys to evaluate, as "
                                               "`<benchmark_split>|<model>` (Dagster's spelling of a multi key).")
     max_concurrent: int = Field(default=0, description="Partitions evaluated at once (0: the config's "
-                                                       "max_concurrent_partitions, else 32).")
+                                                       "max_concurrent_partitions, else all of them).")
 
 
 def parse_key(text: str) -> MultiPartitionKey:
