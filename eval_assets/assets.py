@@ -200,6 +200,11 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
     return Output(wh.reader("datasets", part), data_version=content.version())
 
 
+# [sweeps] how a ranged run of the chain (a backfill's batch) is evaluated: eval_assets/batch.py puts its function
+# here when imported (the Definitions and the launcher import it; this module can't import it: it reads the checks)
+RANGED_RUNS: dict = {}
+
+
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["prompts"],
        ins={"dataset": AssetIn()}, output_required=False,
        description="The chat messages sent to the model for each sample.")
@@ -209,9 +214,7 @@ def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, mod
     if context.has_partition_key_range and len(context.partition_keys) > 1:
         # [sweeps] a backfill's run of many partitions (BackfillPolicy below): each partition's whole chain is run
         # and recorded on its own (eval_assets/batch.py); no output, so the later steps of the range are skipped
-        from eval_assets.batch import run_range
-
-        run_range(context, {"eval_config": eval_config, "model_runner": model_runner, "judge": judge,
+        RANGED_RUNS["evaluate"](context, {"eval_config": eval_config, "model_runner": model_runner, "judge": judge,
                             "tools": tools, "warehouse": warehouse})
         return None
     dims = partition_dims(context.partition_key)
@@ -567,7 +570,7 @@ def eval_assets(project: Project) -> list:
     """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
     from dagster import BackfillPolicy
 
-    from eval_assets.batch import batch_size
+    from eval_assets.sweep_settings import batch_size
 
     # [sweeps] a UI/daemon backfill runs `sweep_batch_partitions` partitions per run (docs/scale.md "Sweeps")
     policy = BackfillPolicy.multi_run(max_partitions_per_run=batch_size(project.config))

@@ -33,12 +33,13 @@ from dagster._core.events import AssetFailedToMaterializeData, AssetMaterializat
 from pydantic import Field
 
 from evalpipe.core.schema import ASSET_TABLES
+from eval_assets.assets import RANGED_RUNS
+from eval_assets.sweep_settings import DEFAULT_BATCH_PARTITIONS, batch_concurrency, batch_size  # noqa: F401
 from partitions import BENCHMARK_SPLIT, MODEL, partition_dims
 from resources import EvalConfigResource, JudgeResource, ModelRunnerResource, ToolsResource, WarehouseResource
 
 BATCH_JOB = "evaluate_batch"
 BATCH_TAG = "evals/batch_partitions"  # on a batch run: how many partitions it carries (the Runs page shows it)
-DEFAULT_BATCH_PARTITIONS = 64  # partitions per Dagster run (config `sweep_batch_partitions`)
 # each asset's upstream assets, as the graph declares them (eval_assets/assets.py): the input tags of its events
 DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts", "rollouts", "metric_settings"],
         "metrics": ["judgements", "rollouts", "metric_settings"]}
@@ -46,32 +47,6 @@ SPLIT_DEPS = {"dataset", "metric_settings"}  # partitioned by benchmark_split al
 OBSERVED = {"metric_settings"}  # observable source assets: their input tags come from the latest observation
 CHAIN = list(DEPS)
 READS = {a: [d for d in deps if d not in OBSERVED] for a, deps in DEPS.items()}  # the asset bodies' inputs
-
-
-def batch_size(cfg: Any, override: int | None = None) -> int:
-    """Partitions per Dagster run: the argument, else the config's `sweep_batch_partitions`, else 64."""
-    value = override or cfg.raw.get("sweep_batch_partitions") or DEFAULT_BATCH_PARTITIONS
-    return _positive("sweep_batch_partitions", value)
-
-
-def batch_concurrency(cfg: Any, override: int | None = None) -> int:
-    """Partitions evaluated at once in one batch run: the argument, else `max_concurrent_partitions`, else all of
-    the batch's (`sweep_batch_partitions`): every partition's rollouts go at once, each model within its own
-    `concurrency`, so a sweep keeps as many requests in flight as its models allow."""
-    value = override or cfg.raw.get("max_concurrent_partitions") or batch_size(cfg)
-    return _positive("max_concurrent_partitions", value)
-
-
-def _positive(name: str, value: Any) -> int:
-    from evalpipe.core.errors import ConfigError
-
-    try:
-        n = int(value)
-    except (TypeError, ValueError):
-        n = 0
-    if n < 1 or str(value).strip() != str(n):
-        raise ConfigError(f"{name}: {value!r} is not a positive whole number; set e.g. `{name}: 32` in the config")
-    return n
 
 
 def batches(keys: list, size: int) -> list[list]:
@@ -316,6 +291,11 @@ def evaluate_partitions(context: OpExecutionContext, config: BatchConfig, eval_c
                  "materialized, checked and failed on its own (docs/scale.md \"Sweeps\").")
 def evaluate_batch_job():
     evaluate_partitions()
+
+
+# the ranged runs of a UI/daemon backfill: the `prompts` asset hands them here (eval_assets/assets.py; the assets
+# module can't import this one, which reads the assets' bodies and their checks)
+RANGED_RUNS["evaluate"] = run_range
 
 
 def batch_run_config(keys: list, max_concurrent: int | None = None) -> dict:
