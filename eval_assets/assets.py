@@ -209,14 +209,18 @@ RANGED_RUNS: dict = {}
        ins={"dataset": AssetIn()}, output_required=False,
        description="The chat messages sent to the model for each sample.")
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-            judge: JudgeResource, tools: ToolsResource, warehouse: WarehouseResource,
-            dataset: PartitionReader) -> Output[PartitionReader]:
+            judge: JudgeResource, tools: ToolsResource, warehouse: WarehouseResource, dataset: PartitionReader):
     if context.has_partition_key_range and len(context.partition_keys) > 1:
         # [sweeps] a backfill's run of many partitions (BackfillPolicy below): each partition's whole chain is run
-        # and recorded on its own (eval_assets/batch.py); no output, so the later steps of the range are skipped
+        # and recorded on its own (eval_assets/batch.py); nothing yielded, so the range's later steps are skipped
         RANGED_RUNS["evaluate"](context, {"eval_config": eval_config, "model_runner": model_runner, "judge": judge,
-                            "tools": tools, "warehouse": warehouse})
-        return None
+                                          "tools": tools, "warehouse": warehouse})
+        return
+    yield _prompts(context, eval_config, model_runner, warehouse, dataset)
+
+
+def _prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
+             warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
     mark_try_run(context)  # [ui] a throw-away key's run is tagged evals/try=<kind> (partitions/__init__.py)
     cfg = eval_config.get()

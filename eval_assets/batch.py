@@ -15,6 +15,7 @@ MultiPartitionsDefinition a selection that is not a full split x model rectangle
 partition (dagster#18852), some grids split into several runs (#23996), `context.partition_keys` can be wrong
 (#28861)."""
 
+import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, List
@@ -200,6 +201,8 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
                      "rollouts": {"model_runner": res["model_runner"], "tools": res["tools"]},
                      "judgements": {"judge": res["judge"]}, "metrics": {}}[asset]
             out = _body(graph[asset])(view, **common, **extra, **{d: reader(d) for d in READS[asset]})
+            if inspect.isgenerator(out):  # (prompts yields its one Output: a ranged run yields none)
+                out = next(out)
             table = ASSET_TABLES[asset]
             # the IO manager's part in a run of its own: a DataFrame (metrics) is written here
             path = wh.write(table, out.value, dims) if asset == "metrics" else out.value.path
