@@ -152,11 +152,13 @@ def throughput(models: int, samples: int, latency: float, concurrency: int, repe
                         cold = ui(dev.url, splits, names)
                         wait_idle(dev.url)
                         cached = ui(dev.url, splits, names)
+                # ratio > 1 means the cached run's CPU work overlaps the waiting in the cold run (subtracting it
+                # over-corrects); raw_ratio, ideal over the whole cold wall, is the floor of the truth
                 rows[path].append({"cold_s": cold, "cached_s": cached, "ideal_s": ideal,
-                                   "ratio": ideal / max(1e-9, cold - cached)})
+                                   "ratio": ideal / max(1e-9, cold - cached), "raw_ratio": ideal / cold})
                 print(f"throughput round {r} {path}: {cold:.1f} s, cached {cached:.1f} s, ideal {ideal:.1f} s",
                       flush=True)
-    return {path: {**median_row(got, ["cold_s", "cached_s", "ratio"]), "ideal_s": ideal}
+    return {path: {**median_row(got, ["cold_s", "cached_s", "ratio", "raw_ratio"]), "ideal_s": ideal}
             for path, got in rows.items() if got}
 
 
@@ -201,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             lines.append(f"\nthroughput {path}, {m} models x {n} samples, {args.latency:g} s latency, concurrency "
                          f"{args.concurrency} each ({m * args.concurrency} in flight allowed): ideal "
                          f"{got['ideal_s']:.1f} s, measured {got['cold_s']:.1f} s less {got['cached_s']:.1f} s "
-                         f"cached: ideal/measured {got['ratio']:.2f}")
+                         f"cached: ideal/measured {got['ratio']:.2f} (over the whole cold wall: "
+                         f"{got['raw_ratio']:.2f}; above 1, the cached run's work overlaps the waiting)")
             targets.append(target_line(f"throughput {path}, ideal / measured", got["ratio"], "ideal",
                                        TARGETS["throughput"], higher_is_better=True))
     markdown = "\n".join(lines) + f"\n\n{machine()}; medians of {args.repeat} rounds"
