@@ -22,7 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale")  # README shows each one's table
+GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale", "sweep")  # README shows each one's table
 OTHERS: tuple[str, ...] = ()
 # arguments a benchmark gets under `make bench` before the common ones (a later --repeat overrides its own)
 ARGS = {"scale": ["--sizes", "10000", "--modes", "cold,warm", "--repeat", "3"]}

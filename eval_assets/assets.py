@@ -200,10 +200,27 @@ def dataset(context: AssetExecutionContext, eval_config: EvalConfigResource,
     return Output(wh.reader("datasets", part), data_version=content.version())
 
 
+# [sweeps] how a ranged run of the chain (a backfill's batch) is evaluated: eval_assets/batch.py puts its function
+# here when imported (the Definitions and the launcher import it; this module can't import it: it reads the checks)
+RANGED_RUNS: dict = {}
+
+
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["prompts"],
-       ins={"dataset": AssetIn()}, description="The chat messages sent to the model for each sample.")
+       ins={"dataset": AssetIn()}, output_required=False,
+       description="The chat messages sent to the model for each sample.")
 def prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
-            warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
+            judge: JudgeResource, tools: ToolsResource, warehouse: WarehouseResource, dataset: PartitionReader):
+    if context.has_partition_key_range and len(context.partition_keys) > 1:
+        # [sweeps] a backfill's run of many partitions (BackfillPolicy below): each partition's whole chain is run
+        # and recorded on its own (eval_assets/batch.py); nothing yielded, so the range's later steps are skipped
+        RANGED_RUNS["evaluate"](context, {"eval_config": eval_config, "model_runner": model_runner, "judge": judge,
+                                          "tools": tools, "warehouse": warehouse})
+        return
+    yield _prompts(context, eval_config, model_runner, warehouse, dataset)
+
+
+def _prompts(context: AssetExecutionContext, eval_config: EvalConfigResource, model_runner: ModelRunnerResource,
+             warehouse: WarehouseResource, dataset: PartitionReader) -> Output[PartitionReader]:
     dims = partition_dims(context.partition_key)
     mark_try_run(context)  # [ui] a throw-away key's run is tagged evals/try=<kind> (partitions/__init__.py)
     cfg = eval_config.get()
@@ -555,5 +572,12 @@ def rollouts_asset(project: Project):
 
 def eval_assets(project: Project) -> list:
     """The asset graph of a project (only `judgements` and `rollouts` depend on it: their code versions)."""
-    return [dataset, prompts, rollouts_asset(project), metric_settings, judgements_asset(project), metrics,
-            leaderboard]
+    from dagster import BackfillPolicy
+
+    from eval_assets.sweep_settings import batch_size
+
+    # [sweeps] a UI/daemon backfill runs `sweep_batch_partitions` partitions per run (docs/scale.md "Sweeps")
+    policy = BackfillPolicy.multi_run(max_partitions_per_run=batch_size(project.config))
+    chain = [a.with_attributes(backfill_policy=policy)
+             for a in (prompts, rollouts_asset(project), judgements_asset(project), metrics)]
+    return [dataset, chain[0], chain[1], metric_settings, chain[2], chain[3], leaderboard]

@@ -16,6 +16,7 @@ import warnings
 from dagster import Definitions, PreviewWarning
 
 from eval_assets.assets import eval_assets
+from eval_assets.batch import evaluate_batch_job
 from eval_assets.checks import eval_checks
 from eval_assets.jobs import dataset_job, evaluate_job, forget_model_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
@@ -32,7 +33,7 @@ def build_definitions(project: Project) -> Definitions:
     return Definitions(
         assets=eval_assets(project),
         asset_checks=eval_checks(project),  # each declared only where it applies (tool gates: tool splits)
-        jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job],
+        jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job, evaluate_batch_job],  # [sweeps] batch.py
         sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
         schedules=[retry_failed_partitions_schedule],
         resources=project_resources(project),

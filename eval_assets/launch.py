@@ -19,6 +19,7 @@ from evalpipe.core.errors import RunFailed
 from evalpipe.core.redact import install_log_redaction
 from evalpipe.project import Project
 from eval_assets.assets import eval_assets, record_metric_settings
+from eval_assets.batch import batch_run_config, batch_size, batches, evaluate_batch_job
 from partitions import BENCHMARK_SPLIT, MODEL, eval_key, partition_dims
 from resources import EvalConfigResource, project_resources
 
@@ -191,6 +192,37 @@ def run_assets(selection: Any, partition_key: Any = None, instance: DagsterInsta
                            instance=instance, resources=bind_resources(project, resources),
                            raise_on_error=False, tags=tags,
                            run_config={"loggers": {"console": {"config": {"log_level": level}}}})
+
+
+def run_batch(keys: list, instance: DagsterInstance, resources: dict[str, Any], tags: dict[str, str] | None,
+              project: Project, max_concurrent: int | None = None):
+    """[sweeps] One Dagster run of the `evaluate_batch` job for these (split, model) keys (eval_assets/batch.py):
+    each partition materialized, checked or failed on its own. Their splits' datasets must be loaded."""
+    from eval_assets.batch import BATCH_TAG
+
+    level = (os.environ.get(CONSOLE_LOG_LEVEL_ENV) or "WARNING").upper()
+    run_config = {**batch_run_config(keys, max_concurrent), "loggers": {"console": {"config": {"log_level": level}}}}
+    with _sigterm_kept():
+        return evaluate_batch_job.execute_in_process(
+            run_config=run_config, instance=instance, resources=bind_resources(project, resources),
+            raise_on_error=False, tags={**(tags or {}), BATCH_TAG: str(len(keys))})
+
+
+def batch_outcome(instance: DagsterInstance, run_id: str) -> dict[str, str]:
+    """{partition key: "" (materialized) or its error} for the partitions a batch run reached."""
+    from dagster import DagsterEventType
+
+    out: dict[str, str] = {}
+    events = instance.all_logs(run_id, of_type={DagsterEventType.ASSET_MATERIALIZATION, DagsterEventType.STEP_FAILURE})
+    for ev in (rec.dagster_event for rec in events):
+        if ev.event_type == DagsterEventType.ASSET_MATERIALIZATION and ev.asset_key.path[-1] == "metrics":
+            out.setdefault(str(ev.partition), "")
+        elif ev.event_type == DagsterEventType.STEP_FAILURE:  # the op's Failure lists each failed partition's error
+            data = ev.step_failure_data.user_failure_data
+            errors = data.metadata.get("errors") if data is not None else None
+            for key, error in ((errors.value if errors is not None else None) or {}).items():
+                out[str(key)] = str(error)
+    return out
 
 
 @contextmanager
@@ -438,6 +470,35 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         if not ok:
             step(f"{split} x {model} failed: {res.error}")
 
+    def batch(keys: list[tuple[str, str]]) -> None:
+        # [sweeps] many partitions in one Dagster run (eval_assets/batch.py), each still materialized on its own
+        mks = [eval_key(s, m) for s, m in keys]
+        if on_sample is not None:
+            for (s, m), key in zip(keys, mks):
+                def listener(d: int, t: int, e: int | None = None, s=s, m=m) -> None:
+                    with lock:
+                        on_sample(s, m, d, t) if e is None else on_sample(s, m, d, t, e)
+                sample_progress.listen(key, listener)
+        try:
+            step(f"evaluate {len(keys)} partition(s): {keys[0][0]} x {keys[0][1]}"
+                 + (f" .. {keys[-1][0]} x {keys[-1][1]}" if len(keys) > 1 else ""))
+            r = run_batch(mks, instance, resources, tags, project, max_concurrent)
+        finally:
+            for key in mks:
+                sample_progress.unlisten(key)
+        finished(len(keys))
+        outcome = batch_outcome(instance, r.run_id)
+        for (s, m), key in zip(keys, mks):
+            err = outcome.get(str(key))
+            if err is None and not r.success and str(key) not in outcome:
+                err = _first_error(r, project.home)  # the batch failed before this partition (e.g. a config error)
+            ok = err == ""
+            res = PartitionResult(s, m, ok, r.run_id, "" if ok else err)
+            with lock:
+                results[(s, m)] = res
+            if not ok:
+                step(f"{s} x {m} failed: {res.error}")
+
     def load(split: str, pool: ThreadPoolExecutor) -> list:
         version = dataset_version(effective.split(split))
         current = None if reload_datasets else current_dataset_run(instance, split, version, project)
@@ -459,12 +520,37 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
             return []
         return [pool.submit(chain, split, m) for m in per_split[split]]
 
+    def ready(split: str, pool: Any) -> list:
+        """The split's dataset loaded (or current): its chains, to be batched; [] when it failed."""
+        loaded: list = []
+        load(split, type("Collect", (), {"submit": staticmethod(lambda f, s, m: loaded.append((s, m)))})())
+        return loaded
+
+    if not fold_leaderboard:  # [sweeps] more than one chain: batches of partitions, one Dagster run each
+        workers = min(concurrent_partitions(cfg, max_concurrent), max(1, len(splits))) \
+            if _threads_safe(instance) else 1
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-dataset") as loaders:
+            keys = [k for fut in [loaders.submit(ready, s, None) for s in splits] for k in fut.result()]
+        for part in batches(keys, batch_size(cfg)):
+            batch(part)
+        return _finish(out, results, splits, per_split, added, instance, project, resources, tags, step, finished,
+                       on_progress, lambda: done, total, fold_leaderboard, board_failures)
+
     workers = concurrent_partitions(cfg, max_concurrent) if _threads_safe(instance) else 1
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool, \
             ThreadPoolExecutor(max_workers=min(workers, max(1, len(splits))), thread_name_prefix="evalpipe-dataset") as loaders:
         chains = [f for fut in [loaders.submit(load, s, pool) for s in splits] for f in fut.result()]
         for f in chains:
             f.result()  # a bug in the launcher itself surfaces here; a failed run is a result, not an exception
+    return _finish(out, results, splits, per_split, added, instance, project, resources, tags, step, finished,
+                   on_progress, lambda: done, total, fold_leaderboard, board_failures)
+
+
+def _finish(out: EvaluateResult, results: dict, splits: list[str], per_split: dict, added: list[str],
+            instance: DagsterInstance, project: Project, resources: dict, tags: dict | None, step: Callable,
+            finished: Callable, on_progress: Callable | None, done: Callable[[], int], total: int, fold_leaderboard: bool,
+            board_failures: list) -> EvaluateResult:
+    """The partitions' results in order, empty ad-hoc models forgotten, the leaderboard rebuilt."""
     out.partitions = [results[(s, m)] for s in splits for m in per_split[s]]
     forget_empty_models(instance, project, [m for m in added if not any(
         results[(s, m)].success for s in splits if m in per_split[s])])
@@ -475,7 +561,7 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         r = run_assets(["leaderboard"], None, instance, resources, tags, project)
         finished(0 if fold_leaderboard else 1)
     if on_progress:
-        on_progress(done, total, "done")
+        on_progress(done(), total, "done")
     out.leaderboard_ok = r is None or r.success
     if not out.leaderboard_ok:  # one line; a partition that failed too is named after it (often the same cause)
         failed = [p for p in out.partitions if not p.success]

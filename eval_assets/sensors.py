@@ -8,6 +8,7 @@ import json
 
 from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
 
+from eval_assets.batch import BATCH_JOB, BATCH_TAG, batch_run_config, batch_size, batches, evaluate_batch_job
 from eval_assets.jobs import dataset_job, evaluate_job
 from evalpipe.project import Project
 from partitions import BENCHMARK_SPLIT, MODEL, benchmark_split_partitions, model_partitions
@@ -81,18 +82,36 @@ def checkpoint_tick(context: SensorEvaluationContext, project: Project):
     # the runs' splits must be partitions before the runs start (the config-sync sensor may not have ticked yet)
     new_splits = models_to_add(sorted({r.split for r in plan.requests}),
                                context.instance.get_dynamic_partitions(BENCHMARK_SPLIT))
-    runs = [
-        RunRequest(job_name="evaluate", partition_key=eval_key(r.split, r.model), run_key=r.run_key,
-                   tags={"evals/checkpoint": r.model})
-        if r.job == "evaluate" else
-        RunRequest(job_name="load_dataset", partition_key=r.split, run_key=r.run_key)
-        for r in plan.requests
-    ]
+    runs = [RunRequest(job_name="load_dataset", partition_key=r.split, run_key=r.run_key)
+            for r in plan.requests if r.job != "evaluate"]
+    runs += batched_requests([r for r in plan.requests if r.job == "evaluate"], batch_size(cfg))
     return SensorResult(
         run_requests=runs, cursor=json.dumps(plan.cursor),
         dynamic_partitions_requests=([benchmark_split_partitions.build_add_request(new_splits)] if new_splits else [])
         + ([model_partitions.build_add_request(new_partitions)] if new_partitions else []) or None,
     )
+
+
+def batched_requests(requests: list, size: int) -> list[RunRequest]:
+    """[sweeps] The tick's (checkpoint, split) evaluations as `evaluate_batch` runs of up to `size` partitions
+    (eval_assets/batch.py): 100 checkpoints arriving at once are a few Dagster runs, not 100 x splits. Each run's
+    key joins its requests' keys, so a tick evaluated again launches nothing twice."""
+    from evalpipe.core.fingerprint import fingerprint
+    from partitions import eval_key
+
+    out = []
+    for part in batches(requests, size):
+        if len(part) == 1:  # one partition: the partitioned `evaluate` run, as the asset pages show it
+            r = part[0]
+            out.append(RunRequest(job_name="evaluate", partition_key=eval_key(r.split, r.model), run_key=r.run_key,
+                                  tags={"evals/checkpoint": r.model}))
+            continue
+        keys = [eval_key(r.split, r.model) for r in part]
+        out.append(RunRequest(job_name=BATCH_JOB, run_config=batch_run_config(keys),
+                              run_key=f"batch:{fingerprint(sorted(r.run_key for r in part), 16)}",
+                              tags={"evals/checkpoint": ",".join(sorted({r.model for r in part}))[:200],
+                                    BATCH_TAG: str(len(part))}))
+    return out
 
 
 def _without_try_keys(context: SensorEvaluationContext, plan):
@@ -118,7 +137,7 @@ def _without_try_keys(context: SensorEvaluationContext, plan):
 def checkpoint_sensor(project: Project):
     """The checkpoint sensor of a project."""
 
-    @sensor(name="checkpoint_sensor", jobs=[evaluate_job, dataset_job], minimum_interval_seconds=60,
+    @sensor(name="checkpoint_sensor", jobs=[evaluate_job, dataset_job, evaluate_batch_job], minimum_interval_seconds=60,
             default_status=DefaultSensorStatus.RUNNING,
             description="Turns each new complete checkpoint (config `checkpoints:`) into a `model` partition and "
                         "evaluates it on the configured benchmark splits, once per (checkpoint, split).")

@@ -89,3 +89,63 @@ def test_cli_backfill_over_three_models_runs_through_the_queue(tmp_path, monkeyp
         got = wh.query("select model, value from metrics where slice = 'all' order by model")
         assert got.to_dict("records") == [{"model": "fixed", "value": 0.25}, {"model": "parrot", "value": 0.0},
                                           {"model": "perfect", "value": 1.0}]
+
+
+UI_RUNS = """query { runsOrError { ... on Runs { results { id status tags { key value } } } } }"""
+PARTITION_STATUS = """query($key: AssetKeyInput!) { assetNodeOrError(assetKey: $key) { ... on AssetNode {
+  assetPartitionStatuses { ... on MultiPartitionStatuses { ranges { secondaryDim { ... on DefaultPartitionStatuses {
+  materializedPartitions failedPartitions } } } } } } } }"""
+
+
+@pytest.mark.slow
+def test_a_ui_backfill_over_many_partitions_runs_them_in_batches(tmp_path, monkeypatch):
+    """[sweeps] The UI's "Launch backfill" (GraphQL launchPartitionBackfill) over 2 splits x 4 models, one of them
+    failing, on a webserver and daemon as `make dev` starts them: one run for the batch (not one per partition),
+    each partition materialized with its checks, or failed on its own (docs/scale.md "Sweeps")."""
+    from dagster import AssetKey, DagsterEventType, DagsterInstance
+
+    from benchmarks.bench_sweep import keys_of, prepare, sweep_config
+    from benchmarks.bench_ui import CHAIN, DagsterDev, gql, launch_backfill, make_home, wait_backfill
+    from tests.helpers.services import free_port
+
+    config = sweep_config(tmp_path, 8, samples=2, splits=2).replace(
+        "  echo3: {runner: echo}",  # every sample fails (its script has no turns for them): the partition fails
+        '  echo3: {runner: echo, reply: script, script: [{sample_id: nope, turns: ["x"]}]}')
+    env = make_home(tmp_path, config)
+    splits, models = keys_of(config)
+    keys = [f"{s}|{m}" for s in splits for m in models]
+    prepare(env, splits, models)  # the partitions registered and the datasets loaded (sensor, `dataset` backfill)
+    with DagsterDev(env, free_port(), log=tmp_path / "dev.log") as dev:
+        backfill = launch_backfill(dev.url, keys, CHAIN)
+        wait_backfill(dev.url, backfill, timeout=300)
+        runs = [r for r in gql(dev.url, UI_RUNS)["runsOrError"]["results"]
+                if {"key": "dagster/backfill", "value": backfill} in r["tags"]]
+        # 8 partitions, one run per split (Dagster cuts a multi-partition backfill into ranges along its primary
+        # dimension; each range is a run of up to `sweep_batch_partitions` partitions): 2 runs, not 8
+        assert len(runs) == len(splits) == 2, runs
+        status = gql(dev.url, PARTITION_STATUS, {"key": {"path": ["metrics"]}})["assetNodeOrError"]
+        ranges = [r["secondaryDim"] for r in status["assetPartitionStatuses"]["ranges"]]
+        # the asset's partitions page: each partition's own status
+        assert {m for r in ranges for m in r["materializedPartitions"]} == {m for m in models if m != "echo3"}
+        assert {m for r in ranges for m in r["failedPartitions"]} == {"echo3"}
+        # a selection that is not a split x model rectangle (dagster#18852): still one run per split
+        odd = launch_backfill(dev.url, [keys[0], keys[1], keys[len(models)]], CHAIN)
+        wait_backfill(dev.url, odd, timeout=300)
+        odd_runs = [r for r in gql(dev.url, UI_RUNS)["runsOrError"]["results"]
+                    if {"key": "dagster/backfill", "value": odd} in r["tags"]]
+        assert len(odd_runs) == 2, odd_runs
+        assert [r["status"] for r in odd_runs] == ["SUCCESS", "SUCCESS"]  # nothing failed: the runs succeed
+    monkeypatch.setenv("DAGSTER_HOME", env["DAGSTER_HOME"])
+    with DagsterInstance.get() as inst:
+        done = {str(k) for k in inst.get_materialized_partitions(AssetKey("metrics"))}
+        assert done == {k for k in keys if not k.endswith("|echo3")}
+        assert inst.get_materialized_partitions(AssetKey("rollouts")) >= done
+        checks = [e.dagster_event.event_specific_data for r in runs for e in
+                  inst.all_logs(r["id"], of_type=DagsterEventType.ASSET_CHECK_EVALUATION)]
+        assert {(c.check_name, c.partition) for c in checks} >= {("samples_accounted", k) for k in done}
+        failed = {str(e.dagster_event.partition) for r in runs for e in
+                  inst.all_logs(r["id"], of_type=DagsterEventType.ASSET_FAILED_TO_MATERIALIZE)}
+        assert failed == {k for k in keys if k.endswith("|echo3")} or not failed  # (SQLite keeps none)
+        # each run holds a failed partition (echo3 of its split) and fails, as that partition's own run would
+        assert sorted(r["status"] for r in runs) == ["FAILURE", "FAILURE"]
+

@@ -42,11 +42,13 @@ checks: {max_error_rate: 0.3, max_parse_error_rate: 0.2}
 """
 
 
-def check_outcomes(instance, run_id):
+def check_outcomes(instance, run_id, model=None):
+    """{(asset, check): evaluation} of a run; `model`: only that model's partitions (a batch run carries several)."""
     out = {}
     for rec in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
         ev = rec.dagster_event.event_specific_data
-        out[(ev.asset_key.path[-1], ev.check_name)] = ev
+        if model is None or (ev.partition or "").endswith(f"|{model}"):
+            out[(ev.asset_key.path[-1], ev.check_name)] = ev
     return out
 
 
@@ -58,7 +60,7 @@ def test_checks_run_with_the_assets_and_gate_errors_and_parse_failures(instance,
     result = evaluate(load_config(), ["smoke/extra"], ["good", "flaky"], instance=instance)
     assert all(p.success for p in result.partitions), result  # checks report; they don't fail the runs
     runs = {p.model: p.run_id for p in result.partitions}
-    good, flaky = check_outcomes(instance, runs["good"]), check_outcomes(instance, runs["flaky"])
+    good, flaky = check_outcomes(instance, runs["good"], "good"), check_outcomes(instance, runs["flaky"], "flaky")
     # no tool_integration metric in this project: its gates are not declared (test_tool_gates_are_declared_...)
     assert set(good) == {("rollouts", "error_rate"), ("metrics", "samples_accounted"), ("metrics", "judge_parse_failures")}
     assert good[("rollouts", "error_rate")].passed
@@ -227,7 +229,7 @@ def test_a_partition_whose_blocking_gate_failed_is_off_the_leaderboard(instance,
     board = wh.read_table("leaderboard").set_index("model")
     assert board.loc["right", "rank"] == 1 and pd.isna(board.loc["right", "gate"])
     assert pd.isna(board.loc["wrong", "rank"]) and board.loc["wrong", "gate"].startswith("samples_accounted failed")
-    gate = [check_outcomes(instance, run.run_id).get(("metrics", "samples_accounted")) for run in instance.get_runs()]
+    gate = [check_outcomes(instance, run.run_id, "wrong").get(("metrics", "samples_accounted")) for run in instance.get_runs()]
     failed = [g for g in gate if g is not None and not g.passed]
     link = failed[0].metadata["failed_samples_link"].url  # the UI links to the wrong model's unaccounted samples
     assert "model=wrong" in link and "ids=s1%2Cs2" in link and failed[0].metadata["failed_samples"].value == 2

@@ -124,7 +124,10 @@ def test_new_checkpoint_becomes_a_partition_and_runs_once(setup, capfd):
     assert not r5.run_requests
     cursor = _apply(instance, r5)
     r6 = _tick(instance, cursor)
-    assert sorted(r.run_key for r in r6.run_requests) == ["checkpoint:copying|smoke/extra", "checkpoint:half|smoke/extra"]
+    # [sweeps] two evaluations in one tick: one `evaluate_batch` run that carries both (eval_assets/batch.py)
+    assert [r.job_name for r in r6.run_requests] == ["evaluate_batch"]
+    assert sorted(r6.run_requests[0].run_config["ops"]["evaluate_partitions"]["config"]["partitions"]) == [
+        "smoke/extra|copying", "smoke/extra|half"]
     assert sorted(k for r in r6.dynamic_partitions_requests for k in r.partition_keys) == ["copying", "half"]
 
 

@@ -304,6 +304,7 @@ class TopLevel(_Strict):
     sandbox_disk_mb: Optional[int] = Field(default=None, ge=0)  # [sandbox] work folder quota (docs/sandbox.md)
     plugins: Optional[list[str]] = None
     max_concurrent_partitions: Optional[int] = Field(default=None, ge=1)
+    sweep_batch_partitions: Optional[int] = Field(default=None, ge=1)  # [sweeps] partitions per Dagster run
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None

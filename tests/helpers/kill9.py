@@ -15,7 +15,8 @@ def journaled(journal: Path) -> set[str]:
     """The sample ids a rollouts journal has finished, read while another process may be writing it."""
     if not journal.exists():
         return set()
-    con = sqlite3.connect(f"file:{journal}?mode=ro", uri=True, timeout=5)
+    # as a URI, the path percent-encoded (a split key's journal folder holds `%2F`, which a raw URI decodes to `/`)
+    con = sqlite3.connect(f"{Path(journal).resolve().as_uri()}?mode=ro", uri=True, timeout=5)
     try:
         return {r[0] for r in con.execute("SELECT sample_id FROM done")}
     except sqlite3.OperationalError:  # table not created yet

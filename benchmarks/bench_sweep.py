@@ -1,0 +1,217 @@
+"""Sweeps (issue 31): many cached (benchmark_split, model) partitions from the CLI and from the UI, and throughput
+against an endpoint with latency.
+
+- Orchestration: a grid of cached partitions (echo models, 5 samples each, journaled first: no model calls) of 2, 40
+  and 400 partitions, `evalpipe run` against the UI's launch of the `evaluate_batch` job (GraphQL
+  `launchPipelineExecution`, the run config naming the partitions in batches of `sweep_batch_partitions`; one run
+  per batch, each a spawned process under the daemon's queue). Per extra partition: the slope between the smallest
+  and the largest size.
+- Throughput: M models x S samples against benchmarks/mock_server.py with L s latency, `concurrency: C` per model:
+  ideal wall = requests x latency / (M x C); measured with the fixed cost (the same sweep when cached) taken out.
+Medians of --repeat rounds (default 3), the order rotated each round (benchmarks/common.py).
+
+    .venv/bin/python benchmarks/bench_sweep.py [--sizes 2,40,400] [--throughput 40x40] [--latency 2]
+        [--concurrency 8] [--repeat 3] [--json out.json] [--no-ui]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from benchmarks.bench_ui import (CHAIN, DagsterDev, launch_backfill, make_home, wait_backfill,  # noqa: E402
+                                 wait_idle)
+from benchmarks.common import check_repeat, machine, median_row, rounds, target_line, write_json  # noqa: E402
+
+TARGETS = {"ui_over_cli": 1.3, "per_partition_s": 0.1, "throughput": 0.8}
+
+
+def grid(n: int) -> tuple[int, int]:
+    """(splits, models) for n partitions: about as many models as splits x 8 (a sweep of checkpoints)."""
+    splits = max(1, round((n / 8) ** 0.5)) if n >= 8 else 1
+    while n % splits:
+        splits -= 1
+    return splits, n // splits
+
+
+def sweep_config(root: Path, n: int, samples: int = 5, models: str | None = None, batch: int = 64,
+                 in_flight: int | None = 64, splits: int | None = None) -> str:
+    splits, n_models = grid(n) if splits is None else (splits, n // splits)
+    data = root / "data"
+    data.mkdir(exist_ok=True)
+    lines = ["benchmarks:", "  sw:", "    adapter: file", "    splits:"]
+    for s in range(splits):
+        f = data / f"s{s}.jsonl"
+        f.write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {s}-{i}", "answer": "x"}) + "\n"
+                             for i in range(samples)))
+        lines.append(f"      s{s}: {{path: {json.dumps(str(f))}}}")
+    lines += ["    options:", "      columns: {prompt: question, target: answer, id: id}", "    metrics: [exact_match]",
+              "models:"]
+    lines += [models] if models else [f"  echo{m}: {{runner: echo}}" for m in range(n_models)]
+    lines += [f"sweep_batch_partitions: {batch}"] + ([f"max_concurrent_partitions: {in_flight}"] if in_flight else [])
+    return "\n".join(lines) + "\n"
+
+
+def keys_of(config: str) -> tuple[list[str], list[str]]:
+    import yaml
+
+    raw = yaml.safe_load(config)
+    return [f"sw/{s}" for s in raw["benchmarks"]["sw"]["splits"]], list(raw["models"])
+
+
+def cli(env: dict[str, str], splits: list[str], models: list[str]) -> float:
+    args = [sys.executable, "-m", "evalpipe.cli.main", "run", "--no-progress"]
+    for s in splits:
+        args += ["--split", s]
+    for m in models:
+        args += ["--model", m]
+    t = time.monotonic()
+    done = subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"`evalpipe run` exited {done.returncode}: {(done.stderr or done.stdout)[-2000:]}")
+    return time.monotonic() - t
+
+
+def ui(url: str, splits: list[str], models: list[str]) -> float:
+    """The sweep as the UI's "Launch backfill" over its partitions (GraphQL launchPartitionBackfill, the chain's
+    assets): the daemon runs it in batches (the assets' BackfillPolicy, docs/scale.md "Sweeps")."""
+    keys = [f"{s}|{m}" for s in splits for m in models]
+    t = time.monotonic()
+    backfill = launch_backfill(url, keys, CHAIN)
+    if wait_backfill(url, backfill, timeout=3600) != "SUCCESS":
+        raise RuntimeError(f"backfill {backfill} failed")
+    return time.monotonic() - t
+
+
+def orchestration(sizes: list[int], repeat: int, with_ui: bool) -> dict:
+    out: dict = {}
+    for n in sizes:
+        root = Path(tempfile.mkdtemp(prefix=f"bench_sweep_{n}_"))
+        config = sweep_config(root, n)
+        env = make_home(root, config)
+        splits, models = keys_of(config)
+        cli(env, splits, models)  # journal every partition: later runs call no model
+        jobs = {"cli": lambda r: {"wall_s": cli(env, splits, models)}}
+        if with_ui:
+            with DagsterDev(env, free_port(), log=root / "dev.log") as dev:
+                jobs["ui"] = lambda r: (wait_idle(dev.url), {"wall_s": ui(dev.url, splits, models)})[1]
+                jobs["cli"] = (lambda job: lambda r: (wait_idle(dev.url), job(r))[1])(jobs["cli"])
+                got = rounds(jobs, repeat, after_each=lambda k, r, row: print(f"{n} partitions round {r}: {k} "
+                                                                             f"{row['wall_s']:.2f} s", flush=True))
+        else:
+            got = rounds(jobs, repeat, after_each=lambda k, r, row: print(f"{n} partitions round {r}: {k} "
+                                                                         f"{row['wall_s']:.2f} s", flush=True))
+        out[n] = {k: median_row(rows, ["wall_s"])["wall_s"] for k, rows in got.items()}
+    return out
+
+
+def prepare(env: dict[str, str], splits: list[str], models: list[str]) -> None:
+    """The partitions registered and the splits' datasets loaded (what the config-sync sensor and a `dataset`
+    backfill do), so that a UI backfill of the chain can start."""
+    code = ("import sys; from dagster import DagsterInstance; from eval_assets.launch import run_assets, "
+            "sync_model_partitions, sync_split_partitions\n"
+            f"i = DagsterInstance.get(); sync_split_partitions(i, {splits!r}); sync_model_partitions(i, {models!r})\n"
+            f"sys.exit(0 if all(run_assets(['dataset'], s, i).success for s in {splits!r}) else 1)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"loading the datasets failed: {(done.stderr or done.stdout)[-2000:]}")
+
+
+def throughput(models: int, samples: int, latency: float, concurrency: int, repeat: int, with_ui: bool) -> dict:
+    """Ideal wall (requests x latency / allowed in flight) over the measured wall less the cached run's, from the
+    CLI and (with_ui) as a UI backfill."""
+    from tests.helpers.mock_servers import mock_server_process
+
+    rows: dict[str, list] = {"cli": [], "ui": []}
+    ideal = models * samples * latency / (models * concurrency)
+    with mock_server_process(latency) as port:
+        lines = "".join(f"  m{i}:\n    runner: litellm\n    model: hosted_vllm/mock-{i}\n"
+                        f"    api_base: http://127.0.0.1:{port}/v1\n    params: {{max_tokens: 8}}\n"
+                        f"    options: {{concurrency: {concurrency}}}\n" for i in range(models))
+        for r in range(repeat):
+            for path in ["cli", "ui"] if with_ui else ["cli"]:
+                root = Path(tempfile.mkdtemp(prefix=f"bench_sweep_tp_{path}_"))
+                config = sweep_config(root, 1, samples, models=lines.rstrip("\n"), batch=max(64, models),
+                                      in_flight=None)  # (the default: a batch's partitions all at once)
+                env = make_home(root, config)
+                splits, names = keys_of(config)
+                if path == "cli":
+                    cold, cached = cli(env, splits, names), cli(env, splits, names)
+                else:
+                    prepare(env, splits, names)
+                    with DagsterDev(env, free_port(), log=root / "dev.log") as dev:
+                        wait_idle(dev.url)
+                        cold = ui(dev.url, splits, names)
+                        wait_idle(dev.url)
+                        cached = ui(dev.url, splits, names)
+                # ratio > 1 means the cached run's CPU work overlaps the waiting in the cold run (subtracting it
+                # over-corrects); raw_ratio, ideal over the whole cold wall, is the floor of the truth
+                rows[path].append({"cold_s": cold, "cached_s": cached, "ideal_s": ideal,
+                                   "ratio": ideal / max(1e-9, cold - cached), "raw_ratio": ideal / cold})
+                print(f"throughput round {r} {path}: {cold:.1f} s, cached {cached:.1f} s, ideal {ideal:.1f} s",
+                      flush=True)
+    return {path: {**median_row(got, ["cold_s", "cached_s", "ratio", "raw_ratio"]), "ideal_s": ideal}
+            for path, got in rows.items() if got}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="2,40,400")
+    ap.add_argument("--throughput", default="40x40", help="MODELSxSAMPLES, or 0 to skip")
+    ap.add_argument("--latency", type=float, default=2.0)
+    ap.add_argument("--concurrency", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-ui", action="store_true")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+    check_repeat(args.repeat)
+    sizes = sorted(int(s) for s in args.sizes.split(","))
+    orch = orchestration(sizes, args.repeat, not args.no_ui)
+    small, big = sizes[0], sizes[-1]
+    lines, targets = ["| partitions | CLI s | UI s | UI / CLI |", "|---|---|---|---|"], []
+    for n in sizes:
+        u = orch[n].get("ui", float("nan"))
+        lines.append(f"| {n} | {orch[n]['cli']:.1f} | {u:.1f} | {u / orch[n]['cli']:.2f}x |")
+        if n >= 40 and "ui" in orch[n]:
+            targets.append(target_line(f"UI / CLI, {n} cached partitions", u / orch[n]["cli"], "CLI",
+                                       TARGETS["ui_over_cli"]))
+    for path in ("cli", "ui"):
+        if big > small and path in orch[big]:
+            slope = (orch[big][path] - orch[small][path]) / (big - small)
+            lines.append(f"\n{path}: {slope:.3f} s per extra cached partition ({small} -> {big})")
+            targets.append(f"- {path} s per extra cached partition: {slope:.3f} (target <= "
+                           f"{TARGETS['per_partition_s']}): {'met' if slope <= TARGETS['per_partition_s'] else 'not met'}")
+    tp = None
+    if args.throughput != "0":
+        m, n = (int(x) for x in args.throughput.lower().split("x"))
+        tp = throughput(m, n, args.latency, args.concurrency, args.repeat, not args.no_ui)
+        for path, got in tp.items():
+            lines.append(f"\nthroughput {path}, {m} models x {n} samples, {args.latency:g} s latency, concurrency "
+                         f"{args.concurrency} each ({m * args.concurrency} in flight allowed): ideal "
+                         f"{got['ideal_s']:.1f} s, measured {got['cold_s']:.1f} s less {got['cached_s']:.1f} s "
+                         f"cached: ideal/measured {got['ratio']:.2f} (over the whole cold wall: "
+                         f"{got['raw_ratio']:.2f}; above 1, the cached run's work overlaps the waiting)")
+            targets.append(target_line(f"throughput {path}, ideal / measured", got["ratio"], "ideal",
+                                       TARGETS["throughput"], higher_is_better=True))
+    markdown = "\n".join(lines) + f"\n\n{machine()}; medians of {args.repeat} rounds"
+    print(markdown + "\n" + "\n".join(targets))
+    write_json(args.json, "sweep", markdown, targets, orchestration=orch, throughput=tp)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
