@@ -152,7 +152,7 @@ def list_cmd(what: str, fmt: str) -> None:
     `evalpipe list tasks` / `evalpipe run --tasks list` also work (lm-evaluation-harness habits)."""
     import pandas as pd
 
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.project import load_config
     from evalpipe.core.redact import redact
 
@@ -206,7 +206,7 @@ def leaderboard_table(board):
 def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], include_limited: bool, fmt: str) -> None:
     """Models ranked per benchmark split and metric, best first by the metric's direction (higher or lower is
     better); `=1` marks a shared rank; counts read as whole numbers. JSON/CSV keep the numbers, `rank` and `tied`."""
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.core.errors import DataError
     from evalpipe.core.redact import redact
 
@@ -240,7 +240,7 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
     samples where they disagree; and both values with the better model by the metric's direction."""
     import pandas as pd
 
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.core.errors import DataError
     from evalpipe.core.redact import redact
     from evalpipe.viewer import queries
@@ -406,7 +406,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
     """Accuracy (overall and per slice) and per-sample results of one partition; RESULTS (an exported samples.jsonl
     or a run folder) reads that file instead of the warehouse. `--web`: the web viewer over the warehouse, or over
     RESULTS."""
-    from evalpipe.cli.main import _out, _table, _warehouse
+    from evalpipe.cli.helpers import out as _out, table as _table, warehouse as _warehouse
     from evalpipe.core.errors import ConfigError, DataError
 
     if correct_only and incorrect_only:
