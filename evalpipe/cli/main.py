@@ -22,6 +22,10 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 from evalpipe.cli.helpers import EXIT_FAILED, EXIT_GATE, EXIT_USAGE, kv, out, redact_line, table, warehouse
 
 
+# Commands that only read results: they never import Dagster (~1 s of a start; tests/test_reads_without_dagster.py)
+READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize"})
+
+
 class _Group(click.Group):
     """User mistakes print one line and exit 2; `--debug` shows the traceback. `evalpipe run` goes to the warm
     server of this DAGSTER_HOME when one listens (`evalpipe serve`, evalpipe/cli/warm.py)."""
@@ -84,10 +88,12 @@ def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patter
         import warnings
 
         warnings.filterwarnings("ignore", message=r".*(is currently in (beta|preview)|is deprecated).*")
-    from evalpipe.core.redact import add_patterns, install_log_redaction
+    from evalpipe.core.redact import add_patterns, install_error_redaction, install_log_redaction
 
     add_patterns(redact_patterns)
-    install_log_redaction()
+    install_log_redaction(dagster_errors=False)
+    if ctx.invoked_subcommand not in READ_ONLY:  # a command that may run Dagster: its stored errors masked too
+        install_error_redaction()
 
 
 # ---- run (the request itself is prepared in evalpipe/repro/run_request.py, shared with evalpipe.evaluate) ---------
