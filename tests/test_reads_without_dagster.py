@@ -59,3 +59,63 @@ def test_read_commands_do_not_import_dagster(small_home, argv):
 def test_sql_reads_the_warehouse(small_home):
     _, output = _dagster_modules(small_home, "sql", "select count(*) AS n FROM metrics", "--json")
     assert '"n":24' in output.replace(" ", "")  # 2 models x 2 splits x 3 metrics x 2 slices
+
+
+# ---- the leaderboard at scale: metrics and gates read through a rollup (evalpipe/store/rollup.py) ------------------
+def _direct(wh, table: str, where: str = "TRUE"):
+    return wh.query(f"SELECT * FROM {table} WHERE {where}")
+
+
+def _same_rows(a, b) -> None:
+    import pandas as pd
+
+    cols = ["benchmark_split", "model", "metric", "slice"]
+    a, b = (x.sort_values(cols).reset_index(drop=True)[sorted(x.columns)] for x in (a, b))
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
+def test_rollup_follows_new_replaced_and_forgotten_partitions(tmp_path):
+    import pandas as pd
+
+    from evalpipe.store.rollup import rollup_path, table_rows
+    from evalpipe.store.warehouse import Warehouse
+
+    synthetic_metrics(tmp_path / "warehouse.duckdb", models=3, splits=2)
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    _same_rows(table_rows(wh, "metrics"), _direct(wh, "metrics"))
+    assert rollup_path(wh, "metrics").exists()
+    # a partition replaced (a re-run), one added, one forgotten: each seen at the next read
+    part = {"benchmark_split": "bench0/split0", "model": "model-000"}
+    old = wh.read("metrics", part)
+    wh.write("metrics", old.assign(value=0.999), part)
+    wh.write("metrics", old.assign(model="model-new"), {"benchmark_split": "bench0/split0", "model": "model-new"})
+    wh.delete("metrics", {"benchmark_split": "bench0/split1", "model": "model-002"})
+    got = table_rows(wh, "metrics", "slice = 'all'")
+    _same_rows(got, _direct(wh, "metrics", "slice = 'all'"))
+    assert set(got.loc[(got["model"] == "model-000") & (got["benchmark_split"] == "bench0/split0"), "value"]) == {0.999}
+    assert "model-new" in set(got["model"])
+    assert not ((got["model"] == "model-002") & (got["benchmark_split"] == "bench0/split1")).any()
+    # a damaged rollup is rebuilt, never trusted
+    rollup_path(wh, "metrics").write_bytes(b"not parquet")
+    _same_rows(table_rows(wh, "metrics"), _direct(wh, "metrics"))
+    # a table with no partition yet: no rows, the table's columns
+    assert list(table_rows(wh, "gates").columns) == list(_direct(wh, "gates").columns)
+    assert len(table_rows(wh, "gates")) == 0 and isinstance(table_rows(wh, "gates"), pd.DataFrame)
+
+
+def test_leaderboard_through_the_rollup_equals_the_direct_one(tmp_path):
+    import pandas as pd
+
+    from evalpipe.pipeline.stages import build_leaderboard, leaderboard_from
+    from evalpipe.store.warehouse import Warehouse
+
+    synthetic_metrics(tmp_path / "warehouse.duckdb", models=4, splits=3)
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    wh.write("gates", pd.DataFrame([{"benchmark_split": "bench0/split1", "model": "model-002",
+                                     "check": "samples_accounted", "passed": False, "severity": "ERROR",
+                                     "description": "2 samples missing", "checked_at": "2026-11-27"}]),
+             {"benchmark_split": "bench0/split1", "model": "model-002"})
+    direct = build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
+    for _ in range(2):  # the rollup built, then read as is
+        pd.testing.assert_frame_equal(leaderboard_from(wh), direct, check_dtype=False)
+    assert direct["gate"].notna().sum() == 3  # the gated partition's three metrics, listed unranked

@@ -181,11 +181,10 @@ def leaderboard_frame(wh, include_limited: bool = False):
     """The leaderboard ranked from the `metrics` table by each metric's direction (pipeline.build_leaderboard, as
     the `leaderboard` asset builds it): always by the current declarations, also over partitions written before
     directions were stored, whose stored leaderboard ranked everything higher-is-better."""
-    from evalpipe.pipeline.stages import build_leaderboard
+    from evalpipe.pipeline.stages import leaderboard_from
 
-    metrics = wh.query("SELECT * FROM metrics WHERE slice = 'all'")
     # a partition whose blocking gate failed is listed unranked, with the reason (the `gates` table)
-    return build_leaderboard(metrics, include_limited=include_limited, gates=wh.read_table("gates"))
+    return leaderboard_from(wh, include_limited=include_limited)
 
 
 def leaderboard_table(board):
