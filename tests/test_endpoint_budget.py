@@ -94,3 +94,32 @@ def test_max_in_flight_on_a_store_that_cannot_keep_it_is_refused(monkeypatch):
     monkeypatch.setitem(ratelimit._stores, "redis://nowhere:6379/0", Remote())
     with pytest.raises(ConfigError, match="max_in_flight needs the SQLite store"):
         ratelimit.in_flight_budget(["ep"], {"store": "redis://nowhere:6379/0", "limits": {"ep": {"max_in_flight": 4}}})
+
+
+def test_the_example_in_docs_scale_md_states_the_budgets_it_says(tmp_path):
+    """docs/scale.md "Endpoint budgets": its config example gives ckpt-100 its own 32 and the endpoint's 256."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from evalpipe.store.ratelimit import in_flight_budget
+
+    text = Path(__file__).resolve().parents[1].joinpath("docs", "scale.md").read_text()
+    block = re.search(r"## Endpoint budgets.*?```yaml\n(.*?)```", text, re.S).group(1)
+    cfg = yaml.safe_load(block)
+    section = {**cfg["rate_limits"], "store": str(tmp_path / "rl.sqlite")}
+    for key, want in (("ckpt-100", [("ckpt-100", 32), ("http://gpu-box:8000/v1", 256)]),
+                      ("ckpt-200", [("http://gpu-box:8000/v1", 256)])):
+        model = cfg["models"][key]
+        assert in_flight_budget([key, "openai", model["api_base"]], section).budgets == want
+
+
+def test_the_config_check_refuses_a_budget_before_any_call(tmp_path):
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.project.schema import validate_file
+
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text("benchmarks: {}\nmodels: {m: {runner: echo}}\nrate_limits:\n  limits:\n    m: {max_in_flight: 0}\n")
+    with pytest.raises(ConfigError, match=r"evals.yaml:5: .*max_in_flight: a whole number >= 1, got 0"):
+        validate_file(cfg)

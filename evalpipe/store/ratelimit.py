@@ -301,6 +301,17 @@ def _parse_limit(name: str, raw: Any) -> Limit:
     return lim
 
 
+def check_limit(name: str, raw: Any) -> str | None:
+    """Why `rate_limits.limits.<name>` can't be honoured (the config check's message, which names the place
+    itself: without the `rate_limits.limits.<name>` prefix), or None."""
+    try:
+        _parse_limit(name, raw)
+    except ConfigError as exc:
+        msg, prefix = str(exc), f"rate_limits.limits.{name}"
+        return msg[len(prefix):].lstrip(":. ") if msg.startswith(prefix) else msg
+    return None
+
+
 class SharedLimiter:
     """The driver's limiter interface (`acquire`/`settle`) over a shared store, for one provider key."""
 
