@@ -181,7 +181,7 @@ def leaderboard_frame(wh, include_limited: bool = False):
     """The leaderboard ranked from the `metrics` table by each metric's direction (pipeline.build_leaderboard, as
     the `leaderboard` asset builds it): always by the current declarations, also over partitions written before
     directions were stored, whose stored leaderboard ranked everything higher-is-better."""
-    from evalpipe.pipeline.stages import leaderboard_from
+    from evalpipe.pipeline.leaderboard import leaderboard_from
 
     # a partition whose blocking gate failed is listed unranked, with the reason (the `gates` table)
     return leaderboard_from(wh, include_limited=include_limited)
@@ -190,7 +190,7 @@ def leaderboard_frame(wh, include_limited: bool = False):
 def leaderboard_table(board):
     """`leaderboard_frame` as people read it: rank `=1` when tied, counts as whole numbers, which side is better;
     rows with no value left out, unless a failed gate keeps them unranked."""
-    from evalpipe.pipeline.stages import leaderboard_display
+    from evalpipe.pipeline.leaderboard import leaderboard_display
 
     # (a partition off the ranking by a failed gate stays listed, saying why, even without a value)
     board = board[board["value"].notna() | (board["gate"].notna() if "gate" in board else False)] if len(board) else board
