@@ -158,8 +158,8 @@ def _load_builtins() -> None:
 
 def register_metric(name: str, factory: Callable[..., Metric] | None = None, *, replace: bool = False):
     def add(f: Callable[..., Metric]) -> Callable[..., Metric]:
-        if getattr(f, "__module__", None) not in _BUILTIN_PATHS:  # (a built-in registering itself: no re-entry)
-            _load_builtins()
+        if replace and getattr(f, "__module__", None) not in _BUILTIN_PATHS:  # replacing a built-in: it must be
+            _load_builtins()  # there first (a plain registration of a taken name fails either way, when both are in)
         _check_direction(name, f)
         return _METRICS.register(name, f, replace=replace)
 
