@@ -543,7 +543,7 @@ def leaderboard(context: AssetExecutionContext, eval_config: EvalConfigResource,
                 warehouse: WarehouseResource) -> Output[pd.DataFrame]:
     wh = warehouse.get()
     # a partition whose blocking gate failed is listed unranked, with the reason (docs/metrics.md "Gates")
-    df = pipeline.build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
+    df = pipeline.leaderboard_from(wh)  # metrics and gates through their rollups: fast at 10,000 partitions
     blocked = sorted({f"{s} x {m}: {g}" for s, m, g in zip(df["benchmark_split"], df["model"], df["gate"])
                       if isinstance(g, str)}) if len(df) else []
     # the pairs the config means to run, not Dagster's whole split x model product (docs/operations.md)

@@ -1,6 +1,8 @@
 """Metrics (judges): score one prediction against its sample. Aggregation is separate (aggregate.py)."""
 from __future__ import annotations
 
+import importlib
+import threading
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable, ClassVar, Mapping
 
@@ -126,10 +128,41 @@ class Metric:
 
 
 _METRICS: Registry[Metric] = Registry("metric")
+# The built-in metrics: importing each module registers its metrics. evalpipe/metrics/__init__.py imports none of
+# them, so `evalpipe.metrics.aggregate` alone stays light (reading the leaderboard, issue 31); the registry's first
+# use registers them all (`_load_builtins`), before any other registration, so a plugin's `replace=True` still wins.
+BUILTIN_MODULES = ("code_execution", "exact_match", "hms", "list_match", "llm_judge", "semantic",
+                   "lenient",  # includes, choice, regex, last_number
+                   "bfcl_ast",  # BFCL's AST checker, issue 10
+                   "tool_integration",  # tool-integration harness, issue 10
+                   "dabstep", "kaggle",  # DSGym's domain metrics, issue 22
+                   "lm_eval_scoring")  # an lm-evaluation-harness task's own scoring, issue 23
+_BUILTIN_PATHS = frozenset(f"evalpipe.metrics.{m}" for m in BUILTIN_MODULES)
+_builtins_lock = threading.RLock()
+_builtins_state = "not loaded"  # -> "loading" (this thread importing them) -> "loaded"
+
+
+def _load_builtins() -> None:
+    global _builtins_state
+    if _builtins_state == "loaded":
+        return
+    with _builtins_lock:  # another thread waits here until they are all registered
+        if _builtins_state != "not loaded":  # loaded, or this thread's import of them asking again
+            return
+        _builtins_state = "loading"
+        try:
+            for module in BUILTIN_MODULES:
+                importlib.import_module(f"evalpipe.metrics.{module}")
+        except BaseException:
+            _builtins_state = "not loaded"  # the next use fails the same way, not on a half-filled registry
+            raise
+        _builtins_state = "loaded"
 
 
 def register_metric(name: str, factory: Callable[..., Metric] | None = None, *, replace: bool = False):
     def add(f: Callable[..., Metric]) -> Callable[..., Metric]:
+        if replace and getattr(f, "__module__", None) not in _BUILTIN_PATHS:  # replacing a built-in: it must be
+            _load_builtins()  # there first (a plain registration of a taken name fails either way, when both are in)
         _check_direction(name, f)
         return _METRICS.register(name, f, replace=replace)
 
@@ -150,10 +183,12 @@ def _check_direction(name: str, factory: Any) -> None:
 
 
 def get_metric(name: str) -> Callable[..., Metric]:
+    _load_builtins()
     return _METRICS.get(name)
 
 
 def list_metrics() -> list[str]:
+    _load_builtins()
     return _METRICS.names()
 
 
@@ -186,7 +221,7 @@ def direction_of(aggregate: str, metric: str | None = None) -> Direction:
     if aggregate in FIXED_DIRECTIONS:
         return FIXED_DIRECTIONS[aggregate]
     names = [metric] if metric else sorted(
-        (n for n in _METRICS.names() if aggregate == n or aggregate.startswith((n + "_", n + "["))),
+        (n for n in list_metrics() if aggregate == n or aggregate.startswith((n + "_", n + "["))),
         key=len, reverse=True)
     for name in names:
         try:

@@ -2,19 +2,25 @@
 var names its models' `api_key_env` give, its `redact_patterns`, its `pii:` setting (the entities to mask), and
 the same for the models the checkpoint sensor discovered. Every entry point (the CLI, the code location, the
 Python API) installs one with `install_redaction` before it writes anything.
+
+The config file is read here as raw YAML, never validated: what the redactor needs (the credential values, the
+`api_key_env` and `tracing.connection_string_env` names, `redact_patterns`, `pii`) are plain values of the file,
+the same ones the validated config carries; validating would import every adapter, runner and metric (~0.5 s of
+each CLI start, `evalpipe sql` included), and an invalid config must be masked all the same.
 """
 from __future__ import annotations
 
 import dataclasses
 import functools
 import os
-from typing import Any, Callable, Hashable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Hashable, Iterable
 
 from evalpipe.core.config import config_path
 from evalpipe.core.redact import install_secret_source, secrets_in_config
-from evalpipe.project.loader import load_config
-from evalpipe.project.project import Project
 from evalpipe.store.models_registry import discovered_models, registry_dir
+
+if TYPE_CHECKING:
+    from evalpipe.project.project import Project
 
 
 def _mtime(path: Any) -> float:
@@ -35,10 +41,49 @@ def _discovered_inputs(secrets: set[str], names: list[str]) -> None:
             names.append(m.api_key_env)
 
 
-def _tracing_secret_names(cfg: Any) -> list[str]:
+def _tracing_secret_names(tracing: Any) -> list[str]:
     """The env var holding Azure Monitor's connection string (tracing.connection_string_env; Azure's default name
     always): its value is a secret though its name does not look like one."""
-    return ["APPLICATIONINSIGHTS_CONNECTION_STRING", *filter(None, [cfg.tracing.get("connection_string_env")])]
+    name = tracing.get("connection_string_env") if isinstance(tracing, dict) else None
+    return ["APPLICATIONINSIGHTS_CONNECTION_STRING", *([name] if isinstance(name, str) and name else [])]
+
+
+def _key_env_names(raw: Any) -> list[str]:
+    """The `api_key_env` of each model under `models:` of a raw config (as ModelConfig.from_dict reads them)."""
+    models = raw.get("models") if isinstance(raw, dict) else None
+    if not isinstance(models, dict):
+        return []
+    return [m["api_key_env"] for m in models.values()
+            if isinstance(m, dict) and isinstance(m.get("api_key_env"), str) and m["api_key_env"]]
+
+
+def _patterns_of(raw: Any) -> list[str]:
+    """`redact_patterns` of a raw config: one regex or a list of them (the schema's shapes; any other is ignored)."""
+    pats = raw.get("redact_patterns") if isinstance(raw, dict) else None
+    if isinstance(pats, str):
+        return [pats]
+    return list(pats) if isinstance(pats, list) and all(isinstance(p, str) for p in pats) else []
+
+
+_RAW: dict[tuple[str, float], Any] = {}
+
+
+def raw_config(path: Any) -> Any:
+    """The config file at `path` as plain YAML data (None: missing or unreadable), cached by path and mtime."""
+    key = (str(path), _mtime(path))
+    if key not in _RAW:
+        if len(_RAW) > 16:
+            _RAW.clear()
+        try:
+            import yaml
+
+            # libyaml's loader when built in: this parse runs on every CLI start, ~6x faster than pure Python
+            loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+            with open(path, encoding="utf-8") as fh:
+                _RAW[key] = yaml.load(fh.read(), Loader=loader)
+        except Exception:  # unreadable YAML: the key-name and shape rules still apply
+            _RAW[key] = None
+    return _RAW[key]
 
 
 class ConfigFileSecrets:
@@ -62,42 +107,21 @@ class ConfigFileSecrets:
 
     def inputs(self) -> tuple[Iterable[str], Iterable[str], Iterable[str]]:
         secrets: set[str] = set()
-        names: list[str] = []
-        try:
-            import yaml
-
-            p = config_path()
-            if p.exists():
-                # libyaml's loader when built in: this parse runs on every CLI start, ~6x faster than pure Python
-                loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-                secrets_in_config(yaml.load(p.read_text(encoding="utf-8"), Loader=loader), None, secrets)
-        except Exception:  # unreadable YAML: the key-name and shape rules still apply
-            pass
-        patterns: Any = ()
-        try:
-            cfg = load_config()
-            names += [m.api_key_env for m in cfg.models.values() if m.api_key_env]
-            names += _tracing_secret_names(cfg)
-            patterns = cfg.raw.get("redact_patterns") or []
-        except Exception:  # no config yet (or an invalid one): the name-based rule still applies
-            pass
+        raw = raw_config(config_path())
+        if raw is not None:
+            try:
+                secrets_in_config(raw, None, secrets)
+            except Exception:  # an odd shape: the key-name and shape rules still apply
+                pass
+        names = _key_env_names(raw)
+        names += _tracing_secret_names(raw.get("tracing") if isinstance(raw, dict) else None)
         _discovered_inputs(secrets, names)
-        return secrets, names, patterns
+        return secrets, names, _patterns_of(raw)
 
     def pii(self) -> Any:
         """The config's `pii:` value (read leniently, like the secrets: an invalid config still masks PII)."""
-        try:
-            return load_config().raw.get("pii")
-        except Exception:
-            pass
-        try:
-            import yaml
-
-            p = config_path()
-            raw = yaml.safe_load(p.read_text(encoding="utf-8")) if p.exists() else None
-            return raw.get("pii") if isinstance(raw, dict) else None
-        except Exception:
-            return None
+        raw = raw_config(config_path())
+        return raw.get("pii") if isinstance(raw, dict) else None
 
 
 class ProjectSecrets:
@@ -117,7 +141,7 @@ class ProjectSecrets:
             patterns = [patterns]
         secrets = set(secrets) | set(self.project.secrets)
         names = list(names) + [m.api_key_env for m in self.project.config.models.values() if m.api_key_env]
-        names += _tracing_secret_names(self.project.config)
+        names += _tracing_secret_names(self.project.config.tracing)
         return secrets, names, [*patterns, *self.project.redact_patterns]
 
     def pii(self) -> Any:

@@ -165,7 +165,7 @@ class Deadlines:
 
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
                   max_tokens: int | None = None, tools: Any = None,
-                  deadlines: tuple[Deadlines, Deadlines] | None = None) -> dict[str, Any]:
+                  deadlines: tuple[Deadlines, Deadlines] | None = None, in_flight: Any = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
     A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`.
     `deadlines`: the run's shared timers for the per-attempt bounds, (one-shot requests, conversations)
@@ -180,6 +180,8 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if limiter is not None:
             estimate = estimate_tokens(req.messages, max_tokens)
             await limiter.acquire(estimate)
+        # [scale] a slot of the model's and the endpoint's max_in_flight (rate_limits:), held until this attempt ends
+        held = await in_flight.enter() if in_flight is not None else None
         deadline = loop.time() + s.timeout_s  # the attempt's bound, counted from before the runner's first step
         try:
             if req.tools is not None and tools is not None:
@@ -233,6 +235,9 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             raise
         except Exception as exc:  # a bug or an unexpected reply: this sample fails, the run goes on
             return _failed(req, f"{type(exc).__name__}: {exc}", start, attempts)
+        finally:
+            if held:
+                in_flight.leave(held)
         if limiter is not None:
             limiter.settle(estimate, 0)
         if attempts > s.max_retries:
@@ -274,12 +279,15 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
     from evalpipe.runners.api import limit_key
-    from evalpipe.store.ratelimit import Limiters, shared_limiter
+    from evalpipe.store.ratelimit import Limiters, in_flight_budget, shared_limiter
 
     # [scale] provider-key limits shared by all runs/workers (rate_limits:)
     shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None, settings.rate_limits)
     if shared is not None:
         limiter = Limiters(limiter, shared)
+    model = runner.model  # [scale] max_in_flight of the model (config key, limit key), then of its endpoint
+    in_flight = in_flight_budget([model.key, limit_key(model), model.api_base], settings.rate_limits) \
+        if model is not None else None
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
@@ -298,7 +306,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
             if not _plain_row(row, redactor):

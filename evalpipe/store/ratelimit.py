@@ -9,6 +9,8 @@ Config (top-level `rate_limits:`, docs/deployment.md#rate-limits):
       limits:
         openai: {rpm: 500, tpm: 200000}
         team-b: {rpm: 60}
+        http://gpu-box:8000/v1: {max_in_flight: 256}   # an endpoint (a model's api_base): requests at once
+        my-model: {max_in_flight: 8}                   # a model (its config key)
 
 A model's limit key is its `options.rate_limit_key`, else its provider (`openai` for `openai/gpt-4o-mini`),
 else its config key (`evalpipe.runners.api.limit_key`). Models sharing a key share the limit: separate
@@ -22,6 +24,10 @@ the store for the earliest such moment (one short transaction under the store's 
 until then; grants are first come, first served. Tokens aren't known before a reply: the booking carries the
 driver's estimate (prompt characters / 4 + max_tokens) and is corrected to the real usage afterwards.
 The per-run limits (`rpm`/`tpm` under a model's options) still apply on top, in process.
+
+`max_in_flight`: requests under way at once for that key, whatever the partitions, runs and worker processes
+(each request holds a slot of its model's key, then of its endpoint's, from before it is sent until its reply or
+failure; a slot of a process that died is taken back). It needs the SQLite store (one machine).
 """
 from __future__ import annotations
 
@@ -48,6 +54,7 @@ class Limit:
     tpm: float | None = None
     window_s: float = 60.0  # the metering window; per-minute limits scale to it (rpm * window_s / 60 per window)
     guard_s: float | None = None  # extra spacing after a booking leaves the window; default 5% of it, at most 1 s
+    max_in_flight: int | None = None  # requests under way at once, across every run and process sharing the store
 
     @property
     def guard(self) -> float:
@@ -93,6 +100,13 @@ class _Store:
     def settle(self, key: str, booking: str, amount: float) -> None:
         raise NotImplementedError
 
+    def enter(self, key: str, max_in_flight: int) -> str | None:
+        raise ConfigError(f"rate_limits.limits.{key}.max_in_flight needs the SQLite store (one machine: leave "
+                          f"rate_limits.store out, or name a SQLite file); {type(self).__name__} keeps rpm/tpm only")
+
+    def leave(self, key: str, slot: str) -> None:
+        raise NotImplementedError
+
 
 class SqliteStore(_Store):
     """One machine: a SQLite file (WAL), `BEGIN IMMEDIATE` as the cross-process lock."""
@@ -135,6 +149,33 @@ class SqliteStore(_Store):
 
     def settle(self, key: str, booking: str, amount: float) -> None:
         self._con().execute("UPDATE grants SET amount = ? WHERE id = ?", (amount, booking))
+
+    def enter(self, key: str, max_in_flight: int) -> str | None:
+        """One in-flight slot of `key` if fewer than `max_in_flight` are held (its id), else None. Slots of a
+        process that died (kill -9) are taken back first."""
+        con = self._con()
+        con.execute("CREATE TABLE IF NOT EXISTS in_flight (id TEXT PRIMARY KEY, key TEXT, pid INTEGER, t REAL)")
+        con.execute("BEGIN IMMEDIATE")
+        try:
+            held = con.execute("SELECT id, pid FROM in_flight WHERE key = ?", (key,)).fetchall()
+            if len(held) >= max_in_flight:
+                from evalpipe.core.procs import pid_alive
+
+                dead = [(i,) for i, pid in held if pid != os.getpid() and not pid_alive(pid)]
+                con.executemany("DELETE FROM in_flight WHERE id = ?", dead)
+                if len(held) - len(dead) >= max_in_flight:
+                    con.execute("COMMIT")
+                    return None
+            sid = uuid.uuid4().hex
+            con.execute("INSERT INTO in_flight VALUES (?, ?, ?, ?)", (sid, key, os.getpid(), time.time()))
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        return sid
+
+    def leave(self, key: str, slot: str) -> None:
+        self._con().execute("DELETE FROM in_flight WHERE id = ?", (slot,))
 
 
 class PostgresStore(_Store):
@@ -235,17 +276,22 @@ def store_for(spec: str | None) -> _Store:
 
 
 def _parse_limit(name: str, raw: Any) -> Limit:
-    if not isinstance(raw, dict) or not ({"rpm", "tpm"} & set(raw)):
-        raise ConfigError(f"rate_limits.limits.{name}: expected a mapping with rpm and/or tpm, e.g. {{rpm: 500}}")
-    unknown = set(raw) - {"rpm", "tpm", "window_s", "guard_s"}
+    unknown = set(raw) - {"rpm", "tpm", "window_s", "guard_s", "max_in_flight"} if isinstance(raw, dict) else ()
     if unknown:
         raise ConfigError(f"rate_limits.limits.{name}: unknown key(s) {sorted(unknown)}; allowed: rpm, tpm, "
-                          "window_s, guard_s")
+                          "max_in_flight, window_s, guard_s")
+    if not isinstance(raw, dict) or not ({"rpm", "tpm", "max_in_flight"} & set(raw)):
+        raise ConfigError(f"rate_limits.limits.{name}: expected a mapping with rpm, tpm and/or max_in_flight, "
+                          "e.g. {rpm: 500, max_in_flight: 64}")
+    flight = raw.get("max_in_flight")
+    if flight is not None and (isinstance(flight, bool) or not isinstance(flight, int) or flight < 1):
+        raise ConfigError(f"rate_limits.limits.{name}.max_in_flight: a whole number >= 1, got {flight!r}")
     try:
         lim = Limit(rpm=float(raw["rpm"]) if raw.get("rpm") is not None else None,
                     tpm=float(raw["tpm"]) if raw.get("tpm") is not None else None,
                     window_s=float(raw.get("window_s", 60.0)),
-                    guard_s=float(raw["guard_s"]) if raw.get("guard_s") is not None else None)
+                    guard_s=float(raw["guard_s"]) if raw.get("guard_s") is not None else None,
+                    max_in_flight=flight)
     except (TypeError, ValueError):
         raise ConfigError(f"rate_limits.limits.{name}: rpm, tpm and window_s must be numbers") from None
     if any(v is not None and v <= 0 for v in (lim.rpm, lim.tpm, lim.window_s)):
@@ -253,6 +299,17 @@ def _parse_limit(name: str, raw: Any) -> Limit:
     if lim.max_requests is not None and lim.max_requests < 1:
         raise ConfigError(f"rate_limits.limits.{name}: rpm x window_s / 60 must allow at least one request")
     return lim
+
+
+def check_limit(name: str, raw: Any) -> str | None:
+    """Why `rate_limits.limits.<name>` can't be honoured (the config check's message, which names the place
+    itself: without the `rate_limits.limits.<name>` prefix), or None."""
+    try:
+        _parse_limit(name, raw)
+    except ConfigError as exc:
+        msg, prefix = str(exc), f"rate_limits.limits.{name}"
+        return msg[len(prefix):].lstrip(":. ") if msg.startswith(prefix) else msg
+    return None
 
 
 class SharedLimiter:
@@ -299,6 +356,66 @@ class Limiters:
             x.settle(estimated_tokens, used_tokens)
 
 
+class InFlight:
+    """`max_in_flight` of one or more limit keys (an endpoint's, a model's): a slot of each, held while a request
+    is under way, shared by every run and process on the store. In process, a semaphore per key keeps all but
+    `max_in_flight` waiters off the store; they poll it, briefly, for a slot another process gave back."""
+
+    POLL_S = (0.005, 0.05)  # first and longest wait between two looks at the store
+
+    def __init__(self, store: _Store, budgets: list[tuple[str, int]]):
+        self.store, self.budgets = store, budgets  # in a fixed order: no two holders wait on each other
+        self._local = {key: asyncio.Semaphore(n) for key, n in budgets}
+
+    async def enter(self) -> list[tuple[str, str]]:
+        held: list[tuple[str, str]] = []
+        try:
+            for key, n in self.budgets:
+                await self._local[key].acquire()
+                wait = self.POLL_S[0]
+                try:
+                    while True:
+                        slot = await asyncio.to_thread(self.store.enter, key, n)
+                        if slot is not None:
+                            break
+                        await asyncio.sleep(wait)
+                        wait = min(self.POLL_S[1], wait * 2)
+                except BaseException:
+                    self._local[key].release()
+                    raise
+                held.append((key, slot))
+        except BaseException:
+            self.leave(held)
+            raise
+        return held
+
+    def leave(self, held: list[tuple[str, str]]) -> None:
+        for key, slot in reversed(held):
+            try:
+                self.store.leave(key, slot)
+            finally:
+                self._local[key].release()
+
+
+def in_flight_budget(keys: list[str | None], rate_limits: dict[str, Any] | None = None) -> InFlight | None:
+    """The `max_in_flight` budgets that apply to a model's requests: of each of `keys` (its config key and limit
+    key first, then its endpoint, `api_base`) that `rate_limits.limits` gives one; None when none does."""
+    section = rate_limits or {}
+    limits = section.get("limits") or {}
+    budgets = []
+    for key in dict.fromkeys(k for k in keys if k):
+        if key in limits:
+            lim = _parse_limit(key, limits[key])
+            if lim.max_in_flight is not None:
+                budgets.append((key, lim.max_in_flight))
+    if not budgets:
+        return None
+    store = store_for(section.get("store"))
+    if type(store).enter is _Store.enter:  # refused before any request is sent
+        store.enter(budgets[0][0], budgets[0][1])
+    return InFlight(store, budgets)
+
+
 def shared_limiter(key: str | None, rate_limits: dict[str, Any] | None = None) -> SharedLimiter | None:
     """The shared limiter for a provider key (a model's key is `evalpipe.runners.api.limit_key`: the runners know
     the providers), or None when `rate_limits` (the project's `rate_limits:` section, handed in by the caller)
@@ -309,4 +426,7 @@ def shared_limiter(key: str | None, rate_limits: dict[str, Any] | None = None) -
     limits = section.get("limits") or {}
     if key not in limits:
         return None
-    return SharedLimiter(store_for(section.get("store")), key, _parse_limit(key, limits[key]))
+    lim = _parse_limit(key, limits[key])
+    if lim.rpm is None and lim.tpm is None:  # only max_in_flight: in_flight_budget keeps it
+        return None
+    return SharedLimiter(store_for(section.get("store")), key, lim)
