@@ -83,12 +83,11 @@ def get_instance(project: Project | None = None) -> DagsterInstance:
 
 
 def sync_partitions(instance: DagsterInstance, dimension: str, keys: list[str]) -> list[str]:
-    """Add the missing keys of a dynamic partition dimension (`benchmark_split` or `model`); returns the added."""
-    have = set(instance.get_dynamic_partitions(dimension))
-    new = [k for k in dict.fromkeys(keys) if k not in have]
-    if new:
-        instance.add_dynamic_partitions(dimension, new)
-    return new
+    """Add the missing keys of a dynamic partition dimension (`benchmark_split` or `model`); returns the added. In
+    chunks (evalpipe/store/partition_keys.py): one call with ~33k new keys fails on SQLite (dagster#16260)."""
+    from evalpipe.store.partition_keys import add_in_chunks
+
+    return add_in_chunks(instance, dimension, keys)
 
 
 def sync_model_partitions(instance: DagsterInstance, models: list[str]) -> list[str]:

@@ -24,7 +24,11 @@ def partition_dims(partition_key) -> dict[str, str]:
     if isinstance(partition_key, MultiPartitionKey):
         dims = partition_key.keys_by_dimension
         return {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT], MODEL: dims[MODEL]}
-    return {BENCHMARK_SPLIT: str(partition_key)}
+    text = str(partition_key)
+    if "|" in text:  # a multi key as Dagster prints it (`split|model`); no key of either dimension holds a '|'
+        split, model = text.split("|", 1)
+        return {BENCHMARK_SPLIT: split, MODEL: model}
+    return {BENCHMARK_SPLIT: text}
 
 
 TRY_TAG = "evals/try"
