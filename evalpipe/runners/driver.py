@@ -37,6 +37,9 @@ class RunSettings:
     tpm: float | None = None  # tokens (input + output) per minute, across the run; None: unlimited
     # the project's `rate_limits:` section: provider-key limits shared by every run and process (store/ratelimit.py)
     rate_limits: dict[str, Any] | None = None
+    # a spend cap shared by every run and process of its scopes (store/ratelimit.py Budget, `budget:`); None: the
+    # one the wiring set for this context (`spend_scope`), if any
+    budget: Any = None
 
 
 SETTING_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "fail_fast", "rpm", "tpm")
@@ -165,11 +168,15 @@ class Deadlines:
 
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
                   max_tokens: int | None = None, tools: Any = None,
-                  deadlines: tuple[Deadlines, Deadlines] | None = None, in_flight: Any = None) -> dict[str, Any]:
+                  deadlines: tuple[Deadlines, Deadlines] | None = None, in_flight: Any = None,
+                  budget: Any = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
     A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`.
     `deadlines`: the run's shared timers for the per-attempt bounds, (one-shot requests, conversations)
-    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`)."""
+    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`).
+    `budget` (store/ratelimit.py Budget): checked just before the request is sent (after any rate-limit wait); a
+    reached cap returns the row `stopped by budget ...` (status error, never journaled) without a call, and each
+    reply's tokens and cost are charged to it."""
     start = time.perf_counter()
     attempts = 0
     loop = asyncio.get_running_loop()
@@ -184,6 +191,12 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         held = await in_flight.enter() if in_flight is not None else None
         deadline = loop.time() + s.timeout_s  # the attempt's bound, counted from before the runner's first step
         try:
+            if budget is not None:  # [spend] a reached cap: not sent (those already in flight finish)
+                why = budget.stopped()
+                if why is not None:
+                    if limiter is not None:
+                        limiter.settle(estimate, 0)
+                    return _failed(req, why, start, attempts - 1)
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
                 # (every model turn counts against rpm/tpm: the loop takes and settles turns after the first)
@@ -217,6 +230,9 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                     deadlines[0].exit(bound, None)
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
+            if budget is not None:
+                await asyncio.to_thread(budget.charge, (gen.input_tokens or 0) + (gen.output_tokens or 0),
+                                        gen.cost or 0.0)
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
                 row = _ok(req, gen, start, attempts)
                 row.update(status="error", error=f"conversation timed out after {s.timeout_s:g}s "
@@ -289,6 +305,9 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
     in_flight = in_flight_budget([model.key, limit_key(model), model.api_base], settings.rate_limits) \
         if model is not None else None
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
+    from evalpipe.store.ratelimit import active_budget
+
+    budget = settings.budget if settings.budget is not None else active_budget()  # [spend] budget:
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
@@ -306,7 +325,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight, budget)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
             if not _plain_row(row, redactor):
