@@ -23,7 +23,7 @@ from evalpipe.cli.helpers import EXIT_FAILED, EXIT_GATE, EXIT_USAGE, kv, out, re
 
 
 # Commands that only read results: they never import Dagster (~1 s of a start; tests/test_reads_without_dagster.py)
-READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize"})
+READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize", "gate"})
 
 
 class _Group(click.Group):
@@ -454,6 +454,9 @@ from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd, view_cmd  
 main.add_command(list_cmd)  # evalpipe list
 main.add_command(view_cmd)  # evalpipe view [RESULTS.jsonl | run folder] [--web]
 main.add_command(compare_cmd)  # evalpipe compare A B
+from evalpipe.cli.gate import gate_cmd  # noqa: E402  `evalpipe gate`: a CI regression check (issue 34)
+
+main.add_command(gate_cmd)
 main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
 from evalpipe.cli.tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli/tools.py)
 
