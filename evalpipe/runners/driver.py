@@ -345,6 +345,22 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
                 raise FailFast(f"sample {req.sample_id} failed and fail_fast is set: {row['error']}")
 
     try:
+        if todo and getattr(runner, "batch_mode", False) and all(requests[i].tools is None for i in todo):
+            # [spend] the provider's batch API: one batch for the partition's requests, its id journaled
+            rows = await run_batch(runner, [requests[i] for i in todo], journal, budget)
+            for i, row in zip(todo, rows):
+                if not _plain_row(row, redactor):
+                    row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                           for k, v in row.items()}
+                if row["status"] == "ok" and journal is not None:
+                    journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
+                row["cached"] = False
+                results[i] = row
+                finished += 1
+                failed += row["status"] != "ok"
+            if progress:
+                progress(finished, total, failed)
+            todo = []
         if todo:
             if start:
                 await runner.start()
@@ -364,6 +380,70 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         if close:
             await runner.aclose()
     return results  # type: ignore[return-value]
+
+
+TERMINAL_BATCH = ("completed", "failed", "expired", "cancelled")
+
+
+def _batch_ids(journal: Journal | None):
+    """The journal's side file of batch ids (`<journal>.batches.sqlite`): (key -> batch id) across restarts."""
+    import sqlite3
+
+    if journal is None:
+        return None
+    con = sqlite3.connect(str(journal.path) + ".batches.sqlite", timeout=30, isolation_level=None)
+    con.execute("CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT, t REAL)")
+    return con
+
+
+async def run_batch(runner: Runner, requests: list[RolloutRequest], journal: Journal | None,
+                    budget: Any = None) -> list[dict[str, Any]]:
+    """Rows for `requests` sent as one batch through the runner's batch API (`submit_batch`, `poll_batch`,
+    `batch_results`). The batch id is journaled under the requests' fingerprints before the first poll, so a
+    restarted run polls the same batch instead of submitting (and paying for) it again; a batch that failed or
+    expired is forgotten and its requests are submitted afresh by the next run. The budget counts the batch as
+    one request: it is submitted only while every cap has room, and charged when its results arrive."""
+    from evalpipe.core.fingerprint import fingerprint
+
+    start = time.perf_counter()
+    if budget is not None:
+        why = budget.stopped()
+        if why is not None:
+            return [_failed(r, why, start, 0) for r in requests]
+    key = fingerprint(sorted(r.fingerprint for r in requests))
+    ids = _batch_ids(journal)
+    try:
+        found = ids.execute("SELECT batch_id FROM batches WHERE key = ?", (key,)).fetchone() if ids else None
+        try:
+            batch_id = found[0] if found else await runner.submit_batch(requests)
+            if ids is not None and not found:
+                ids.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?)", (key, batch_id, time.time()))
+            while True:
+                batch = await runner.poll_batch(batch_id)
+                if batch.get("status") in TERMINAL_BATCH:
+                    break
+                await asyncio.sleep(runner.batch_poll_s)
+            results = await runner.batch_results(batch) if batch.get("status") == "completed" else {}
+        except ModelError as exc:
+            return [_failed(r, f"batch: {exc}", start, 1) for r in requests]
+        if ids is not None and batch.get("status") != "completed":
+            ids.execute("DELETE FROM batches WHERE key = ?", (key,))
+        rows = []
+        for r in requests:
+            got = results.get(r.fingerprint)
+            if isinstance(got, Generation):
+                rows.append(_ok(r, got, start, 1))
+            else:
+                rows.append(_failed(r, str(got) if got is not None else
+                                    f"batch {batch_id} {batch.get('status')}: no result for this request", start, 1))
+        if budget is not None:
+            gens = [g for g in results.values() if isinstance(g, Generation)]
+            await asyncio.to_thread(budget.charge, sum((g.input_tokens or 0) + (g.output_tokens or 0) for g in gens),
+                                    sum(g.cost or 0.0 for g in gens))
+        return rows
+    finally:
+        if ids is not None:
+            ids.close()
 
 
 def _plain_row(row: dict[str, Any], redactor: Any) -> bool:
