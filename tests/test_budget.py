@@ -140,3 +140,16 @@ def test_two_processes_share_the_day_budget_and_stopped_partitions_fail_resumabl
             assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         sent = [(b["model"], b["messages"][-1]["content"]) for b in mock.bodies]
         assert len(sent) == len(set(sent)) == 16  # 8 samples x 2 models, each sent once
+
+
+def test_dry_run_prints_the_estimate_beside_each_cap(tmp_path):
+    from types import SimpleNamespace
+
+    from evalpipe.cli.dryrun import Estimate, budget_lines
+
+    cfg = SimpleNamespace(raw={"budget": {"run": {"cost_usd": 1.0}, "day": {"tokens": 1000}},
+                               "rate_limits": {"store": str(tmp_path / "rl.sqlite")}}, path=tmp_path / "evals.yaml")
+    lines = budget_lines(cfg, [Estimate("s", "m", 10, 0, 400, 400, 0.5), Estimate("s", "n", 10, 0, 300, 300, 1.5)])
+    assert lines[0] == "budget:"
+    assert lines[1] == "  run: est $2.0000 of $1: STOPS at about 50% of the requests"
+    assert lines[2] == "  day: est 1400 tokens of 1000 (0 spent today): STOPS at about 71% of the requests"
