@@ -23,7 +23,7 @@ from evalpipe.cli.helpers import EXIT_FAILED, EXIT_GATE, EXIT_USAGE, kv, out, re
 
 
 # Commands that only read results: they never import Dagster (~1 s of a start; tests/test_reads_without_dagster.py)
-READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize"})
+READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize", "gate"})
 
 
 class _Group(click.Group):
@@ -203,8 +203,13 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     if dry_run:  # [scale] cost before spending: no Dagster run, no model call
         from evalpipe.cli.dryrun import as_frame, estimate
 
-        _out(_table(as_frame([e for s in chosen for e in estimate(cfg, [s], per_split[s], split_options,
-                                                                  resources["model_runner"].params)])))
+        from evalpipe.cli.dryrun import budget_lines
+
+        est = [e for s in chosen for e in estimate(cfg, [s], per_split[s], split_options,
+                                                   resources["model_runner"].params)]
+        _out(_table(as_frame(est)))
+        for line in budget_lines(cfg, est):  # [spend] the estimate beside the `budget:` caps
+            _out(line)
         return
     instance = get_instance(project)
     # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
@@ -219,9 +224,16 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # the redirections interleave and can leave them pointing at a log file. get_instance's instance doesn't capture
     # (docs/operations.md#compute-logs); keep_terminal still restores fds 1/2 afterwards and gives the progress
     # display its own copy of the terminal.
+    from evalpipe.cli.progress import spend_line
+
+    # [spend] one `run` budget scope for every Dagster run of this command (docs/spend.md)
+    tags, budget_text = spend_line(project, rp.tags())
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
+        progress.spend = budget_text
         result = evaluate(project, chosen, per_split, resources=resources, instance=instance, on_progress=progress.step,
-                          on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
+                          on_sample=progress.sample, tags=tags, reload_datasets=reload_datasets)
+    if budget_text is not None:
+        click.echo(budget_text(), err=True)
     if result.success:
         for s in chosen:  # shard runs: merge when all shards are done
             for line in rp.after_run(cfg, [s], per_split[s], instance):
@@ -441,6 +453,9 @@ from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd, view_cmd  
 main.add_command(list_cmd)  # evalpipe list
 main.add_command(view_cmd)  # evalpipe view [RESULTS.jsonl | run folder] [--web]
 main.add_command(compare_cmd)  # evalpipe compare A B
+from evalpipe.cli.gate import gate_cmd  # noqa: E402  `evalpipe gate`: a CI regression check (issue 34)
+
+main.add_command(gate_cmd)
 main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
 from evalpipe.cli.tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli/tools.py)
 

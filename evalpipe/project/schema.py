@@ -308,6 +308,7 @@ class TopLevel(_Strict):
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
+    budget: Optional[dict[str, Any]] = None  # [spend] caps on tokens/cost per run, tick, day (docs/spend.md)
 
 
 # ---- reporting ------------------------------------------------------------------------------------------------------
@@ -737,6 +738,11 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
             why = check_limit(str(key), raw)
             if why:
                 report.add(("rate_limits", "limits", key), why)
+    if data.get("budget") is not None:  # [spend] a cap that can't be honoured fails here, before any call
+        from evalpipe.store.ratelimit import check_budget
+
+        for where, why in check_budget(data.get("budget")):
+            report.add(("budget", *where), why)
     cp = data.get("checkpoints")
     if isinstance(cp, dict) and cp.get("runner") and str(cp["runner"]) not in runners:
         report.add(("checkpoints", "runner"), f"unknown runner {cp['runner']!r}{did_you_mean(cp['runner'], runners)}")
