@@ -72,6 +72,15 @@ TABLES: dict[str, pa.Schema] = {
         ("benchmark_split", S), ("model", S), ("check", S), ("passed", B), ("severity", S), ("description", S),
         ("checked_at", S),
     ]),
+    # people's (and judges') reviews, append-only: one partition file per review (benchmark_split, review_id), never
+    # rewritten (docs/viewer.md "Reviews"). kind verdict: `verdict` right | wrong on (model, sample_id), `rubric` JSON
+    # {criterion: score}; kind pairwise: `preference` a | b | tie between `model` (a) and `model_b` (b), `shown_left`
+    # the one shown on the left. source: person | judge (reviewer = the judge's model key)
+    "reviews": pa.schema([
+        ("review_id", S), ("benchmark_split", S), ("reviewer", S), ("source", S), ("created_at", S), ("kind", S),
+        ("sample_id", S), ("model", S), ("model_b", S), ("verdict", S), ("rubric", S), ("preference", S),
+        ("shown_left", S), ("comment", S),
+    ]),
 }
 
 # asset name -> warehouse table (the `dataset` asset fills the `datasets` table)

@@ -1,0 +1,204 @@
+"""Pairwise preferences: a judge model picks the better of two models' answers to the same sample, and the
+preferences (people's from the viewer, judges' from here) read back from the warehouse's `reviews` table for the
+Bradley-Terry ranking (evalpipe/metrics/bradley_terry.py).
+
+Position bias: every pair is asked in both orders (A first, then B first). The two readings, turned back into
+"A preferred" (1), "B preferred" (0) or "tie" (0.5), are averaged: two agreeing readings give that answer; a judge
+that prefers whichever answer it saw first gives a tie (`consistent: false`). A reply that names no winner in
+either order is a parse_error, never a guess.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from evalpipe.core.config import EvalConfig, ModelConfig
+
+DEFAULT_PAIRWISE_PROMPT = """Two assistants answered the same question. Decide which answer is better: more \
+correct first, then more complete and clear. Their order says nothing about their quality.
+
+Question:
+{input}
+
+Reference answer (may be empty):
+{target}
+
+Answer 1:
+{answer_1}
+
+Answer 2:
+{answer_2}
+
+Reply with a single JSON object and nothing else:
+{"rationale": "<one or two sentences>", "winner": "1", "2" or "tie"}"""
+
+_FIELDS = re.compile(r"\{(input|target|answer_1|answer_2)\}")
+_WINNER = re.compile(r'"winner"\s*:\s*"?\s*(1|2|tie)\b', re.IGNORECASE)
+OUTCOME = {1.0: "a", 0.0: "b", 0.5: "tie"}
+
+
+@dataclass
+class PairItem:
+    sample_id: str
+    input: str
+    target: str | None
+    answer_a: str | None
+    answer_b: str | None
+
+
+@dataclass
+class PairVerdict:
+    sample_id: str
+    preference: str | None  # a | b | tie; None when no reading could be parsed
+    status: str  # scored | parse_error | error
+    consistent: bool | None  # both orders agreed
+    readings: tuple[Any, Any]  # (A shown first, B shown first): 1 / 0 / 0.5 for A, or None
+
+
+def read_winner(text: str) -> str | None:
+    """'1', '2' or 'tie' from a judge's reply (its JSON `winner`), or None."""
+    m = _WINNER.search(text or "")
+    if m:
+        return m.group(1).lower()
+    try:
+        v = json.loads(text)
+    except (TypeError, ValueError):
+        return None
+    w = str(v.get("winner", "")).strip().lower() if isinstance(v, dict) else ""
+    return w if w in ("1", "2", "tie") else None
+
+
+def render(template: str, item: PairItem, first: str | None, second: str | None) -> str:
+    values = {"input": item.input, "target": item.target or "", "answer_1": first or "", "answer_2": second or ""}
+    return _FIELDS.sub(lambda m: str(values[m.group(1)]), template)
+
+
+class PairwiseJudge:
+    """A judge model asked for its preference between two answers, in both orders. `judge`: a name under the
+    config's `judges:` or an inline mapping (as llm_judge's `judge` setting)."""
+
+    def __init__(self, judge: Any, config: EvalConfig | None = None, prompt: str | None = None,
+                 settings: dict[str, Any] | None = None):
+        from evalpipe.metrics.judge_client import JudgeClient, resolve_judge
+
+        self.model: ModelConfig = resolve_judge(judge, "pairwise_judge", config)
+        rate_limits = config.raw.get("rate_limits") if config is not None else None
+        self.client = JudgeClient(self.model, dict(settings or {}), rate_limits=rate_limits)
+        self.prompt = prompt or DEFAULT_PAIRWISE_PROMPT
+
+    def messages(self, item: PairItem, a_first: bool) -> list[dict[str, Any]]:
+        first, second = (item.answer_a, item.answer_b) if a_first else (item.answer_b, item.answer_a)
+        return [{"role": "user", "content": render(self.prompt, item, first, second)}]
+
+    async def ajudge(self, items: Sequence[PairItem]) -> list[PairVerdict]:
+        batch = [self.messages(i, True) for i in items] + [self.messages(i, False) for i in items]
+        replies = await self.client.ask_many(batch)
+        out = []
+        for k, item in enumerate(items):
+            r1, r2 = replies[k], replies[k + len(items)]
+            if r1.text is None or r2.text is None:
+                out.append(PairVerdict(item.sample_id, None, "error", None, (None, None)))
+                continue
+            # order 1 showed A as answer 1; order 2 showed B as answer 1
+            a1 = {"1": 1.0, "2": 0.0, "tie": 0.5}.get(read_winner(r1.text) or "")
+            a2 = {"1": 0.0, "2": 1.0, "tie": 0.5}.get(read_winner(r2.text) or "")
+            if a1 is None or a2 is None:
+                out.append(PairVerdict(item.sample_id, None, "parse_error", None, (a1, a2)))
+                continue
+            mean = (a1 + a2) / 2
+            value = 1.0 if mean > 0.5 else 0.0 if mean < 0.5 else 0.5
+            out.append(PairVerdict(item.sample_id, OUTCOME[value], "scored", a1 == a2, (a1, a2)))
+        return out
+
+    def judge(self, items: Sequence[PairItem]) -> list[PairVerdict]:
+        return asyncio.run(self.ajudge(items))
+
+
+def pair_items(con, split: str, model_a: str, model_b: str, limit: int | None = None) -> list[PairItem]:
+    """The samples both models answered (an ok rollout each) on `split`, in sample order."""
+    sql = """SELECT a.sample_id, coalesce(p.prompt_text, '') AS input, p.target, a.prediction AS a, b.prediction AS b
+             FROM rollouts a JOIN rollouts b ON b.benchmark_split = a.benchmark_split AND b.sample_id = a.sample_id
+                  AND b.model = ? AND b.status = 'ok'
+             LEFT JOIN prompts p ON p.benchmark_split = a.benchmark_split AND p.model = a.model
+                  AND p.sample_id = a.sample_id
+             WHERE a.benchmark_split = ? AND a.model = ? AND a.status = 'ok'
+             ORDER BY p.sample_index, a.sample_id"""
+    params: list[Any] = [model_b, split, model_a]
+    if limit:
+        sql += " LIMIT ?"
+        params.append(int(limit))
+    return [PairItem(*row) for row in con.execute(sql, params).fetchall()]
+
+
+def review_rows(split: str, model_a: str, model_b: str, verdicts: Sequence[PairVerdict], reviewer: str,
+                source: str = "judge") -> list[dict[str, Any]]:
+    """`reviews` rows for the scored verdicts (kind pairwise)."""
+    now = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return [{"review_id": new_review_id(), "benchmark_split": split, "reviewer": reviewer, "source": source,
+             "created_at": now, "kind": "pairwise", "sample_id": v.sample_id, "model": model_a, "model_b": model_b,
+             "preference": v.preference,
+             "comment": None if v.consistent else "the judge's two orders disagreed (position bias): a tie"}
+            for v in verdicts if v.status == "scored"]
+
+
+def new_review_id() -> str:
+    """Time-ordered and unique: a review's partition key (one file per review, never rewritten)."""
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:8]
+
+
+def write_reviews(warehouse, rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Append reviews: one new partition file each (benchmark_split, review_id); nothing is overwritten."""
+    import pandas as pd
+
+    from evalpipe.core.errors import WarehouseError
+
+    ids = []
+    for row in rows:
+        part = {"benchmark_split": row["benchmark_split"], "review_id": row["review_id"]}
+        if warehouse.partition_file("reviews", part).exists():  # (a review id is never reused)
+            raise WarehouseError(f"review {row['review_id']} already exists; reviews are never overwritten")
+        warehouse.write("reviews", pd.DataFrame([row]), part)
+        ids.append(row["review_id"])
+    return ids
+
+
+def judge_pairs(warehouse, split: str, model_a: str, model_b: str, judge: Any, config: EvalConfig | None = None,
+                limit: int | None = None, prompt: str | None = None) -> list[PairVerdict]:
+    """Judge every sample both models answered on `split` (both orders) and append the scored preferences to the
+    `reviews` table (source judge, reviewer = the judge's model key)."""
+    con = warehouse.connect(["rollouts", "prompts"])
+    try:
+        items = pair_items(con, split, model_a, model_b, limit)
+    finally:
+        con.close()
+    pj = PairwiseJudge(judge, config, prompt=prompt)
+    verdicts = pj.judge(items)
+    write_reviews(warehouse, review_rows(split, model_a, model_b, verdicts, reviewer=pj.model.key))
+    return verdicts
+
+
+# ---- preferences read back ------------------------------------------------------------------------------------------
+def latest_reviews_sql(kind: str) -> str:
+    """Each reviewer's latest review per item (history is kept; the latest one counts)."""
+    item = "benchmark_split, sample_id, model" + (", model_b" if kind == "pairwise" else "")
+    return (f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY reviewer, {item} ORDER BY created_at DESC, "
+            f"review_id DESC) AS _k FROM reviews WHERE kind = '{kind}') WHERE _k = 1")
+
+
+def preferences(con, split: str | None = None, source: str | None = None) -> list[tuple[str, str, float]]:
+    """(model_a, model_b, outcome) from the reviews (1 = a preferred, 0 = b, 0.5 = tie)."""
+    sql = f"SELECT model, model_b, preference FROM ({latest_reviews_sql('pairwise')}) WHERE preference IS NOT NULL"
+    params: list[Any] = []
+    if split:
+        sql += " AND benchmark_split = ?"
+        params.append(split)
+    if source:
+        sql += " AND source = ?"
+        params.append(source)
+    value = {"a": 1.0, "b": 0.0, "tie": 0.5}
+    return [(a, b, value[p]) for a, b, p in con.execute(sql, params).fetchall() if p in value]
