@@ -13,7 +13,7 @@ import json
 import math
 from typing import Any, Iterable
 
-from evalpipe.metrics.pairwise import latest_reviews_sql
+from evalpipe.metrics.reviews import latest_reviews_sql
 
 LABELS = [True, False]  # right, wrong: rows = people, columns = the judge
 

@@ -1,6 +1,6 @@
 """Pairwise preferences: a judge model picks the better of two models' answers to the same sample, and the
-preferences (people's from the viewer, judges' from here) read back from the warehouse's `reviews` table for the
-Bradley-Terry ranking (evalpipe/metrics/bradley_terry.py).
+preferences are appended to the warehouse's `reviews` table beside people's (evalpipe/metrics/reviews.py), from
+which the Bradley-Terry ranking reads them (evalpipe/metrics/bradley_terry.py).
 
 Position bias: every pair is asked in both orders (A first, then B first). The two readings, turned back into
 "A preferred" (1), "B preferred" (0) or "tie" (0.5), are averaged: two agreeing readings give that answer; a judge
@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
 from evalpipe.core.config import EvalConfig, ModelConfig
+from evalpipe.metrics.reviews import new_review_id, write_reviews
 
 DEFAULT_PAIRWISE_PROMPT = """Two assistants answered the same question. Decide which answer is better: more \
 correct first, then more complete and clear. Their order says nothing about their quality.
@@ -146,27 +146,6 @@ def review_rows(split: str, model_a: str, model_b: str, verdicts: Sequence[PairV
             for v in verdicts if v.status == "scored"]
 
 
-def new_review_id() -> str:
-    """Time-ordered and unique: a review's partition key (one file per review, never rewritten)."""
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%f") + "-" + uuid.uuid4().hex[:8]
-
-
-def write_reviews(warehouse, rows: Sequence[dict[str, Any]]) -> list[str]:
-    """Append reviews: one new partition file each (benchmark_split, review_id); nothing is overwritten."""
-    import pandas as pd
-
-    from evalpipe.core.errors import WarehouseError
-
-    ids = []
-    for row in rows:
-        part = {"benchmark_split": row["benchmark_split"], "review_id": row["review_id"]}
-        if warehouse.partition_file("reviews", part).exists():  # (a review id is never reused)
-            raise WarehouseError(f"review {row['review_id']} already exists; reviews are never overwritten")
-        warehouse.write("reviews", pd.DataFrame([row]), part)
-        ids.append(row["review_id"])
-    return ids
-
-
 def judge_pairs(warehouse, split: str, model_a: str, model_b: str, judge: Any, config: EvalConfig | None = None,
                 limit: int | None = None, prompt: str | None = None) -> list[PairVerdict]:
     """Judge every sample both models answered on `split` (both orders) and append the scored preferences to the
@@ -180,25 +159,3 @@ def judge_pairs(warehouse, split: str, model_a: str, model_b: str, judge: Any, c
     verdicts = pj.judge(items)
     write_reviews(warehouse, review_rows(split, model_a, model_b, verdicts, reviewer=pj.model.key))
     return verdicts
-
-
-# ---- preferences read back ------------------------------------------------------------------------------------------
-def latest_reviews_sql(kind: str) -> str:
-    """Each reviewer's latest review per item (history is kept; the latest one counts)."""
-    item = "benchmark_split, sample_id, model" + (", model_b" if kind == "pairwise" else "")
-    return (f"SELECT * FROM (SELECT *, row_number() OVER (PARTITION BY reviewer, {item} ORDER BY created_at DESC, "
-            f"review_id DESC) AS _k FROM reviews WHERE kind = '{kind}') WHERE _k = 1")
-
-
-def preferences(con, split: str | None = None, source: str | None = None) -> list[tuple[str, str, float]]:
-    """(model_a, model_b, outcome) from the reviews (1 = a preferred, 0 = b, 0.5 = tie)."""
-    sql = f"SELECT model, model_b, preference FROM ({latest_reviews_sql('pairwise')}) WHERE preference IS NOT NULL"
-    params: list[Any] = []
-    if split:
-        sql += " AND benchmark_split = ?"
-        params.append(split)
-    if source:
-        sql += " AND source = ?"
-        params.append(source)
-    value = {"a": 1.0, "b": 0.0, "tie": 0.5}
-    return [(a, b, value[p]) for a, b, p in con.execute(sql, params).fetchall() if p in value]

@@ -285,6 +285,15 @@ class Mlflow(_Strict):
         return self
 
 
+class Reviews(_Strict):
+    """`reviews:` people's reviews in the web viewer (docs/viewer.md "Reviews")."""
+    rubric: Optional[dict[str, Union[list[Union[int, str]], int]]] = None  # criterion: [scores] or N (1..N)
+    identity_header: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,64}$")  # set by an auth proxy
+    reviewers_per_item: Optional[int] = Field(default=None, ge=1)
+    reserve_minutes: Optional[float] = Field(default=None, gt=0)
+    bootstrap: Optional[int] = Field(default=None, ge=0)  # Bradley-Terry resamples on the ranking page
+
+
 class TopLevel(_Strict):
     benchmarks: Optional[dict[str, Benchmark]] = None
     models: Optional[dict[str, ModelEntry]] = None
@@ -307,6 +316,7 @@ class TopLevel(_Strict):
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
+    reviews: Optional[Reviews] = None
 
 
 # ---- reporting ------------------------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from evalpipe.metrics import bradley_terry, calibration
-from evalpipe.metrics.pairwise import latest_reviews_sql, new_review_id, preferences, write_reviews
+from evalpipe.metrics.reviews import latest_reviews_sql, new_review_id, preferences, write_reviews
 from evalpipe.viewer import queries
 
 NAME = re.compile(r"^[\w.@+ -]{1,64}$")
