@@ -5,7 +5,6 @@ this asset reads them back and records, as its materialization's metadata, how m
 calibration against people (evalpipe/metrics/calibration.py, also as metrics-shaped rows) and the Bradley-Terry
 ranking per split (evalpipe/metrics/bradley_terry.py). Thin wiring: the numbers come from those modules.
 """
-from __future__ import annotations
 
 import hashlib
 

@@ -440,7 +440,7 @@ def _review_routes(env, warehouse, settings, held, build_ctx, page):
                 return fail(str(exc), 403)
             except ValueError as exc:
                 return fail(str(exc).splitlines()[0])
-            held.release(("verdict", row["benchmark_split"], row["model"], row["sample_id"]))
+            held.release(("verdict", row["benchmark_split"], row["model"], row["sample_id"]), who)
             target = "/review/next?" + urlencode({"split": row["benchmark_split"], "saved": row["review_id"]}) \
                 if form.get("then") == "next" else "/review?" + urlencode(
                     {"split": row["benchmark_split"], "model": row["model"], "id": row["sample_id"],
@@ -488,7 +488,7 @@ def _review_routes(env, warehouse, settings, held, build_ctx, page):
                 return fail(str(exc), 403)
             except ValueError as exc:
                 return fail(str(exc).splitlines()[0])
-            held.release(("pairwise", shown["split"], shown["sample_id"], shown["a"], shown["b"]))
+            held.release(("pairwise", shown["split"], shown["sample_id"], shown["a"], shown["b"]), who)
             return RedirectResponse("/pairwise?" + urlencode({"split": shown["split"], "saved": row["review_id"]}),
                                     status_code=303)
 

@@ -58,29 +58,31 @@ class Reservations:
     def __init__(self, ttl: float):
         self.ttl = ttl
         self.lock = threading.Lock()
-        self.held: dict[tuple, tuple[str, float]] = {}  # item -> (reviewer, expires)
+        self.held: dict[tuple, dict[str, float]] = {}  # item -> {reviewer: expires}
         self.pairs: dict[str, dict[str, Any]] = {}  # opaque pairwise item number -> what it shows
 
     def _sweep(self) -> None:
         now = time.monotonic()
-        for k in [k for k, (_, t) in self.held.items() if t < now]:
-            del self.held[k]
+        for item in list(self.held):
+            self.held[item] = {r: t for r, t in self.held[item].items() if t >= now}
+            if not self.held[item]:
+                del self.held[item]
         for k in [k for k, v in self.pairs.items() if v["expires"] < now]:
             del self.pairs[k]
 
     def others(self, item: tuple, reviewer: str) -> int:
+        """How many other reviewers hold the item now."""
         with self.lock:
             self._sweep()
-            holder = self.held.get(item)
-            return 1 if holder and holder[0] != reviewer else 0
+            return sum(1 for r in self.held.get(item, {}) if r != reviewer)
 
     def hold(self, item: tuple, reviewer: str) -> None:
         with self.lock:
-            self.held[item] = (reviewer, time.monotonic() + self.ttl)
+            self.held.setdefault(item, {})[reviewer] = time.monotonic() + self.ttl
 
-    def release(self, item: tuple) -> None:
+    def release(self, item: tuple, reviewer: str) -> None:
         with self.lock:
-            self.held.pop(item, None)
+            self.held.get(item, {}).pop(reviewer, None)
 
     def pair(self, shown: dict[str, Any]) -> str:
         token = secrets.token_urlsafe(12)
