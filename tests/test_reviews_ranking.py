@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from evalpipe.metrics import bradley_terry, calibration
+from tests.helpers.pair_judge import pair_judge_server
 
 # a fixed set of preferences between four models: (a, b, outcome) with 1 = a preferred, 0 = b, 0.5 = tie
 PREFS = ([("m0", "m1", 1.0)] * 7 + [("m0", "m1", 0.0)] * 5 + [("m1", "m2", 1.0)] * 9 + [("m1", "m2", 0.0)] * 4
@@ -76,25 +77,13 @@ def test_calibration_accuracy_kappa_and_confusion_by_hand():
 
 @pytest.fixture
 def pair_judge(home):
-    """A loopback OpenAI-compatible judge: prefers the answer that says 42, and, on a pair without one, always
-    whichever it was shown first (position bias)."""
-    from benchmarks.mock_server import MockLLM, serve_in_thread
+    """A loopback OpenAI-compatible judge (tests/helpers/pair_judge.py)."""
     from evalpipe.runners import list_runners
 
     if "litellm" not in list_runners():
         pytest.skip("the litellm runner is not registered")
-
-    class PairJudge(MockLLM):
-        def answer_for(self, p: str) -> str:
-            first = p.split("Answer 1:\n", 1)[1].split("\n\nAnswer 2:", 1)[0]
-            second = p.split("Answer 2:\n", 1)[1].split("\n\nReply", 1)[0]
-            if "garble" in first + second:
-                return "hard to say"
-            winner = "1" if "42" in first else "2" if "42" in second else "1"
-            return json.dumps({"rationale": "r", "winner": winner})
-
-    with serve_in_thread(PairJudge()) as (mock, url):
-        yield {"runner": "litellm", "model": "openai/pair-judge", "api_base": url, "options": {"fast_path": True}}, mock
+    with pair_judge_server() as (judge, mock):
+        yield judge, mock
 
 
 def test_pairwise_judge_asks_both_orders_and_a_position_bias_is_a_tie(pair_judge):

@@ -81,6 +81,20 @@ TABLES: dict[str, pa.Schema] = {
         ("sample_id", S), ("model", S), ("model_b", S), ("verdict", S), ("rubric", S), ("preference", S),
         ("shown_left", S), ("comment", S),
     ]),
+    # derived from `reviews` by the `reviews` asset (eval_assets/reviews.py), each rewritten whole at its
+    # materialization. review_metrics: the judges' calibration against people as metrics-shaped rows
+    # (`<metric>_human_agreement` with a Wilson interval, `<metric>_human_kappa`) per partition, judge and fingerprint
+    "review_metrics": pa.schema([
+        ("benchmark_split", S), ("model", S), ("metric", S), ("slice", S), ("value", F), ("n", I), ("ci_low", F),
+        ("ci_high", F), ("higher_is_better", B), ("kind", S), ("judge", S), ("fingerprint", S), ("reviewers", I),
+    ]),
+    # review_ranking: the Bradley-Terry ranking per split and source (all | person | judge); a refused fit is rows
+    # with no strength and the reason in `note`
+    "review_ranking": pa.schema([
+        ("benchmark_split", S), ("source", S), ("rank", I), ("model", S), ("strength", F), ("ci_low", F),
+        ("ci_high", F), ("wins", F), ("comparisons", I), ("n", I), ("resamples", I), ("resamples_fitted", I),
+        ("note", S),
+    ]),
 }
 
 # asset name -> warehouse table (the `dataset` asset fills the `datasets` table)

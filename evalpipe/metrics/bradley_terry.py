@@ -144,3 +144,31 @@ def rank(preferences: Iterable[tuple[str, str, float]], resamples: int = 1000, s
     out.rows = [{"rank": r + 1, "model": models[i], "strength": out.strength[i], "ci_low": lo[i], "ci_high": hi[i],
                  "wins": out.wins[i], "comparisons": out.comparisons[i]} for r, i in enumerate(order)]
     return out
+
+
+def table_rows(con, resamples: int = 200, seed: int = 0) -> list[dict]:
+    """The warehouse's `review_ranking` rows from the `reviews` table: per split with preferences, the ranking of
+    everyone's preferences (source `all`) and of each source's own (`person`, `judge`). A split (and source) with no
+    finite fit gets one row per model with no strength and the reason in `note`: refused, never guessed."""
+    from evalpipe.metrics.reviews import preferences
+
+    splits = [r[0] for r in con.execute("SELECT DISTINCT benchmark_split FROM reviews WHERE kind = 'pairwise' "
+                                        "AND preference IS NOT NULL ORDER BY 1").fetchall()]
+    out: list[dict] = []
+    for split in splits:
+        sources = [r[0] for r in con.execute("SELECT DISTINCT source FROM reviews WHERE kind = 'pairwise' AND "
+                                             "benchmark_split = ? AND preference IS NOT NULL ORDER BY 1",
+                                             [split]).fetchall()]
+        for source in ["all", *sources]:
+            prefs = preferences(con, split, None if source == "all" else source)
+            if not prefs:
+                continue
+            base = {"benchmark_split": split, "source": source, "n": len(prefs), "resamples": resamples}
+            try:
+                r = rank(prefs, resamples=resamples, seed=seed)
+            except ValueError as exc:
+                models = sorted({m for a, b, _ in prefs for m in (a, b)})
+                out += [{**base, "model": m, "rank": None, "strength": None, "note": str(exc)} for m in models]
+                continue
+            out += [{**base, **row, "resamples_fitted": r.resamples_fitted, "note": r.note} for row in r.rows]
+    return out

@@ -75,15 +75,17 @@ def agreement(person: list[bool], judge: list[bool]) -> dict[str, Any]:
             "confusion": [[int(v) for v in row] for row in cm]}
 
 
-def calibration(rows: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (metric, judge, fingerprint): agreement() of its pairs, plus `reviewers` and `samples`."""
-    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+def calibration(rows: Iterable[dict[str, Any]], by: tuple[str, ...] = ()) -> list[dict[str, Any]]:
+    """One row per (*by, metric, judge, fingerprint): agreement() of its pairs, plus `reviewers` and `samples`.
+    `by`: also split by these keys of the pairs (e.g. ("benchmark_split", "model"): one row per partition)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
     for r in rows:
-        groups.setdefault((r["metric"], r["judge"], r["fingerprint"]), []).append(r)
+        groups.setdefault(tuple(r[k] for k in by) + (r["metric"], r["judge"], r["fingerprint"]), []).append(r)
     out = []
-    for (metric, judge, fp), rs in sorted(groups.items()):
+    for key, rs in sorted(groups.items()):
+        metric, judge, fp = key[len(by):]
         a = agreement([r["person"] for r in rs], [r["judge_verdict"] for r in rs])
-        out.append({"metric": metric, "judge": judge, "fingerprint": fp, **a,
+        out.append({**dict(zip(by, key)), "metric": metric, "judge": judge, "fingerprint": fp, **a,
                     "reviewers": len({r["reviewer"] for r in rs}),
                     "samples": len({(r["benchmark_split"], r["model"], r["sample_id"]) for r in rs})})
     return out
@@ -98,4 +100,22 @@ def metric_rows(cal: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for suffix, key in (("human_agreement", "accuracy"), ("human_kappa", "kappa")):
             out.append({"metric": f"{c['metric']}_{suffix}", "slice": sl, "value": c[key], "n": c["n"],
                         "higher_is_better": True, "kind": "score"})
+    return out
+
+
+def table_rows(con) -> list[dict[str, Any]]:
+    """The warehouse's `review_metrics` rows: metric_rows() per partition (benchmark_split, model: the model whose
+    samples were judged and reviewed), the agreement with its Wilson 95% interval (metrics/aggregate.py, as for any
+    right/wrong rate), kappa without one."""
+    from evalpipe.metrics.aggregate import wilson_ci
+
+    out = []
+    for c in calibration(pairs(con), by=("benchmark_split", "model")):
+        for m in metric_rows([c]):
+            lo = hi = None
+            if m["metric"].endswith("_human_agreement") and c["n"]:
+                lo, hi = wilson_ci(int(round(c["accuracy"] * c["n"])), c["n"])
+            out.append({"benchmark_split": c["benchmark_split"], "model": c["model"], **m, "ci_low": lo,
+                        "ci_high": hi, "judge": c["judge"], "fingerprint": c["fingerprint"],
+                        "reviewers": c["reviewers"]})
     return out

@@ -159,3 +159,108 @@ def judge_pairs(warehouse, split: str, model_a: str, model_b: str, judge: Any, c
     verdicts = pj.judge(items)
     write_reviews(warehouse, review_rows(split, model_a, model_b, verdicts, reviewer=pj.model.key))
     return verdicts
+
+
+# ---- a configured run: the `pairwise:` section, `evalpipe pairwise` and the `pairwise` asset ----------------------
+@dataclass
+class PairwiseRequest:
+    """What to judge: every pair of `models` on `split` (the samples both answered), by `judge` (a name under
+    `judges:` or an inline mapping). `limit`: the first N such samples per pair. `again`: judge again the samples
+    this judge already has a preference for (else they are skipped: no call, no duplicate review)."""
+
+    split: str
+    models: list[str]
+    judge: Any
+    limit: int | None = None
+    prompt: str | None = None
+    again: bool = False
+
+    @classmethod
+    def from_config(cls, raw: dict[str, Any] | None, split: str | None = None, models: Sequence[str] | None = None,
+                    judge: Any = None, limit: int | None = None, again: bool = False) -> "PairwiseRequest":
+        """The config's `pairwise:` section, with what the caller gives (the command line) taking precedence."""
+        from evalpipe.core.errors import ConfigError
+
+        raw = dict(raw or {})
+        split = split or raw.get("split")
+        models = list(models or raw.get("models") or [])
+        judge = judge if judge is not None else raw.get("judge")
+        if not split:
+            raise ConfigError("pairwise: which split? pass --split or set pairwise.split in the config")
+        if len(set(models)) < 2:
+            raise ConfigError("pairwise: name two different models (--models A B, or pairwise.models in the config)")
+        if judge is None:
+            raise ConfigError("pairwise: which judge? pass --judge NAME (a name under judges:) or set pairwise.judge")
+        return cls(split=split, models=list(dict.fromkeys(models)), judge=judge,
+                   limit=limit if limit is not None else raw.get("limit"), prompt=raw.get("prompt"), again=again)
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return [(a, b) for i, a in enumerate(self.models) for b in self.models[i + 1:]]
+
+
+@dataclass
+class PairwiseOutcome:
+    judge: str
+    pairs: list[dict[str, Any]]  # per pair of models: model_a, model_b, samples, skipped, judged (scored) and problems
+    calls: int = 0  # judge calls made (both orders of every pair judged)
+    cached: int = 0  # judge replies read from the judge cache instead
+
+    @property
+    def judged(self) -> int:
+        return sum(p["judged"] for p in self.pairs)
+
+    @property
+    def skipped(self) -> int:
+        return sum(p["skipped"] for p in self.pairs)
+
+
+def _judged_already(con, split: str, a: str, b: str, reviewer: str) -> set[str]:
+    rows = con.execute("SELECT sample_id FROM reviews WHERE kind = 'pairwise' AND source = 'judge' AND reviewer = ? "
+                       "AND benchmark_split = ? AND ((model = ? AND model_b = ?) OR (model = ? AND model_b = ?))",
+                       [reviewer, split, a, b, b, a]).fetchall()
+    return {r[0] for r in rows}
+
+
+def plan_pairwise(warehouse, req: PairwiseRequest, config: EvalConfig | None = None
+                  ) -> tuple["PairwiseJudge", dict[tuple[str, str], tuple[list[PairItem], int]]]:
+    """The judge and, per pair of models, the items to judge and how many were skipped (judged already). Every
+    setting that cannot be honoured is a one-line ConfigError/DataError here, before any model call."""
+    from evalpipe.core.errors import DataError
+
+    pj = PairwiseJudge(req.judge, config, prompt=req.prompt)  # an unknown judge: ConfigError
+    con = warehouse.connect(["rollouts", "prompts", "reviews"])
+    try:
+        have = {m: n for m, n in con.execute("SELECT model, count(*) FROM rollouts WHERE benchmark_split = ? AND "
+                                             "status = 'ok' GROUP BY model", [req.split]).fetchall()}
+        missing = [m for m in req.models if not have.get(m)]
+        if missing:
+            raise DataError(f"pairwise: {', '.join(missing)} has no answered samples on {req.split}; models with "
+                            f"answers there: {', '.join(sorted(have)) or 'none'} (evalpipe run them first)")
+        plan = {}
+        for a, b in req.pairs():
+            items = pair_items(con, req.split, a, b, req.limit)
+            if not items:
+                raise DataError(f"pairwise: {a} and {b} answered no sample of {req.split} in common")
+            done = set() if req.again else _judged_already(con, req.split, a, b, pj.model.key)
+            plan[(a, b)] = ([i for i in items if i.sample_id not in done], sum(i.sample_id in done for i in items))
+    finally:
+        con.close()
+    return pj, plan
+
+
+def run_pairwise(warehouse, req: PairwiseRequest, config: EvalConfig | None = None) -> PairwiseOutcome:
+    """Judge every pair of the request's models (both orders, PairwiseJudge) and append the scored preferences to
+    `reviews` (source judge, reviewer = the judge's key). The calls go through the judge client like every
+    model-graded metric's: the judge cache, rate limits, retries."""
+    pj, plan = plan_pairwise(warehouse, req, config)
+    out = PairwiseOutcome(judge=pj.model.key, pairs=[])
+    for (a, b), (items, skipped) in plan.items():
+        verdicts = pj.judge(items) if items else []
+        write_reviews(warehouse, review_rows(req.split, a, b, verdicts, reviewer=pj.model.key))
+        out.pairs.append({"model_a": a, "model_b": b, "samples": len(items) + skipped, "skipped": skipped,
+                          "judged": sum(v.status == "scored" for v in verdicts),
+                          "position_bias_ties": sum(v.status == "scored" and not v.consistent for v in verdicts),
+                          "parse_errors": sum(v.status == "parse_error" for v in verdicts),
+                          "errors": sum(v.status == "error" for v in verdicts)})
+    out.calls, out.cached = pj.client.stats.calls, pj.client.stats.cached
+    return out

@@ -294,6 +294,15 @@ class Reviews(_Strict):
     bootstrap: Optional[int] = Field(default=None, ge=0)  # Bradley-Terry resamples on the ranking page
 
 
+class Pairwise(_Strict):
+    """`pairwise:` a judge model's preferences between models' answers (docs/viewer.md "Pairwise judging")."""
+    split: Optional[str] = Field(default=None, min_length=1)
+    models: Optional[list[str]] = Field(default=None, min_length=2)
+    judge: Union[str, dict[str, Any], None] = None  # a name under judges: or an inline judge
+    limit: Optional[int] = Field(default=None, ge=1)  # the first N samples both models answered, per pair
+    prompt: Optional[str] = Field(default=None, min_length=1)  # {input} {target} {answer_1} {answer_2}
+
+
 class TopLevel(_Strict):
     benchmarks: Optional[dict[str, Benchmark]] = None
     models: Optional[dict[str, ModelEntry]] = None
@@ -317,6 +326,7 @@ class TopLevel(_Strict):
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
     reviews: Optional[Reviews] = None
+    pairwise: Optional[Pairwise] = None
 
 
 # ---- reporting ------------------------------------------------------------------------------------------------------

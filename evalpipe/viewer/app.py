@@ -130,21 +130,22 @@ def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "
         return endpoint
 
     settings = reviews or rv.ReviewSettings()
-    held = rv.Reservations(settings.reserve_s)
+    held = rv.Reservations(settings.reserve_s, rv.reservations_path(warehouse))
     review_routes = _review_routes(env, warehouse, settings, held, _build, page)
     routes = []
     for path, template, build in (("/", "index.html", _index), ("/samples", "samples.html", _samples),
                                   ("/sample", "sample.html", _sample), ("/compare", "compare.html", _compare),
                                   ("/charts", "charts.html", _charts), ("/calibration", "calibration.html", _calibration),
                                   ("/ranking", "ranking.html", lambda r, con: _ranking(r, con, settings)),
-                                  ("/matrix", "matrix.html", _matrix), ("/reviews", "reviews.html", _reviews)):
+                                  ("/matrix", "matrix.html", _matrix), ("/reviews", "reviews.html", _reviews),
+                                  ("/rubric", "rubric.html", lambda r, con: _rubric(r, con, settings))):
         routes.append(Route(path, page(template, build)))
         routes.append(Route(("/index" if path == "/" else path) + ".json", page(template, build)))
     routes += review_routes
     routes += [Route("/chart/heatmap.svg", svg(lambda r, con: charts.heatmap_svg(
                    queries.heatmap(con, include_tries=_tries(r))))),
                Route("/chart/slices.svg", svg(_slices_svg)), Route("/chart/cost.svg", svg(_cost_svg)),
-               Route("/chart/ranking.svg", svg(lambda r, con: charts.ranking_svg(_ranking(r, con, settings)["rows"]))),
+               Route("/chart/ranking.svg", svg(lambda r, con: charts.ranking_svg(_ranking_rows(r, con, settings)))),
                Route("/favicon.ico", lambda request: Response(status_code=204)),
                Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     hosts = list(allowed_hosts or LOCAL_HOSTS)
@@ -220,8 +221,10 @@ def _index(request, con) -> dict[str, Any]:
     tries = _tries(request)
     rows = queries.partitions(con, include_tries=tries)
     hidden = 0 if tries else len({r["model"] for r in queries.partitions(con)} - {r["model"] for r in rows})
+    pairwise = rv.stored_ranking(con)
     return {"partitions": rows, "splits": queries.splits(con), "models": queries.models(con),
-            "show_tries": tries, "hidden_try_models": hidden}
+            "show_tries": tries, "hidden_try_models": hidden, "pairwise": pairwise,
+            "pairwise_splits": list(dict.fromkeys(r["benchmark_split"] for r in pairwise))}
 
 
 def _samples(request, con) -> dict[str, Any]:
@@ -324,6 +327,20 @@ def _calibration(request, con) -> dict[str, Any]:
 
 def _ranking(request, con, settings) -> dict[str, Any]:
     return rv.ranking_page(con, settings, _arg(request, "split"), _arg(request, "source"))
+
+
+def _ranking_rows(request, con, settings) -> list[dict[str, Any]]:
+    """The chart's rows: computed now from the reviews, or with `stored=1` the ranking the `reviews` asset wrote
+    (the runs page's, `split` required)."""
+    if request.query_params.get("stored") == "1":
+        split = _arg(request, "split", True)
+        return [r for r in rv.stored_ranking(con, split, _arg(request, "source") or "all")
+                if r["strength"] is not None]
+    return _ranking(request, con, settings)["rows"]
+
+
+def _rubric(request, con, settings) -> dict[str, Any]:
+    return rv.rubric_page(con, settings, _arg(request, "split"))
 
 
 def _matrix(request, con) -> dict[str, Any]:

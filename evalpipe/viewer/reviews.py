@@ -5,7 +5,7 @@ shown is read back from it, so a reload shows exactly what was stored.
 
 Queues: each item (a sample of a model; a sample of a pair of models) is meant for `reviewers_per_item` people. A
 reviewer is handed the first item they have not reviewed that still has an open place, counting the places held by
-other people's open reservations (`reserve_s`, in this viewer process). The pairwise page is blind: the form
+other people's open reservations (`reserve_s`; kept in a SQLite file beside the warehouse, so a restart keeps them). The pairwise page is blind: the form
 carries only an opaque item number; the two models, in a random order, are known to the server alone.
 """
 from __future__ import annotations
@@ -53,51 +53,82 @@ class ReviewSettings:
 
 
 class Reservations:
-    """Open items held for a reviewer until they answer or `reserve_s` passes (this process only)."""
+    """Open items held for a reviewer until they answer or `reserve_s` passes, and the blind pairs handed out (an
+    opaque item number -> which models it shows, where). Kept in a small SQLite file beside the warehouse
+    (`<warehouse>.reservations.sqlite`), so a restarted viewer (or a second one on the same warehouse) still knows
+    them; in memory only for a viewer with no warehouse file. Times are wall-clock (they outlive the process)."""
 
-    def __init__(self, ttl: float):
+    def __init__(self, ttl: float, path: str | None = None):
+        import sqlite3
+
         self.ttl = ttl
+        self.path = str(path) if path else ":memory:"
         self.lock = threading.Lock()
-        self.held: dict[tuple, dict[str, float]] = {}  # item -> {reviewer: expires}
-        self.pairs: dict[str, dict[str, Any]] = {}  # opaque pairwise item number -> what it shows
+        if path:
+            from pathlib import Path
+
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self.con = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        if path:
+            from evalpipe.store.sqlite_files import use_wal
+
+            use_wal(self.con, 30)
+        self.con.execute("CREATE TABLE IF NOT EXISTS held (item TEXT, reviewer TEXT, expires REAL, "
+                         "PRIMARY KEY (item, reviewer))")
+        self.con.execute("CREATE TABLE IF NOT EXISTS pairs (token TEXT PRIMARY KEY, reviewer TEXT, shown TEXT, "
+                         "expires REAL)")
+
+    @staticmethod
+    def _key(item: tuple) -> str:
+        return json.dumps(list(item))
 
     def _sweep(self) -> None:
-        now = time.monotonic()
-        for item in list(self.held):
-            self.held[item] = {r: t for r, t in self.held[item].items() if t >= now}
-            if not self.held[item]:
-                del self.held[item]
-        for k in [k for k, v in self.pairs.items() if v["expires"] < now]:
-            del self.pairs[k]
+        now = time.time()
+        self.con.execute("DELETE FROM held WHERE expires < ?", [now])
+        self.con.execute("DELETE FROM pairs WHERE expires < ?", [now])
 
     def others(self, item: tuple, reviewer: str) -> int:
         """How many other reviewers hold the item now."""
         with self.lock:
             self._sweep()
-            return sum(1 for r in self.held.get(item, {}) if r != reviewer)
+            return self.con.execute("SELECT count(*) FROM held WHERE item = ? AND reviewer != ?",
+                                    [self._key(item), reviewer]).fetchone()[0]
 
     def hold(self, item: tuple, reviewer: str) -> None:
         with self.lock:
-            self.held.setdefault(item, {})[reviewer] = time.monotonic() + self.ttl
+            self.con.execute("INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
+                             [self._key(item), reviewer, time.time() + self.ttl])
 
     def release(self, item: tuple, reviewer: str) -> None:
         with self.lock:
-            self.held.get(item, {}).pop(reviewer, None)
+            self.con.execute("DELETE FROM held WHERE item = ? AND reviewer = ?", [self._key(item), reviewer])
 
     def pair(self, shown: dict[str, Any]) -> str:
         token = secrets.token_urlsafe(12)
         with self.lock:
             self._sweep()
-            self.pairs[token] = {**shown, "expires": time.monotonic() + self.ttl}
+            self.con.execute("INSERT INTO pairs VALUES (?, ?, ?, ?)",
+                             [token, shown["reviewer"], json.dumps(shown), time.time() + self.ttl])
         return token
 
     def take_pair(self, token: str, reviewer: str) -> dict[str, Any] | None:
+        """The pair behind `token`, if it is this reviewer's and still open; taken once (a second answer fails)."""
         with self.lock:
             self._sweep()
-            v = self.pairs.get(token)
-            if v is None or v["reviewer"] != reviewer:
-                return None
-            return self.pairs.pop(token)
+            row = self.con.execute("DELETE FROM pairs WHERE token = ? AND reviewer = ? RETURNING shown",
+                                   [token, reviewer]).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def close(self) -> None:
+        self.con.close()
+
+
+def reservations_path(warehouse) -> str | None:
+    """Where a viewer on `warehouse` keeps its reservations: beside the warehouse's DuckDB file."""
+    path = getattr(warehouse, "duckdb_path", None)
+    if path is None or not hasattr(warehouse, "write"):
+        return None
+    return str(path.with_name(path.name + ".reservations.sqlite"))
 
 
 def check_name(name: str | None) -> str:
@@ -245,6 +276,44 @@ def export(con, split: str | None = None) -> list[dict[str, Any]]:
     for r in rows:
         r["rubric"] = queries._loads(r["rubric"], None)
     return rows
+
+
+def stored_ranking(con, split: str | None = None, source: str = "all") -> list[dict[str, Any]]:
+    """The Bradley-Terry ranking the `reviews` asset wrote (`review_ranking`), best first per split; a refused fit
+    is its models with no strength and the reason in `note`."""
+    where, params = "WHERE source = ?", [source]
+    if split:
+        where += " AND benchmark_split = ?"
+        params.append(split)
+    return queries._records(con.execute(
+        f"SELECT * FROM review_ranking {where} ORDER BY benchmark_split, rank NULLS LAST, model", params))
+
+
+def rubric_page(con, settings: ReviewSettings, split: str | None = None) -> dict[str, Any]:
+    """People's rubric scores per split, model and rubric item (each reviewer's latest review per sample counts):
+    how many, the mean (where every score is a number) and how often each score was given (the config's scores
+    first, then any other recorded ones)."""
+    where, params = "WHERE rubric IS NOT NULL AND source = 'person'", []
+    if split:
+        where += " AND benchmark_split = ?"
+        params.append(split)
+    got: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in _latest(con, "verdict", where + " ORDER BY benchmark_split, model", params):
+        got.setdefault((r["benchmark_split"], r["model"]), []).append(queries._loads(r["rubric"], {}) or {})
+    criteria = list(settings.rubric)
+    for scores in got.values():
+        criteria += [c for s in scores for c in s if c not in criteria]
+    rows = []
+    for (sp, model), reviews in sorted(got.items()):
+        for c in criteria:
+            given = [s[c] for s in reviews if c in s]
+            keys = [str(v) for v in settings.rubric.get(c, [])]
+            keys += [k for k in dict.fromkeys(str(v) for v in given) if k not in keys]
+            numeric = bool(given) and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in given)
+            rows.append({"benchmark_split": sp, "model": model, "criterion": c, "n": len(given),
+                         "mean": sum(given) / len(given) if numeric else None,
+                         "counts": {k: sum(str(v) == k for v in given) for k in keys}})
+    return {"split": split, "splits": queries.splits(con), "criteria": criteria, "rows": rows}
 
 
 def calibration_page(con, split: str | None = None) -> dict[str, Any]:
