@@ -200,3 +200,21 @@ def test_the_pairwise_asset_runs_the_configured_judge(project):
     meta = res.asset_materializations_for_node("pairwise")[0].metadata
     assert meta["judged"].value == 6 and meta["judge_calls"].value == len(mock.bodies) > 6
     assert len(wh.read_table("reviews")) == 6
+
+
+def test_the_pairwise_section_is_checked_before_any_call(tmp_path):
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.metrics.pairwise import PairwiseRequest
+    from evalpipe.project.loader import config_from_dict
+
+    cfg = config_from_dict({"pairwise": {"split": SPLIT, "models": [A, B, "third"], "judge": "pj", "limit": 5}},
+                           tmp_path)
+    req = PairwiseRequest.from_config(cfg.raw["pairwise"])
+    assert req.pairs() == [(A, B), (A, "third"), (B, "third")] and req.limit == 5
+    assert PairwiseRequest.from_config(cfg.raw["pairwise"], models=[B, A], limit=2).pairs() == [(B, A)]
+    with pytest.raises(ConfigError, match="limit"):
+        config_from_dict({"pairwise": {"limit": 0}}, tmp_path)
+    with pytest.raises(ConfigError, match="two different models"):
+        PairwiseRequest.from_config({"split": SPLIT, "models": [A, A], "judge": "pj"})
+    with pytest.raises(ConfigError, match="answer_1"):
+        PairwiseRequest.from_config({"split": SPLIT, "models": [A, B], "judge": "pj", "prompt": "{answer_1} only"})

@@ -191,8 +191,11 @@ class PairwiseRequest:
             raise ConfigError("pairwise: name two different models (--models A B, or pairwise.models in the config)")
         if judge is None:
             raise ConfigError("pairwise: which judge? pass --judge NAME (a name under judges:) or set pairwise.judge")
+        prompt = raw.get("prompt")
+        if prompt is not None and not {"{answer_1}", "{answer_2}"} <= set(re.findall(r"\{answer_[12]\}", prompt)):
+            raise ConfigError("pairwise.prompt must show both answers: put {answer_1} and {answer_2} in it")
         return cls(split=split, models=list(dict.fromkeys(models)), judge=judge,
-                   limit=limit if limit is not None else raw.get("limit"), prompt=raw.get("prompt"), again=again)
+                   limit=limit if limit is not None else raw.get("limit"), prompt=prompt, again=again)
 
     def pairs(self) -> list[tuple[str, str]]:
         return [(a, b) for i, a in enumerate(self.models) for b in self.models[i + 1:]]
