@@ -106,6 +106,19 @@ def test_review_and_preference_recorded_reloaded_counted_and_exported(page, serv
     assert winner == chosen  # 2 wins of 3 for the model ann preferred (shown on the left)
     assert page.locator("#ranking-chart").evaluate("i => i.complete && i.naturalWidth > 0")
     assert left  # the answer was shown
+
+    # through Dagster into the warehouse's review_ranking, shown on the runs page beside the accuracy leaderboard
+    from dagster import materialize
+
+    from eval_assets.reviews import reviews as reviews_asset
+    from resources import WarehouseResource
+
+    assert materialize([reviews_asset], resources={"warehouse": WarehouseResource(
+        path=env["EVALS_WAREHOUSE"])}).success
+    page.goto(url + "/")
+    board = page.locator("#pairwise-ranking tbody tr")
+    assert board.count() == 2 and board.first.locator(".model").inner_text() == winner
+    assert page.locator("img[alt^='pairwise ranking']").evaluate("i => i.complete && i.naturalWidth > 0")
     assert page.errors == []
 
     # exported with the run folder

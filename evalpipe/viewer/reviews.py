@@ -89,13 +89,13 @@ class Reservations:
 
     def others(self, item: tuple, reviewer: str) -> int:
         """How many other reviewers hold the item now."""
-        with self.lock:
-            self._sweep()
-            return self.con.execute("SELECT count(*) FROM held WHERE item = ? AND reviewer != ?",
-                                    [self._key(item), reviewer]).fetchone()[0]
+        with self.lock:  # (no sweep: the queue asks this once per candidate item; hold() sweeps)
+            return self.con.execute("SELECT count(*) FROM held WHERE item = ? AND reviewer != ? AND expires >= ?",
+                                    [self._key(item), reviewer, time.time()]).fetchone()[0]
 
     def hold(self, item: tuple, reviewer: str) -> None:
         with self.lock:
+            self._sweep()
             self.con.execute("INSERT OR REPLACE INTO held VALUES (?, ?, ?)",
                              [self._key(item), reviewer, time.time() + self.ttl])
 
