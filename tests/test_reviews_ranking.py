@@ -1,6 +1,5 @@
 """Bradley-Terry ranking against a reference fit (choix 0.4.1, pinned), judge calibration against scikit-learn's
 definitions worked by hand, and the pairwise judge (both orders) through the litellm runner to a loopback server."""
-import json
 
 import numpy as np
 import pytest
