@@ -18,6 +18,7 @@ from dagster import Definitions, PreviewWarning
 from eval_assets.assets import eval_assets
 from eval_assets.batch import evaluate_batch_job
 from eval_assets.checks import eval_checks
+from eval_assets.reviews import pairwise, reviews
 from eval_assets.jobs import dataset_job, evaluate_job, forget_model_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
 from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
@@ -31,7 +32,7 @@ warnings.filterwarnings("ignore", category=PreviewWarning)
 def build_definitions(project: Project) -> Definitions:
     """Everything Dagster loads for `project`: assets, asset checks, jobs, sensors, schedules, resources."""
     return Definitions(
-        assets=eval_assets(project),
+        assets=[*eval_assets(project), pairwise, reviews],  # eval_assets/reviews.py
         asset_checks=eval_checks(project),  # each declared only where it applies (tool gates: tool splits)
         jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job, evaluate_batch_job],  # [sweeps] batch.py
         sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],

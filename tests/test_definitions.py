@@ -12,7 +12,8 @@ REPO = Path(__file__).parents[1]
 def test_definitions_load_with_the_named_assets_and_resources():
     graph = defs.resolve_asset_graph()
     keys = {k.to_user_string() for k in graph.get_all_asset_keys()}
-    assert keys == {"dataset", "prompts", "rollouts", "metric_settings", "judgements", "metrics", "leaderboard"}
+    assert keys == {"dataset", "prompts", "rollouts", "metric_settings", "judgements", "metrics", "leaderboard",
+                    "pairwise", "reviews"}  # a judge's preferences; people's reviews (eval_assets/reviews.py)
     assert graph.get(AssetKey("metric_settings")).is_observable  # each split's metric settings (per partition)
     assert graph.get(AssetKey("rollouts")).parent_keys == {AssetKey("prompts")}
     assert graph.get(AssetKey("judgements")).parent_keys == {AssetKey("prompts"), AssetKey("rollouts"),

@@ -468,6 +468,8 @@ from evalpipe.cli.dryrun import dry_run_command  # noqa: E402  `evalpipe dry-run
 main.add_command(dry_run_command)
 from evalpipe.cli.forget import forget_cmd  # noqa: E402  `evalpipe forget MODEL_KEY...` (evalpipe/cli/forget.py)
 main.add_command(forget_cmd)
+from evalpipe.cli.pairwise import pairwise_cmd  # noqa: E402  `evalpipe pairwise` (evalpipe/cli/pairwise.py)
+main.add_command(pairwise_cmd)
 
 
 @main.command()

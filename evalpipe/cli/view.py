@@ -389,6 +389,16 @@ def accuracy_frame(source, split: str, model: str, metric: str):
                          "n": m["n"], "unscored": m["n_unscored"], "errors": m["n_errors"], "95% CI": ci})
 
 
+def _review_settings():
+    """The config's `reviews:` section for the viewer; None when there is none (or no config file)."""
+    from evalpipe.core.config import config_path
+    from evalpipe.project import load_config
+    from evalpipe.viewer.reviews import ReviewSettings
+
+    raw = load_config().raw.get("reviews") if config_path().exists() else None
+    return ReviewSettings.from_config(raw) if raw else None
+
+
 @click.command(name="view")
 @click.argument("results", required=False, type=click.Path(exists=True))
 @click.option("--split", "split", default=None, help="benchmark_split key (default: the only one in the warehouse).")
@@ -428,7 +438,8 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
         what = f" over {results}" if results else ""
         click.echo(f"evalpipe viewer{what} on http://{'[' + host + ']' if ':' in host else host}:{port}/ "
                    "(Ctrl-C stops it)", err=True)
-        serve(source, host=host, port=port)
+        reviews = _review_settings()  # (the defaults where the config has no `reviews:` section)
+        serve(source, host=host, port=port, **({"reviews": reviews} if reviews is not None else {}))
         return
 
     # a results file's partition has its prompts even when no sample was scored

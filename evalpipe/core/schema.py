@@ -72,6 +72,29 @@ TABLES: dict[str, pa.Schema] = {
         ("benchmark_split", S), ("model", S), ("check", S), ("passed", B), ("severity", S), ("description", S),
         ("checked_at", S),
     ]),
+    # people's (and judges') reviews, append-only: one partition file per review (benchmark_split, review_id), never
+    # rewritten (docs/viewer.md "Reviews"). kind verdict: `verdict` right | wrong on (model, sample_id), `rubric` JSON
+    # {criterion: score}; kind pairwise: `preference` a | b | tie between `model` (a) and `model_b` (b), `shown_left`
+    # the one shown on the left. source: person | judge (reviewer = the judge's model key)
+    "reviews": pa.schema([
+        ("review_id", S), ("benchmark_split", S), ("reviewer", S), ("source", S), ("created_at", S), ("kind", S),
+        ("sample_id", S), ("model", S), ("model_b", S), ("verdict", S), ("rubric", S), ("preference", S),
+        ("shown_left", S), ("comment", S),
+    ]),
+    # derived from `reviews` by the `reviews` asset (eval_assets/reviews.py), each rewritten whole at its
+    # materialization. review_metrics: the judges' calibration against people as metrics-shaped rows
+    # (`<metric>_human_agreement` with a Wilson interval, `<metric>_human_kappa`) per partition, judge and fingerprint
+    "review_metrics": pa.schema([
+        ("benchmark_split", S), ("model", S), ("metric", S), ("slice", S), ("value", F), ("n", I), ("ci_low", F),
+        ("ci_high", F), ("higher_is_better", B), ("kind", S), ("judge", S), ("fingerprint", S), ("reviewers", I),
+    ]),
+    # review_ranking: the Bradley-Terry ranking per split and source (all | person | judge); a refused fit is rows
+    # with no strength and the reason in `note`
+    "review_ranking": pa.schema([
+        ("benchmark_split", S), ("source", S), ("rank", I), ("model", S), ("strength", F), ("ci_low", F),
+        ("ci_high", F), ("wins", F), ("comparisons", I), ("n", I), ("resamples", I), ("resamples_fitted", I),
+        ("note", S),
+    ]),
 }
 
 # asset name -> warehouse table (the `dataset` asset fills the `datasets` table)

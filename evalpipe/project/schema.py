@@ -285,6 +285,24 @@ class Mlflow(_Strict):
         return self
 
 
+class Reviews(_Strict):
+    """`reviews:` people's reviews in the web viewer (docs/viewer.md "Reviews")."""
+    rubric: Optional[dict[str, Union[list[Union[int, str]], int]]] = None  # criterion: [scores] or N (1..N)
+    identity_header: Optional[str] = Field(default=None, pattern=r"^[A-Za-z0-9-]{1,64}$")  # set by an auth proxy
+    reviewers_per_item: Optional[int] = Field(default=None, ge=1)
+    reserve_minutes: Optional[float] = Field(default=None, gt=0)
+    bootstrap: Optional[int] = Field(default=None, ge=0)  # Bradley-Terry resamples on the ranking page
+
+
+class Pairwise(_Strict):
+    """`pairwise:` a judge model's preferences between models' answers (docs/viewer.md "Pairwise judging")."""
+    split: Optional[str] = Field(default=None, min_length=1)
+    models: Optional[list[str]] = Field(default=None, min_length=2)
+    judge: Union[str, dict[str, Any], None] = None  # a name under judges: or an inline judge
+    limit: Optional[int] = Field(default=None, ge=1)  # the first N samples both models answered, per pair
+    prompt: Optional[str] = Field(default=None, min_length=1)  # {input} {target} {answer_1} {answer_2}
+
+
 class TopLevel(_Strict):
     benchmarks: Optional[dict[str, Benchmark]] = None
     models: Optional[dict[str, ModelEntry]] = None
@@ -309,6 +327,8 @@ class TopLevel(_Strict):
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
     budget: Optional[dict[str, Any]] = None  # [spend] caps on tokens/cost per run, tick, day (docs/spend.md)
+    reviews: Optional[Reviews] = None
+    pairwise: Optional[Pairwise] = None
 
 
 # ---- reporting ------------------------------------------------------------------------------------------------------

@@ -798,6 +798,18 @@ def artifact_writer(cfg: EvalConfig | None = None) -> ArtifactWriter:
     return writer
 
 
+REVIEWS_FILE = "reviews.jsonl"
+
+
+def partition_reviews(wh: Any, split_key: str, model_key: str) -> list[dict[str, Any]]:
+    """The `reviews` rows of a partition, whole history, oldest first: verdicts on its samples and pairwise
+    preferences with this model on either side."""
+    df = wh.query("SELECT * FROM reviews WHERE benchmark_split = ? AND (model = ? OR model_b = ?) "
+                  "ORDER BY created_at, review_id", [split_key, model_key, model_key])
+    return [{k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in row.items()}
+            for row in df.to_dict("records")]
+
+
 def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | None = None,
                     metrics: pd.DataFrame | None = None, run: dict[str, Any] | None = None,
                     out_dir: str | os.PathLike | None = None, batch_rows: int | None = None,
@@ -820,6 +832,10 @@ def write_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
                 out.write(name, json.dumps(r.redact_obj(obj), ensure_ascii=False, default=str, indent=2) + "\n")
             else:
                 out.write(name, r.redact(obj))
+        reviews = partition_reviews(wh, split_key, model_key)
+        if reviews:  # people's and judges' reviews of this partition (docs/viewer.md "Reviews"), only where there are some
+            out.write(REVIEWS_FILE, r.redact("".join(json.dumps(x, ensure_ascii=False, default=str) + "\n"
+                                                     for x in reviews)))
         for name in FILES:  # an empty file still exists (errors.jsonl of a clean run)
             out.write(name, "")
         return out.commit()

@@ -41,6 +41,8 @@ from evalpipe.store.warehouse import Warehouse
 SPLIT, MODEL = PARTITION_COLUMNS  # the dimensions' names (the `model` dynamic partitions too)
 MODEL_TABLES = tuple(t for t, schema in TABLES.items() if MODEL in schema.names)
 JOURNAL_SUFFIXES = ("", "-wal", "-shm", "-journal", ".lock")  # SQLite's companions and the set-aside lock
+REVIEWS = "reviews"  # append-only, one file per review (benchmark_split, review_id): a model's reviews go file by file
+SPLIT_FITS = ("review_ranking",)  # one fit over every model of a split: the split's rows go, refit by `reviews`
 
 
 @dataclass
@@ -85,7 +87,10 @@ class ModelPlan:
             if splits:
                 lines.append(f"  warehouse partitions: {len(self.files)} file(s) of split(s) {', '.join(splits)}")
             for table in self.rewritten:
-                lines.append(f"  {table}: rewritten without this model's rows")
+                lines.append(f"  {table}: " + ("its splits' rankings go (the `reviews` asset refits them without it)"
+                                               if table in SPLIT_FITS else "rewritten without this model's rows"))
+            if REVIEWS in rows:
+                lines.append(f"  reviews: {rows[REVIEWS]} (verdicts on its answers, preferences with it on either side)")
         for label, paths in (("journals", self.journals), ("artifact folders", self.artifacts),
                              ("partition locks", self.locks)):
             if paths:
@@ -149,6 +154,9 @@ def plan_forget(models: Iterable[str], *, home: Path, warehouse: Warehouse, arti
     for model in models:
         plan = ModelPlan(model, splits)
         for table in MODEL_TABLES:
+            if table == REVIEWS:
+                plan.files += _reviews_of(warehouse, model, splits)
+                continue
             for part in warehouse.partitions(table):
                 if part.get(MODEL) != model or (splits and part.get(SPLIT) not in splits):
                     continue
@@ -158,7 +166,7 @@ def plan_forget(models: Iterable[str], *, home: Path, warehouse: Warehouse, arti
             whole = warehouse.partition_file(table, {})  # a table not partitioned by model: its rows of this model
             if whole.exists():
                 df = warehouse.read(table, {}, columns=[SPLIT, MODEL])
-                n = int(((df[MODEL] == model) & (df[SPLIT].isin(splits) if splits else True)).sum())
+                n = int(_gone(table, df, model, splits).sum())
                 if n:
                     plan.rewritten[table] = n
         plan.journals = _keyed_files(home / "journal", model, splits, _is_journal)
@@ -173,6 +181,24 @@ def plan_forget(models: Iterable[str], *, home: Path, warehouse: Warehouse, arti
                 plan.registry = entry
         plans.append(plan)
     return plans
+
+
+def _reviews_of(warehouse: Warehouse, model: str, splits: Sequence[str]) -> list[tuple[str, dict[str, str], int]]:
+    """The review files of a model: verdicts on its answers and preferences with it on either side (a judge's own
+    preferences, reviewer = the judge's key, stay: forgetting a model under test does not forget a judge)."""
+    if not warehouse.partitions(REVIEWS):
+        return []
+    df = warehouse.query(f"SELECT {SPLIT}, review_id FROM reviews WHERE ({MODEL} = ? OR model_b = ?) ORDER BY 1, 2",
+                         [model, model])
+    return [(REVIEWS, {SPLIT: s, "review_id": r}, 1) for s, r in zip(df[SPLIT], df["review_id"])
+            if not splits or s in splits]
+
+
+def _gone(table: str, df: Any, model: str, splits: Sequence[str]) -> Any:
+    """The rows of a table not partitioned by model that go with `model`: its own rows, or for a fit over every
+    model of a split (SPLIT_FITS) every row of the splits it is in."""
+    mine = (df[MODEL] == model) & (df[SPLIT].isin(splits) if splits else True)
+    return df[SPLIT].isin(set(df.loc[mine, SPLIT])) if table in SPLIT_FITS else mine
 
 
 def glob_escape(text: str) -> str:
@@ -234,7 +260,7 @@ def forget(plans: Sequence[ModelPlan], *, warehouse: Warehouse, instance: Any,
             df = warehouse.read(table, {})
             gone = False
             for plan in plans:
-                gone = gone | ((df[MODEL] == plan.model) & (df[SPLIT].isin(plan.splits) if plan.splits else True))
+                gone = gone | _gone(table, df, plan.model, plan.splits)
             warehouse.write(table, df[~gone].reset_index(drop=True), {})
         for plan in plans:
             for path in plan.journals:

@@ -1,10 +1,14 @@
 """The web viewer: server-rendered pages over the warehouse (Starlette + Jinja2), each with a JSON twin
-(`/samples` and `/samples.json`). Read-only: it opens an in-memory DuckDB connection over the Parquet
-files per request (`Warehouse.connect()`), never the warehouse's DuckDB file.
+(`/samples` and `/samples.json`). It reads through an in-memory DuckDB connection over the Parquet files per
+request (`Warehouse.connect()`), never the warehouse's DuckDB file; its one write is a review (reviews.py): a new
+partition file of the append-only `reviews` table.
 
 Safety: bound to 127.0.0.1 by default; requests whose Host header is not one of the allowed hosts are refused
 (DNS rebinding); every value is autoescaped by Jinja (model outputs are untrusted text); charts are separate SVG
-images; a Content-Security-Policy forbids scripts and anything not from this server.
+images; a Content-Security-Policy forbids scripts and anything not from this server. Writes (POST) come from this
+viewer's own pages only: the browser's Origin (or Sec-Fetch-Site) must be this server, and the form must carry the
+token of its SameSite=Strict cookie (double submit). The reviewer is named by a configured header (an
+authenticating proxy's) or asked once and kept in a cookie.
 """
 from __future__ import annotations
 
@@ -15,6 +19,7 @@ from typing import Any, Callable
 from urllib.parse import urlencode
 
 from evalpipe.viewer import charts, queries
+from evalpipe.viewer import reviews as rv
 
 HERE = Path(__file__).parent
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
@@ -57,9 +62,14 @@ def _safe_json(obj: Any) -> Any:
     return json.loads(json.dumps(obj, default=_json_default, allow_nan=True).replace("NaN", "null"))
 
 
-def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "evalpipe"):
+REVIEWER_COOKIE, CSRF_COOKIE = "evalpipe_reviewer", "evalpipe_csrf"
+MAX_FORM_BYTES = 64 * 1024
+
+
+def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "evalpipe",
+               reviews: "rv.ReviewSettings | None" = None):
     """The Starlette app. `warehouse`: an evalpipe Warehouse. `allowed_hosts`: Host header values accepted
-    (default: loopback names only)."""
+    (default: loopback names only). `reviews`: the config's `reviews:` settings (rubric, identity header, ...)."""
     from jinja2 import Environment, FileSystemLoader, select_autoescape
     from starlette.applications import Starlette
     from starlette.middleware import Middleware
@@ -119,15 +129,23 @@ def create_app(warehouse, allowed_hosts: list[str] | None = None, title: str = "
 
         return endpoint
 
+    settings = reviews or rv.ReviewSettings()
+    held = rv.Reservations(settings.reserve_s, rv.reservations_path(warehouse))
+    review_routes = _review_routes(env, warehouse, settings, held, _build, page)
     routes = []
     for path, template, build in (("/", "index.html", _index), ("/samples", "samples.html", _samples),
                                   ("/sample", "sample.html", _sample), ("/compare", "compare.html", _compare),
-                                  ("/charts", "charts.html", _charts)):
+                                  ("/charts", "charts.html", _charts), ("/calibration", "calibration.html", _calibration),
+                                  ("/ranking", "ranking.html", lambda r, con: _ranking(r, con, settings)),
+                                  ("/matrix", "matrix.html", _matrix), ("/reviews", "reviews.html", _reviews),
+                                  ("/rubric", "rubric.html", lambda r, con: _rubric(r, con, settings))):
         routes.append(Route(path, page(template, build)))
         routes.append(Route(("/index" if path == "/" else path) + ".json", page(template, build)))
+    routes += review_routes
     routes += [Route("/chart/heatmap.svg", svg(lambda r, con: charts.heatmap_svg(
                    queries.heatmap(con, include_tries=_tries(r))))),
                Route("/chart/slices.svg", svg(_slices_svg)), Route("/chart/cost.svg", svg(_cost_svg)),
+               Route("/chart/ranking.svg", svg(lambda r, con: charts.ranking_svg(_ranking_rows(r, con, settings)))),
                Route("/favicon.ico", lambda request: Response(status_code=204)),
                Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static")]
     hosts = list(allowed_hosts or LOCAL_HOSTS)
@@ -203,8 +221,10 @@ def _index(request, con) -> dict[str, Any]:
     tries = _tries(request)
     rows = queries.partitions(con, include_tries=tries)
     hidden = 0 if tries else len({r["model"] for r in queries.partitions(con)} - {r["model"] for r in rows})
+    pairwise = rv.stored_ranking(con)
     return {"partitions": rows, "splits": queries.splits(con), "models": queries.models(con),
-            "show_tries": tries, "hidden_try_models": hidden}
+            "show_tries": tries, "hidden_try_models": hidden, "pairwise": pairwise,
+            "pairwise_splits": list(dict.fromkeys(r["benchmark_split"] for r in pairwise))}
 
 
 def _samples(request, con) -> dict[str, Any]:
@@ -288,11 +308,218 @@ def _cost_svg(request, con) -> bytes:
                                     higher_is_better=hib, kind=kind)
 
 
-def serve(warehouse, host: str = "127.0.0.1", port: int = 8585, allowed_hosts: list[str] | None = None) -> None:
+def serve(warehouse, host: str = "127.0.0.1", port: int = 8585, allowed_hosts: list[str] | None = None,
+          reviews: "rv.ReviewSettings | None" = None) -> None:
     """Run the viewer with uvicorn until Ctrl-C."""
     import uvicorn
 
     hosts = list(allowed_hosts or LOCAL_HOSTS)
     if host not in hosts and host not in ("0.0.0.0", "::"):
         hosts.append(host)
-    uvicorn.run(create_app(warehouse, allowed_hosts=hosts), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(warehouse, allowed_hosts=hosts, reviews=reviews), host=host, port=port,
+                log_level="warning")
+
+
+# ---- reviews: people's verdicts and preferences, calibration, ranking, the matrix -----------------------------------
+def _calibration(request, con) -> dict[str, Any]:
+    return rv.calibration_page(con, _arg(request, "split"))
+
+
+def _ranking(request, con, settings) -> dict[str, Any]:
+    return rv.ranking_page(con, settings, _arg(request, "split"), _arg(request, "source"))
+
+
+def _ranking_rows(request, con, settings) -> list[dict[str, Any]]:
+    """The chart's rows: computed now from the reviews, or with `stored=1` the ranking the `reviews` asset wrote
+    (the runs page's, `split` required)."""
+    if request.query_params.get("stored") == "1":
+        split = _arg(request, "split", True)
+        return [r for r in rv.stored_ranking(con, split, _arg(request, "source") or "all")
+                if r["strength"] is not None]
+    return _ranking(request, con, settings)["rows"]
+
+
+def _rubric(request, con, settings) -> dict[str, Any]:
+    return rv.rubric_page(con, settings, _arg(request, "split"))
+
+
+def _matrix(request, con) -> dict[str, Any]:
+    split = _arg(request, "split") or next(iter(queries.splits(con)), None)
+    if split is None:
+        return {"split": None, "splits": [], "rows": [], "models": [], "metrics": [], "summary": [], "total": 0}
+    return rv.matrix_page(con, split, _arg(request, "metric"), _arg(request, "baseline"), _arg(request, "show"),
+                          include_tries=_tries(request))
+
+
+def _reviews(request, con) -> dict[str, Any]:
+    return {"split": _arg(request, "split"), "reviews": rv.export(con, _arg(request, "split"))}
+
+
+def _same_origin(request) -> bool:
+    """A write comes from this viewer's own page. Browsers say so in Sec-Fetch-Site (which no page can set):
+    `same-origin` is required where it is sent. Without it, the Origin header must name this very host (the
+    Referrer-Policy here is no-referrer, so a browser sends `Origin: null` with a form: only Sec-Fetch-Site
+    tells). A request with neither is refused."""
+    site = request.headers.get("sec-fetch-site")
+    if site is not None:
+        return site == "same-origin"
+    origin = request.headers.get("origin")
+    return bool(origin) and origin == f"{request.url.scheme}://{request.headers.get('host')}"
+
+
+def _review_routes(env, warehouse, settings, held, build_ctx, page):
+    """The pages that know the reviewer: the review form, the queues, who-am-I, and their POSTs."""
+    import hmac
+    import random
+    import secrets
+    from urllib.parse import parse_qsl
+
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import Request
+    from starlette.responses import HTMLResponse, RedirectResponse, Response
+    from starlette.routing import Route
+
+    rng = random.SystemRandom()
+
+    def reviewer_of(request: Request) -> str | None:
+        if settings.identity_header:
+            v = request.headers.get(settings.identity_header)
+            return rv.check_name(v) if v else None
+        v = request.cookies.get(REVIEWER_COOKIE)
+        try:
+            return rv.check_name(v) if v else None
+        except ValueError:
+            return None
+
+    def fail(msg: str, status: int = 400) -> Response:
+        return HTMLResponse(env.get_template("error.html").render(error=msg), status_code=status)
+
+    def render(request: Request, name: str, ctx: dict[str, Any]) -> Response:
+        token = request.cookies.get(CSRF_COOKIE) or secrets.token_urlsafe(24)
+        resp = HTMLResponse(env.get_template(name).render(**ctx, csrf=token, request=request))
+        if request.cookies.get(CSRF_COOKIE) != token:
+            resp.set_cookie(CSRF_COOKIE, token, httponly=True, samesite="strict", path="/")
+        resp.headers["cache-control"] = "no-store"
+        return resp
+
+    def who_first(request: Request) -> Response:
+        if settings.identity_header:
+            return fail(f"no reviewer: this viewer takes the reviewer's name from the {settings.identity_header} "
+                        "header (reviews.identity_header), and the request has none", 403)
+        return RedirectResponse("/whoami?" + urlencode({"next": str(request.url.path) + (
+            "?" + request.url.query if request.url.query else "")}), status_code=303)
+
+    async def form_of(request: Request) -> dict[str, str]:
+        """The POSTed form, once it passed the cross-site checks; ValueError with the reason otherwise."""
+        body = await request.body()
+        if len(body) > MAX_FORM_BYTES:
+            raise ValueError("form too large")
+        if request.headers.get("content-type", "").split(";")[0].strip() != "application/x-www-form-urlencoded":
+            raise ValueError("a review is sent by the viewer's form (application/x-www-form-urlencoded)")
+        form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+        cookie, sent = request.cookies.get(CSRF_COOKIE), form.get("csrf", "")
+        if not _same_origin(request) or not cookie or not hmac.compare_digest(cookie, sent):
+            raise PermissionError("cross-site request refused: send the form from this viewer's own page "
+                                  "(reload it and try again)")
+        return form
+
+    def safe_next(v: str | None) -> str:
+        return v if v and v.startswith("/") and not v.startswith("//") and "\\" not in v else "/"
+
+    async def whoami(request: Request) -> Response:
+        if request.method == "POST":
+            try:
+                form = await form_of(request)
+                name = rv.check_name(form.get("name"))
+            except PermissionError as exc:
+                return fail(str(exc), 403)
+            except ValueError as exc:
+                return fail(str(exc))
+            resp = RedirectResponse(safe_next(form.get("next")), status_code=303)
+            resp.set_cookie(REVIEWER_COOKIE, name, httponly=True, samesite="strict", path="/",
+                            max_age=365 * 24 * 3600)
+            return resp
+        return render(request, "whoami.html", {"next": safe_next(request.query_params.get("next")),
+                                               "reviewer": reviewer_of(request),
+                                               "header": settings.identity_header})
+
+    async def review(request: Request) -> Response:
+        who = reviewer_of(request)
+        if who is None:
+            return who_first(request)
+        if request.method == "POST":
+            try:
+                form = await form_of(request)
+                row = rv.verdict_row(settings, who, form)
+                await run_in_threadpool(rv.record, warehouse, row)
+            except PermissionError as exc:
+                return fail(str(exc), 403)
+            except ValueError as exc:
+                return fail(str(exc).splitlines()[0])
+            held.release(("verdict", row["benchmark_split"], row["model"], row["sample_id"]), who)
+            target = "/review/next?" + urlencode({"split": row["benchmark_split"], "saved": row["review_id"]}) \
+                if form.get("then") == "next" else "/review?" + urlencode(
+                    {"split": row["benchmark_split"], "model": row["model"], "id": row["sample_id"],
+                     "saved": row["review_id"]})
+            return RedirectResponse(target, status_code=303)
+        try:
+            split, model, sid = (_arg(request, k, True) for k in ("split", "model", "id"))
+            ctx = await run_in_threadpool(build_ctx, request, lambda r, con: rv.review_page(con, settings, split, model, sid))
+        except ValueError as exc:
+            return fail(str(exc).splitlines()[0])
+        if ctx is None:
+            return fail("not found", 404)
+        return render(request, "review.html", {**ctx, "reviewer": who, "saved": _arg(request, "saved")})
+
+    async def review_next(request: Request) -> Response:
+        who = reviewer_of(request)
+        if who is None:
+            return who_first(request)
+
+        def pick(r, con):
+            split = _arg(r, "split") or next(iter(queries.splits(con)), None)
+            return split, (rv.next_sample(con, settings, held, who, split, _arg(r, "model")) if split else None)
+
+        split, found = await run_in_threadpool(build_ctx, request, pick)
+        if found is None:
+            return render(request, "queue_done.html", {"split": split, "reviewer": who, "what": "samples to review",
+                                                       "saved": _arg(request, "saved")})
+        return RedirectResponse("/review?" + urlencode({"split": split, "model": found[0], "id": found[1]}),
+                                status_code=303)
+
+    async def pairwise(request: Request) -> Response:
+        who = reviewer_of(request)
+        if who is None:
+            return who_first(request)
+        if request.method == "POST":
+            try:
+                form = await form_of(request)
+                shown = held.take_pair(form.get("item", ""), who)
+                if shown is None:
+                    raise ValueError("this pair is no longer open (answered, or its reservation ran out): "
+                                     "open the pairwise page again")
+                row = rv.pairwise_row(who, shown, form.get("choice", ""), form.get("comment"))
+                await run_in_threadpool(rv.record, warehouse, row)
+            except PermissionError as exc:
+                return fail(str(exc), 403)
+            except ValueError as exc:
+                return fail(str(exc).splitlines()[0])
+            held.release(("pairwise", shown["split"], shown["sample_id"], shown["a"], shown["b"]), who)
+            return RedirectResponse("/pairwise?" + urlencode({"split": shown["split"], "saved": row["review_id"]}),
+                                    status_code=303)
+
+        def pick(r, con):
+            split = _arg(r, "split") or next(iter(queries.splits(con)), None)
+            return split, (rv.next_pair(con, settings, held, who, split, rng) if split else None)
+
+        try:
+            split, item = await run_in_threadpool(build_ctx, request, pick)
+        except ValueError as exc:
+            return fail(str(exc).splitlines()[0])
+        if item is None:
+            return render(request, "queue_done.html", {"split": split, "reviewer": who, "what": "pairs to compare",
+                                                       "saved": _arg(request, "saved")})
+        return render(request, "pairwise.html", {**item, "reviewer": who, "saved": _arg(request, "saved")})
+
+    return [Route("/whoami", whoami, methods=["GET", "POST"]), Route("/review", review, methods=["GET", "POST"]),
+            Route("/review/next", review_next), Route("/pairwise", pairwise, methods=["GET", "POST"])]

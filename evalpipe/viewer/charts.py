@@ -136,3 +136,25 @@ def cost_accuracy_svg(rows: list[dict[str, Any]], metric: str, higher_is_better:
         ax.set_ylim(-0.02, 1.05)
     ax.set_title(f"{metric} against cost")
     return _svg(fig)
+
+
+def ranking_svg(rows: list[dict[str, Any]]) -> bytes:
+    """Bradley-Terry strengths, best on top, with their bootstrap intervals (where there are any)."""
+    if not rows:
+        return _empty("no ranking yet: no pairwise preferences (or no finite fit)")
+    import numpy as np
+
+    plt = _plt()
+    rows = list(reversed(rows))  # best at the top
+    y = np.arange(len(rows))
+    v = np.array([r["strength"] for r in rows], dtype=float)
+    lo = np.array([r["ci_low"] if _ok(r["ci_low"]) else np.nan for r in rows], dtype=float)
+    hi = np.array([r["ci_high"] if _ok(r["ci_high"]) else np.nan for r in rows], dtype=float)
+    fig, ax = plt.subplots(figsize=(5.5, 0.45 * len(rows) + 1.0))
+    ax.errorbar(v, y, xerr=np.nan_to_num(np.vstack([np.clip(v - lo, 0, None), np.clip(hi - v, 0, None)])),
+                fmt="o", capsize=3)
+    ax.axvline(0, color="#c9d1da", lw=1)
+    ax.set_yticks(y, [r["model"] for r in rows])
+    ax.set_xlabel("Bradley-Terry strength (log odds, mean 0)")
+    ax.set_title("ranking by pairwise preference (95% bootstrap interval; higher is better)")
+    return _svg(fig)

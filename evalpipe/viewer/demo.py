@@ -25,8 +25,9 @@ QUESTIONS = [
 
 
 def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135m", "gpt-4o-mini"),
-          split: str = "gaia/validation", seed: int = 0, with_tools: bool = True):
-    """Write datasets/prompts/rollouts/tool_calls/judgements/metrics for `n` samples x `models`."""
+          split: str = "gaia/validation", seed: int = 0, with_tools: bool = True, with_judge: bool = False):
+    """Write datasets/prompts/rollouts/tool_calls/judgements/metrics for `n` samples x `models`. `with_judge`: also
+    a model-graded metric `llm_judge` (one judge, `judge-mini`, that reads as lenient as `includes`)."""
     from evalpipe.store.warehouse import Warehouse
 
     wh = Warehouse(path)
@@ -114,7 +115,8 @@ def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135
         if tool_rows:
             wh.write("tool_calls", pd.DataFrame(tool_rows), part)
         jrows = []
-        for metric, flags in (("gaia", correct_official), ("includes", correct_lenient)):
+        graded = (("llm_judge", correct_lenient),) if with_judge else ()
+        for metric, flags in (("gaia", correct_official), ("includes", correct_lenient), *graded):
             for i, sid in enumerate(ids):
                 if targets[i] is None:
                     sc, ok, st, reason = None, None, "unscored", "no ground truth"
@@ -123,8 +125,11 @@ def build(path: str | Path, n: int = 60, models: tuple[str, ...] = ("smollm2-135
                 else:
                     ok = flags[i]
                     sc, st, reason = float(ok), "scored", ("equal" if ok else "different")
+                judged = metric == "llm_judge" and st == "scored"
                 jrows.append({"benchmark_split": split, "model": model, "sample_id": sid, "metric": metric, "score": sc,
                               "correct": ok, "status": st, "reason": reason,
+                              "details": json.dumps({"judges": {"judge-mini": {"status": "scored", "score": sc}}})
+                              if judged else None, "judge_fingerprint": "jfp-demo-0001" if judged else None,
                               "prediction": outs[i] if status[i] == "ok" else None, "target": targets[i],
                               "slices": slices[i]})
         j = pd.DataFrame(jrows)
