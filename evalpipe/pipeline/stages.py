@@ -432,6 +432,9 @@ def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = 
     `configured_sandbox`: the project's `sandbox:`."""
     from evalpipe.tools import ToolEnv
 
+    own = getattr(adapter_for(split), "tool_env", None)  # [tau2] an adapter with its own tool layer
+    if own is not None:
+        return own(mode=mode)
     env = ToolEnv.for_split(split, mode=mode, configured_sandbox=configured_sandbox)
     if env is None and "tools" in prompts.columns and prompts["tools"].notna().any():
         env = ToolEnv({}, split.options, resolve=split.resolve, mode=mode, where=split.key,
