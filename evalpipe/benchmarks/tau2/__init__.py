@@ -110,8 +110,8 @@ class Tau2Adapter(Adapter):
         return files_version(sorted(folder.glob("*"))) if folder.is_dir() else None
 
     def load(self) -> Iterable[Sample]:
-        dom = self.domain()
         kit = toolkit_for(self._domain_name(), self.split.key)
+        dom = self.domain()
         schemas = kit.schemas()
         system = f"<instructions>\n{AGENT_INSTRUCTION}\n</instructions>\n<policy>\n{dom['policy']}\n</policy>"
         from evalpipe.benchmarks.tau2.env import GREETING

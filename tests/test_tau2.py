@@ -1,0 +1,175 @@
+"""tau2-bench (issue 33): the retail toolkit, the simulated user in the tool loop, the official reward on recorded
+conversations (expected values produced by the official evaluator, scripts/tau2_official_verdicts.py), pass^k as the
+official code computes it, and `evalpipe run` of a tau2 split offline."""
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from evalpipe.benchmarks import adapter_for
+from evalpipe.core.config import ModelConfig, SplitConfig
+from evalpipe.core.errors import ConfigError
+from evalpipe.core.types import RolloutRequest
+from evalpipe.metrics.base import JudgeInput, get_metric
+from evalpipe.runners.base import build_runner
+from evalpipe.runners.tool_loop import run_conversation
+
+REPO = Path(__file__).resolve().parents[1]
+REC = REPO / "data/tau2/recordings"
+EXPECTED = json.loads((REC / "retail_expected.json").read_text())
+USER = {"runner": "echo", "reply": "script", "script": str(REC / "retail_user.jsonl")}
+
+
+def split(**options):
+    return SplitConfig(key="tau2/retail", benchmark="tau2", split="retail", adapter="tau2",
+                       options={"path": "data/tau2", "user_simulator": USER, **options}, metrics=None,
+                       prompt_template=None, base_dir=REPO)
+
+
+def scripted(turns_by_id):
+    return build_runner(ModelConfig(key="a", runner="echo", options={"reply": "script", "script": [
+        {"sample_id": k, "turns": v} for k, v in turns_by_id.items()]}))
+
+
+def converse(adapter, env, runner, sample, row_id):
+    req = RolloutRequest(sample_id=row_id, messages=adapter.build_messages(sample), fingerprint="f",
+                         tools=sample.tools, metadata=sample.metadata)
+    return asyncio.run(run_conversation(runner, req, env, 60))
+
+
+def score(sample, gen):
+    return get_metric("tau2_reward")().score(JudgeInput(
+        sample_id="", input="", target=None, prediction=gen.text, metadata=sample.metadata,
+        trajectory=gen.trajectory, stop_reason=gen.stop_reason))
+
+
+@pytest.fixture(scope="module")
+def replayed():
+    """Every recorded conversation (3 trials of each shipped retail task) replayed: row id -> (sample, generation)."""
+    ad = adapter_for(split())
+    env = ad.tool_env()
+    agent = build_runner(ModelConfig(key="rec", runner="echo", options={"reply": "script",
+                                                                         "script": str(REC / "retail_agent.jsonl")}))
+    out = {}
+    for s in ad.load():
+        for row in (s.id, f"{s.id}#epoch2", f"{s.id}#epoch3"):
+            out[row] = (s, converse(ad, env, agent, s, row))
+    return out
+
+
+def test_recorded_conversations_get_the_official_verdicts(replayed):
+    verdicts = EXPECTED["verdicts"]
+    assert len(verdicts) == 12
+    for row, want in verdicts.items():
+        sample, gen = replayed[row]
+        got = score(sample, gen)
+        assert got.status == "scored", (row, got.reason)
+        assert got.value == want["reward"], row
+        assert got.details["reward_breakdown"] == want["breakdown"], row
+
+
+def test_turns_are_told_apart_and_stops_are_the_official_ones(replayed):
+    _, gen = replayed["5"]
+    roles = [m["role"] for m in gen.trajectory]
+    assert roles[:3] == ["system", "assistant", "user"]  # the greeting, then the simulated user speaks first
+    assert "tool" in roles and gen.stop_reason == "agent_stop"
+    assert replayed["5#epoch2"][1].stop_reason == "user_stop"
+    assert replayed["5#epoch2"][1].trajectory[-1]["content"].endswith("###STOP###")
+
+
+def test_a_task_with_nl_assertions_is_refused_not_guessed(replayed):
+    sample, gen = replayed["36"]
+    got = score(sample, gen)
+    assert got.status == "unscored" and "nl_assertions need a judge" in got.reason
+
+
+def test_pass_hat_k_is_the_official_one(replayed):
+    from evalpipe.metrics.tau2_pass_hat_k import pass_hat_k_rows
+
+    by_task = {}
+    for row, want in EXPECTED["verdicts"].items():
+        by_task.setdefault(row.split("#")[0], []).append(want["reward"] == 1.0)
+    rows = pass_hat_k_rows("tau2_reward", [(len(v), sum(v)) for v in by_task.values()], seed=0)
+    assert [r["metric"] for r in rows] == ["tau2_reward_pass^1", "tau2_reward_pass^2", "tau2_reward_pass^3"]
+    for r in rows:
+        assert r["value"] == pytest.approx(EXPECTED["pass_hat_k"][r["metric"][-1]])
+        assert r["ci_low"] <= r["value"] <= r["ci_high"]
+
+
+def test_each_conversation_has_its_own_database():
+    ad = adapter_for(split())
+    env = ad.tool_env()
+    a, b = env.session("5", []), env.session("5#epoch2", [])
+    order = next(iter(env.domain["db"]["orders"]))
+    before = b.ctx.tau2.call("assistant", "get_order_details", {"order_id": order})
+    a.ctx.tau2.tools.db["orders"][order]["status"] = "changed in a"
+    assert b.ctx.tau2.call("assistant", "get_order_details", {"order_id": order}) == before
+    assert env.domain["db"]["orders"][order]["status"] != "changed in a"  # the loaded database is never written
+
+
+def test_retail_tools_refuse_and_change_state_as_the_official_ones():
+    from evalpipe.benchmarks.tau2.retail import RetailTools
+
+    db = json.loads((REPO / "data/tau2/retail/db.json").read_text())
+    kit = RetailTools(db)
+    assert kit.call("get_order_details", {"order_id": "#W0000000"}) == ("Error: Order not found", True)
+    assert kit.call("no_such_tool", {})[1] is True
+    pending = next(o for o in kit.db["orders"].values() if o["status"] == "pending")
+    assert kit.call("cancel_pending_order", {"order_id": pending["order_id"], "reason": "changed my mind"}) == \
+        ("Error: Invalid reason", True)
+    content, err = kit.call("cancel_pending_order", {"order_id": pending["order_id"], "reason": "no longer needed"})
+    assert not err and json.loads(content)["status"] == "cancelled"
+    refunds = [p for p in kit.db["orders"][pending["order_id"]]["payment_history"] if p["transaction_type"] == "refund"]
+    assert len(refunds) == len(pending["payment_history"]) // 2 and db["orders"][pending["order_id"]]["status"] == "pending"
+    assert kit.call("calculate", {"expression": "2 + 2 * 3"}) == ("8.0", False)
+
+
+def test_too_many_tool_errors_ends_the_conversation_with_reward_zero():
+    ad = adapter_for(split(max_errors=3))
+    env = ad.tool_env()
+    sample = next(s for s in ad.load() if s.id == "5")
+    bad = [{"content": None, "tool_calls": [{"name": "get_order_details", "arguments": {"order_id": "#W0"}}]}] * 5
+    gen = converse(ad, env, scripted({"5": bad + [{"content": "done ###STOP###"}]}), sample, "5")
+    assert gen.stop_reason == "too_many_errors"
+    got = score(sample, gen)
+    assert got.value == 0.0 and "prematurely" in got.details["note"]
+
+
+def test_a_missing_or_keyless_user_simulator_is_a_one_line_error(monkeypatch):
+    bad = SplitConfig(key="tau2/retail", benchmark="tau2", split="retail", adapter="tau2",
+                      options={"path": "data/tau2"}, metrics=None, prompt_template=None, base_dir=REPO)
+    with pytest.raises(ConfigError, match="needs 'user_simulator:'"):
+        adapter_for(bad).tool_env()
+    monkeypatch.delenv("TAU2_USER_KEY", raising=False)
+    keyless = split(user_simulator={"runner": "litellm", "model": "gpt-4.1", "api_key_env": "TAU2_USER_KEY"})
+    with pytest.raises(ConfigError, match="TAU2_USER_KEY is not set"):
+        adapter_for(keyless).tool_env()
+    with pytest.raises(ConfigError, match="no toolkit"):
+        adapter_for(split(domain="airline")).load()
+
+
+@pytest.mark.slow
+def test_evalpipe_run_replays_the_recordings_with_epochs(home, write_config, monkeypatch):
+    from evalpipe.store.warehouse import Warehouse
+    from tests.helpers.cli import invoke, restore_cli_env
+
+    restore_cli_env(monkeypatch)
+    write_config(f"""benchmarks:
+  tau2:
+    adapter: tau2
+    splits:
+      retail: {{domain: retail}}
+    options:
+      path: {REPO}/data/tau2
+      epochs: 3
+      user_simulator: {{runner: echo, reply: script, script: {REC}/retail_user.jsonl}}
+models:
+  recorded: {{runner: echo, reply: script, script: {REC}/retail_agent.jsonl}}
+""")
+    r = invoke("run", "--model", "recorded", "--no-progress")
+    assert r.exit_code in (0, 3), r.output
+    m = Warehouse(home / "warehouse.duckdb").query("select metric, value from metrics where slice = 'all'")
+    got = dict(zip(m["metric"], m["value"]))
+    for k, v in EXPECTED["pass_hat_k"].items():
+        assert got[f"tau2_reward_pass^{k}"] == pytest.approx(v)
