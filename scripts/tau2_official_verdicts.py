@@ -5,7 +5,13 @@ Runs in a SEPARATE environment holding the official package (never the project's
     git clone <sierra-research/tau2-bench> /tmp/tau2src           # data/tau2/domains/<domain> with the full db
     python3 -m venv /tmp/tau2venv && /tmp/tau2venv/bin/pip install <its dependencies>
     PYTHONPATH=/tmp/tau2src/src /tmp/tau2venv/bin/python scripts/tau2_official_verdicts.py \
-        DOMAIN trajectories.json > expected.json
+        DOMAIN trajectories.json [judge_replies.jsonl] > expected.json
+
+`judge_replies.jsonl` (data/tau2/recordings/<domain>_judge.jsonl): the judge's recorded reply to each natural-
+language-assertion check, {"sample_id", "messages", "reply"}. The official judge call (`generate` in the official
+NL-assertion evaluator) is replaced by a lookup of the recorded reply, after checking that the messages the official
+code builds are, character for character, the recorded ones (which evalpipe's tests check against its own): so the
+NL_ASSERTION component is the official code's reading of the same judge reply.
 
 `trajectories.json`: {row_id: {"trajectory": [...messages as evalpipe records them...], "stop_reason": "..."}}
 (`tests/test_tau2.py` writes it from the shipped recordings). Out: {row_id: {"reward": r, "breakdown": {...}}}.
@@ -24,6 +30,22 @@ def main() -> None:
 
     domain, path = sys.argv[1], sys.argv[2]
     runs = json.load(open(path))
+    recorded = {}
+    if len(sys.argv) > 3:
+        import tau2.evaluator.evaluator_nl_assertions as nl
+
+        for line in open(sys.argv[3]):
+            if line.strip():
+                rec = json.loads(line)
+                recorded[json.dumps(rec["messages"], sort_keys=True)] = rec["reply"]
+
+        def generate(model, messages, **kwargs):  # the recorded reply, for exactly the recorded messages
+            sent = json.dumps([{"role": m.role, "content": m.content} for m in messages], sort_keys=True)
+            if sent not in recorded:
+                raise SystemExit("the official judge messages differ from every recorded one")
+            return AssistantMessage(role="assistant", content=recorded[sent])
+
+        nl.generate = generate
     tasks = {t.id: t for t in registry.get_tasks_loader(domain)()}
     out = {}
     for row_id, run in runs.items():

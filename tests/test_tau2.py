@@ -15,16 +15,18 @@ from evalpipe.metrics.base import JudgeInput, get_metric
 from evalpipe.runners.base import build_runner
 from evalpipe.runners.tool_loop import run_conversation
 
-REPO = Path(__file__).resolve().parents[1]
-REC = REPO / "data/tau2/recordings"
+from tests.helpers.tau2 import REC, REPO, converse, replay, split as domain_split
+
 EXPECTED = json.loads((REC / "retail_expected.json").read_text())
 USER = {"runner": "echo", "reply": "script", "script": str(REC / "retail_user.jsonl")}
 
 
+JUDGED = [{"name": "tau2_reward", "judge": {"runner": "litellm", "model": "openai/judge",
+                                            "api_base": "http://127.0.0.1:9/v1"}}]
+
+
 def split(**options):
-    return SplitConfig(key="tau2/retail", benchmark="tau2", split="retail", adapter="tau2",
-                       options={"path": "data/tau2", "user_simulator": USER, **options}, metrics=None,
-                       prompt_template=None, base_dir=REPO)
+    return domain_split("retail", metrics=JUDGED, **options)
 
 
 def scripted(turns_by_id):
@@ -32,14 +34,16 @@ def scripted(turns_by_id):
         {"sample_id": k, "turns": v} for k, v in turns_by_id.items()]}))
 
 
-def converse(adapter, env, runner, sample, row_id):
-    req = RolloutRequest(sample_id=row_id, messages=adapter.build_messages(sample), fingerprint="f",
-                         tools=sample.tools, metadata=sample.metadata)
-    return asyncio.run(run_conversation(runner, req, env, 60))
+def recorded_judge(domain):
+    """The loopback judge answering each recorded NL-assertion prompt with its recorded reply."""
+    from benchmarks.mock_server import MockLLM
+
+    recs = [json.loads(line) for line in (REC / f"{domain}_judge.jsonl").read_text().splitlines() if line.strip()]
+    return MockLLM(answers={r["messages"][-1]["content"]: r["reply"] for r in recs}), recs
 
 
-def score(sample, gen):
-    return get_metric("tau2_reward")().score(JudgeInput(
+def score(sample, gen, **settings):
+    return get_metric("tau2_reward")(**settings).score(JudgeInput(
         sample_id="", input="", target=None, prediction=gen.text, metadata=sample.metadata,
         trajectory=gen.trajectory, stop_reason=gen.stop_reason))
 
@@ -47,26 +51,49 @@ def score(sample, gen):
 @pytest.fixture(scope="module")
 def replayed():
     """Every recorded conversation (3 trials of each shipped retail task) replayed: row id -> (sample, generation)."""
-    ad = adapter_for(split())
-    env = ad.tool_env()
-    agent = build_runner(ModelConfig(key="rec", runner="echo", options={"reply": "script",
-                                                                         "script": str(REC / "retail_agent.jsonl")}))
-    out = {}
-    for s in ad.load():
-        for row in (s.id, f"{s.id}#epoch2", f"{s.id}#epoch3"):
-            out[row] = (s, converse(ad, env, agent, s, row))
-    return out
+    return replay("retail", metrics=JUDGED)
 
 
-def test_recorded_conversations_get_the_official_verdicts(replayed):
+@pytest.fixture(scope="module")
+def judge_url():
+    from benchmarks.mock_server import serve_in_thread
+
+    mock, _ = recorded_judge("retail")
+    with serve_in_thread(mock) as (_, url):
+        yield url
+
+
+def test_recorded_conversations_get_the_official_verdicts(replayed, judge_url, home):
     verdicts = EXPECTED["verdicts"]
-    assert len(verdicts) == 12
+    assert len(verdicts) == 15
+    judge = {"runner": "litellm", "model": "openai/judge", "api_base": judge_url}
     for row, want in verdicts.items():
         sample, gen = replayed[row]
-        got = score(sample, gen)
+        got = score(sample, gen, judge=judge)
         assert got.status == "scored", (row, got.reason)
         assert got.value == want["reward"], row
         assert got.details["reward_breakdown"] == want["breakdown"], row
+    assert [c["met"] for c in score(*replayed["36#epoch3"], judge=judge).details["nl_assertions"]] == [True, False]
+
+
+def test_the_judge_is_shown_the_official_prompt(replayed):
+    """The recorded prompts are those the official evaluator builds (scripts/tau2_official_verdicts.py checks them
+    against the official code): evalpipe builds them character for character."""
+    from evalpipe.benchmarks.tau2.nl import judge_messages
+
+    _, recs = recorded_judge("retail")
+    for rec in recs:
+        sample, gen = replayed[rec["sample_id"]]
+        assert judge_messages(gen.trajectory, sample.metadata["task"]["evaluation_criteria"]["nl_assertions"]) == \
+            rec["messages"]
+
+
+def test_an_unreadable_judge_reply_is_not_a_verdict(replayed, home):
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+
+    with serve_in_thread(MockLLM(answers={})) as (_, url):
+        got = score(*replayed["36"], judge={"runner": "litellm", "model": "openai/judge", "api_base": url})
+    assert got.status == "parse_error" and got.value is None and "not the JSON object" in got.reason
 
 
 def test_turns_are_told_apart_and_stops_are_the_official_ones(replayed):
@@ -78,10 +105,15 @@ def test_turns_are_told_apart_and_stops_are_the_official_ones(replayed):
     assert replayed["5#epoch2"][1].trajectory[-1]["content"].endswith("###STOP###")
 
 
-def test_a_task_with_nl_assertions_is_refused_not_guessed(replayed):
+def test_a_task_with_nl_assertions_needs_a_judge_before_any_model_call(replayed):
     sample, gen = replayed["36"]
-    got = score(sample, gen)
+    got = score(sample, gen)  # the metric used on its own, without a judge: no verdict, never a guess
     assert got.status == "unscored" and "nl_assertions need a judge" in got.reason
+    with pytest.raises(ConfigError, match=r"task\(s\) 36 are scored with natural-language assertions"):
+        adapter_for(domain_split("retail")).tool_env()
+    keyless = [{"name": "tau2_reward", "judge": {"runner": "litellm", "model": "x", "api_key_env": "TAU2_NO_KEY"}}]
+    with pytest.raises(ConfigError, match="TAU2_NO_KEY is not set"):
+        adapter_for(domain_split("retail", metrics=keyless)).tool_env()
 
 
 def test_pass_hat_k_is_the_official_one(replayed):
@@ -150,16 +182,19 @@ def test_a_missing_or_keyless_user_simulator_is_a_one_line_error(monkeypatch):
 
 
 @pytest.mark.slow
-def test_evalpipe_run_replays_the_recordings_with_epochs(home, write_config, monkeypatch):
+def test_evalpipe_run_replays_the_recordings_with_epochs(home, write_config, monkeypatch, judge_url):
     from evalpipe.store.warehouse import Warehouse
     from tests.helpers.cli import invoke, restore_cli_env
 
     restore_cli_env(monkeypatch)
-    write_config(f"""benchmarks:
+    write_config(f"""judges:
+  grader: {{runner: litellm, model: openai/judge, api_base: "{judge_url}"}}
+benchmarks:
   tau2:
     adapter: tau2
     splits:
       retail: {{domain: retail}}
+    metrics: [{{name: tau2_reward, judge: grader}}]
     options:
       path: {REPO}/data/tau2
       epochs: 3
@@ -205,6 +240,7 @@ def test_evalpipe_run_with_the_embedded_local_model_as_agent_and_user(home, writ
     adapter: tau2
     splits:
       retail: {{domain: retail, limit: 1}}
+    metrics: [{{name: tau2_reward, judge: {{runner: local, params: {{max_tokens: 32}}}}}}]
     options:
       path: {REPO}/data/tau2
       max_steps: 4

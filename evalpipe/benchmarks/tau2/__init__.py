@@ -131,6 +131,30 @@ class Tau2Adapter(Adapter):
     def slices(self, sample: Sample) -> dict[str, str]:
         return {"domain": str(sample.metadata.get("domain")), **super().slices(sample)}
 
+    def check_judge(self, tasks: Iterable[dict[str, Any]]) -> None:
+        """Tasks whose reward basis holds NL_ASSERTION (with assertions to grade) need `tau2_reward`'s `judge:`:
+        refused before any model call without one (the official reward could not be computed)."""
+        from evalpipe.benchmarks.tau2.metric import judge_spec
+
+        needing = [str(t["id"]) for t in tasks if "NL_ASSERTION" in ((t.get("evaluation_criteria") or {})
+                                                                    .get("reward_basis") or [])
+                   and (t.get("evaluation_criteria") or {}).get("nl_assertions")]
+        metrics = self.split.metrics if self.split.metrics is not None else self.default_metrics
+        if not needing or not any(s == "tau2_reward" or (isinstance(s, dict) and s.get("name") == "tau2_reward")
+                                  for s in metrics):
+            return
+        spec = judge_spec(metrics)
+        if spec is None:
+            raise ConfigError(f"{self.split.key}: tau2 task(s) {', '.join(needing[:5])}"
+                              f"{' ...' if len(needing) > 5 else ''} are scored with natural-language assertions, "
+                              f"which need a judge: set it on the metric (metrics: [{{name: tau2_reward, judge: "
+                              f"<a name under judges:>}}]), or choose a task_split without them")
+        if isinstance(spec, dict):
+            judge = ModelConfig.from_dict("judge", {k: v for k, v in spec.items() if k != "name"})
+            if judge.api_key_env and not judge.api_key():
+                raise ConfigError(f"{self.split.key}: tau2_reward judge: environment variable {judge.api_key_env} "
+                                  f"is not set; export it or change 'api_key_env'")
+
     def tool_env(self, mode: str | None = None) -> Any:
         """The split's tool layer: the domain's tools and the simulated user (built now: a bad user_simulator entry
         stops the run before any model call)."""
@@ -142,6 +166,7 @@ class Tau2Adapter(Adapter):
         model = user_model(self.options.get("user_simulator"), self.split.key)
         kit = toolkit_for(self._domain_name(), self.split.key)
         tasks = {str(t["id"]): t for t in self.tasks()}
+        self.check_judge(tasks.values())
         user = UserSimulator(build_runner(model), USER_STOPS)
         return Tau2ToolEnv(self.split, self.domain(), kit, tasks, user, guidelines(self._root(), with_tools=False),
                            mode=mode)
