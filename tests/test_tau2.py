@@ -258,3 +258,19 @@ models:
     assert roll["stop_reason"][0] in ("agent_stop", "user_stop", "max_steps", "too_many_errors")
     m = wh.query("select metric, value, n from metrics where slice = 'all' and metric = 'tau2_reward'")
     assert m["n"][0] == 1 and m["value"][0] in (0.0, 1.0)
+
+
+def test_the_user_simulators_runner_is_closed_after_the_run(replayed):
+    env = adapter_for(split()).tool_env()
+    closed = []
+    user = env.partner.user
+
+    async def aclose():
+        closed.append(True)
+
+    user.runner.aclose = aclose
+    asyncio.run(env.aclose())
+    assert closed == []  # never started: nothing to close
+    asyncio.run(user.reply("5", "system", [{"role": "assistant", "content": "Hi"}]))
+    asyncio.run(env.aclose())
+    assert closed == [True]

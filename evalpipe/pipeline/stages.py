@@ -503,6 +503,9 @@ class RolloutSession:
         try:
             if self._used and self._loop is not None:
                 self._loop.run(self.runner.aclose())
+                close = getattr(self._tools_env, "aclose", None)  # [tau2] the tool layer's own runners (its user)
+                if close is not None:
+                    self._loop.run(close())
         finally:
             if self._journal is not None:
                 self._journal.close()

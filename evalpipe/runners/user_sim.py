@@ -42,6 +42,12 @@ class UserSimulator:
         self.runner, self.stop_tokens, self.max_tool_rounds = runner, stop_tokens, max_tool_rounds
         self._started = False
 
+    async def aclose(self) -> None:
+        """Close the runner if it was started (its sessions, servers or processes)."""
+        if self._started:
+            self._started = False
+            await self.runner.aclose()
+
     def is_stop(self, text: str | None) -> bool:
         return bool(text) and any(t in text for t in self.stop_tokens)
 

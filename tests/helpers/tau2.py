@@ -50,7 +50,7 @@ def replay(domain: str, metrics=None) -> dict:
     for row in recorded_rows(domain):
         s = samples[row.split("#")[0]]
         out[row] = (s, converse(ad, env, agent, s, row))
-    asyncio.run(env.aclose()) if hasattr(env, "aclose") else None
+    asyncio.run(env.aclose())
     return out
 
 

@@ -152,6 +152,10 @@ class Tau2ToolEnv(ToolEnv):
                                          _agent_tool(name), validate=False)
         self.partner = Tau2Partner(self, user, guidelines, max_steps, int(options.get("max_errors", DEFAULT_MAX_ERRORS)))
 
+    async def aclose(self) -> None:
+        """Close the simulated user's runner (the rollout session calls this when the run ends)."""
+        await self.partner.user.aclose()
+
     def identity(self) -> dict[str, Any]:
         return {**super().identity(), "tau2": {"toolkit": self.toolkit.__name__,
                                                "user": getattr(self.partner.user.runner, "identity", lambda: None)()}}
