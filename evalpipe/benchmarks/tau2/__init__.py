@@ -11,7 +11,7 @@ policy with tools over a domain database, judged by the official evaluation (doc
         user_simulator: {runner: litellm, model: gpt-4.1}   # a model entry, as under `judges:`
         max_steps: 100                           # official defaults
         max_errors: 10
-      metrics: [tau2_reward]
+      metrics: [{name: tau2_reward, judge: grader}]   # grader under judges: (tasks with NL assertions)
 
 Domains: retail (full toolkit). airline and telecom are refused with a one-line error until their toolkits are
 written (docs/benchmarks.md says what is missing).
