@@ -25,13 +25,14 @@ from pydantic import BaseModel, Field
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.tau2.data import guidelines, load_domain
+from evalpipe.benchmarks.tau2.airline import AirlineTools
 from evalpipe.benchmarks.tau2.retail import RetailTools
 from evalpipe.benchmarks.tau2.toolkit import Toolkit
 from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.types import Sample
 
-TOOLKITS: dict[str, type[Toolkit]] = {"retail": RetailTools}
+TOOLKITS: dict[str, type[Toolkit]] = {"airline": AirlineTools, "retail": RetailTools}
 DOMAINS = ("airline", "retail", "telecom")
 DEFAULT_PATH = "data/tau2"
 
