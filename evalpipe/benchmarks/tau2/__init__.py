@@ -13,7 +13,7 @@ policy with tools over a domain database, judged by the official evaluation (doc
         max_errors: 10
       metrics: [{name: tau2_reward, judge: grader}]   # grader under judges: (tasks with NL assertions)
 
-Domains: retail (full toolkit). airline and telecom are refused with a one-line error until their toolkits are
+Domains: airline and retail (full toolkits). telecom is refused with a one-line error until its toolkits are
 written (docs/benchmarks.md says what is missing).
 """
 from __future__ import annotations
