@@ -8,5 +8,6 @@ from evalpipe.benchmarks import tool_integration  # noqa: F401  (tool-integratio
 from evalpipe.benchmarks import records  # noqa: F401  (records held in memory: the Python API, docs/api.md)
 from evalpipe.benchmarks import inspect_log  # noqa: F401  (an Inspect AI log's samples, docs/interop.md)
 from evalpipe.benchmarks import lm_eval_task  # noqa: F401  (lm-evaluation-harness tasks, issue 23)
+from evalpipe.benchmarks import tau2  # noqa: F401  (tau2-bench, issue 33; registers tau2_reward)
 
 __all__ = ["Adapter", "adapter_for", "dataset_header", "get_adapter", "list_adapters", "register_adapter"]

@@ -435,6 +435,9 @@ def tools_env_for(split: SplitConfig, prompts: pd.DataFrame, mode: str | None = 
     `configured_sandbox`: the project's `sandbox:`."""
     from evalpipe.tools import ToolEnv
 
+    own = getattr(adapter_for(split), "tool_env", None)  # [tau2] an adapter with its own tool layer
+    if own is not None:
+        return own(mode=mode)
     env = ToolEnv.for_split(split, mode=mode, configured_sandbox=configured_sandbox)
     if env is None and "tools" in prompts.columns and prompts["tools"].notna().any():
         env = ToolEnv({}, split.options, resolve=split.resolve, mode=mode, where=split.key,
@@ -503,6 +506,9 @@ class RolloutSession:
         try:
             if self._used and self._loop is not None:
                 self._loop.run(self.runner.aclose())
+                close = getattr(self._tools_env, "aclose", None)  # [tau2] the tool layer's own runners (its user)
+                if close is not None:
+                    self._loop.run(close())
         finally:
             if self._journal is not None:
                 self._journal.close()

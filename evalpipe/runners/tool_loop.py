@@ -92,8 +92,17 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
     trajectory = [dict(m) for m in request.messages]  # what is recorded (dataset names)
     turns, tin, tout, cost = 0, None, None, 0.0
     stop, text, finish, raw = None, None, None, None
+    # [interactive] a conversation partner (a simulated user, evalpipe/benchmarks/tau2): it speaks whenever the
+    # model answers in text, and says when the conversation is over
+    partner = getattr(env, "partner", None)
     try:
+        if partner is not None:
+            stop = await partner.respond(session, trajectory, messages, request, first=True)
         while stop is None:
+            if partner is not None:
+                stop = partner.limit(session, trajectory)
+                if stop is not None:
+                    break
             if turns >= env.max_turns:
                 stop = "max_turns"
                 break
@@ -136,8 +145,12 @@ async def run_conversation(runner: Any, request: RolloutRequest, env: ToolEnv, b
             if not blocks:
                 messages.append({"role": "assistant", "content": reply.content})
                 trajectory.append({"role": "assistant", "content": reply.content})
-                stop, text = "final", reply.content
-                break
+                text = reply.content
+                if partner is None:
+                    stop = "final"
+                    break
+                stop = await partner.respond(session, trajectory, messages, request)
+                continue
             to_wire, from_wire, first = wire.to_wire, wire.from_wire, len(session.records)
             wire_calls, named_calls, calls = [], [], []
             for i, c in enumerate(blocks):

@@ -321,6 +321,15 @@ def _cut(text: Any, full: bool) -> tuple[Any, bool]:
     return text, False
 
 
+# [tau2] a conversation with a simulated user: whose turn each message is
+INTERACTIVE_ROLES = {"assistant": "agent", "user": "user (simulated)"}
+
+
+def interactive(trajectory: Any, prompt_messages: int) -> bool:
+    """True when a user turn follows the prompt's messages: someone (a simulated user) answered during the run."""
+    return any(isinstance(m, dict) and m.get("role") == "user" for m in (trajectory or [])[prompt_messages:])
+
+
 def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> dict[str, Any] | None:
     """Everything about one sample of one model: prompt messages, output, trajectory and tool calls, every
     metric's verdict and reason, finish reason, tokens, cost, latency. Long texts are cut unless `full`."""
@@ -368,6 +377,7 @@ def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> d
         "metadata": _loads(prompt.get("metadata"), {}), "slices": _loads(prompt.get("slices"), {}),
         "rollout": roll, "truncated_output": roll.get("finish_reason") == "length",
         "trajectory": trajectory, "tool_calls": t, "verdicts": j, "transcript": events,
+        "role_names": INTERACTIVE_ROLES if interactive(trajectory, len(messages)) else None,
         "n_calls": sum(1 for e in events if e["kind"] == "call"),
         "cut": sorted(k for k, v in truncated.items() if v),
     }

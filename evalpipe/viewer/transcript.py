@@ -93,6 +93,8 @@ def build(trajectory: list[dict[str, Any]], tool_calls: list[dict[str, Any]], co
             if used < len(records) and records[used].get("name") == name:
                 record, used = records[used], used + 1
             events.append(call_view(record, name, fn.get("arguments"), cid, results.get(cid)))
+            if role == "user":  # [tau2] the simulated user's own tool (telecom): told apart from the agent's
+                events[-1]["by"] = "user"
             if cid:
                 shown_ids.add(cid)
     if complete or not trajectory:
