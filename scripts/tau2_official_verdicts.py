@@ -66,6 +66,19 @@ def airline_db(src: str, out: str, subset: str | None, task_ids: list[str]) -> N
                                         "reservations": reservations}, indent=1) + "\n")
 
 
+def telecom_db(src: str, out: str) -> None:
+    """The official telecom databases (db.toml, user_db.toml) read by the official models and written as JSON the
+    way the official code prints and hashes them (enums as their values, dates and times as `str()` shows them)."""
+    from pathlib import Path
+
+    from tau2.domains.telecom.data_model import TelecomDB
+    from tau2.domains.telecom.user_data_model import TelecomUserDB
+
+    for model, name in ((TelecomDB, "db"), (TelecomUserDB, "user_db")):
+        data = json.loads(json.dumps(model.load(str(Path(src) / f"{name}.toml")).model_dump(), default=str))
+        (Path(out) / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
 def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
     """The official environment's answer to each call of a list (and the final database hash), on a shipped
     database: `{"calls": [[name, args], ...], "official": [[content, error], ...], "db_hash": ...}`."""
@@ -86,6 +99,8 @@ def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
 def main() -> None:
     if sys.argv[1] == "tool-calls":
         return tool_calls(sys.argv[2], sys.argv[3], sys.argv[4])
+    if sys.argv[1] == "telecom-db":
+        return telecom_db(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "airline-db":
         return airline_db(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None, sys.argv[5:])
     from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
