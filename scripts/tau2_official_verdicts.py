@@ -26,6 +26,13 @@ The tools' answers to a list of calls, on a shipped database (tests/test_tau2_ai
 
     ... scripts/tau2_official_verdicts.py tool-calls DOMAIN DB.json CALLS.json > <domain>_tool_calls.json
 
+For telecom CALLS.json is {"task": TASK_ID, "calls": [[requestor, name, args], ...]}: the calls of both sides from
+the task's initial state, on the official databases (TAU2_DATA_DIR's); the answers and both hashes come back. The
+telecom databases as JSON (the shipped db.json and user_db.json) and a tasks.json for the official loader (the
+official telecom/tasks.json is empty in some checkouts: copy tasks_small.json over it in a private data dir):
+
+    TAU2_DATA_DIR=<copy>/data ... scripts/tau2_official_verdicts.py telecom-db <copy>/data/tau2/domains/telecom data/tau2/telecom
+
 The subset (data/tau2/airline/db.json) keeps the users of the given tasks, their reservations, and every flight on a
 leg (origin, destination) that those reservations or the tasks' expected actions fly.
 """
@@ -89,11 +96,29 @@ def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
     db_cls = type(env_cls().tools.db)
     env = env_cls(db=db_cls.load(db_path))
     calls = json.load(open(calls_path))
+    if isinstance(calls, dict):  # two-sided: {"task": id, "calls": [[requestor, name, args], ...]} from its state
+        task = official_tasks(domain)[calls["task"]]
+        env = env_cls()  # (the official databases: TAU2_DATA_DIR's, the same as the shipped ones)
+        env.set_state(task.initial_state.initialization_data, task.initial_state.initialization_actions, [])
+        answers = []
+        for i, (requestor, name, args) in enumerate(calls["calls"]):
+            r = env.get_response(ToolCall(id=str(i), name=name, arguments=args, requestor=requestor))
+            answers.append([r.content, r.error])
+        json.dump({**calls, "official": answers, "db_hash": env.get_db_hash(), "user_db_hash": env.get_user_db_hash()},
+                  sys.stdout, indent=1, ensure_ascii=False)
+        return
     answers = []
     for i, (name, args) in enumerate(calls):
         r = env.get_response(ToolCall(id=str(i), name=name, arguments=args))
         answers.append([r.content, r.error])
     json.dump({"calls": calls, "official": answers, "db_hash": env.get_db_hash()}, sys.stdout, indent=1)
+
+
+def official_tasks(domain: str) -> dict:
+    """Every task of the domain's task file (the official loader's default is the `base` split)."""
+    from tau2.registry import registry
+
+    return {t.id: t for t in registry.get_tasks_loader(domain)(task_split_name=None)}
 
 
 def main() -> None:
@@ -126,7 +151,7 @@ def main() -> None:
             return AssistantMessage(role="assistant", content=recorded[sent])
 
         nl.generate = generate
-    tasks = {t.id: t for t in registry.get_tasks_loader(domain)()}
+    tasks = official_tasks(domain)
     out = {}
     for row_id, run in runs.items():
         messages = []
