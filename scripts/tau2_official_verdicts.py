@@ -177,6 +177,8 @@ def main() -> None:
                                    strict_replay=False)
         out[row_id] = {"reward": info.reward,
                        "breakdown": {str(getattr(k, "value", k)): v for k, v in (info.reward_breakdown or {}).items()}}
+        if domain == "telecom":  # (both databases against the expected ones: where the sync timing shows)
+            out[row_id]["db_match"] = info.db_check.db_match if info.db_check else None
     # pass^k, k = 1 .. the fewest trials of a task: the official per-task pass_hat_k on is_successful, averaged
     from tau2.metrics.agent_metrics import is_successful, pass_hat_k
 
