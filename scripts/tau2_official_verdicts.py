@@ -26,6 +26,13 @@ The tools' answers to a list of calls, on a shipped database (tests/test_tau2_ai
 
     ... scripts/tau2_official_verdicts.py tool-calls DOMAIN DB.json CALLS.json > <domain>_tool_calls.json
 
+For telecom CALLS.json is {"task": TASK_ID, "calls": [[requestor, name, args], ...]}: the calls of both sides from
+the task's initial state, on the official databases (TAU2_DATA_DIR's); the answers and both hashes come back. The
+telecom databases as JSON (the shipped db.json and user_db.json) and a tasks.json for the official loader (the
+official telecom/tasks.json is empty in some checkouts: copy tasks_small.json over it in a private data dir):
+
+    TAU2_DATA_DIR=<copy>/data ... scripts/tau2_official_verdicts.py telecom-db <copy>/data/tau2/domains/telecom data/tau2/telecom
+
 The subset (data/tau2/airline/db.json) keeps the users of the given tasks, their reservations, and every flight on a
 leg (origin, destination) that those reservations or the tasks' expected actions fly.
 """
@@ -66,6 +73,19 @@ def airline_db(src: str, out: str, subset: str | None, task_ids: list[str]) -> N
                                         "reservations": reservations}, indent=1) + "\n")
 
 
+def telecom_db(src: str, out: str) -> None:
+    """The official telecom databases (db.toml, user_db.toml) read by the official models and written as JSON the
+    way the official code prints and hashes them (enums as their values, dates and times as `str()` shows them)."""
+    from pathlib import Path
+
+    from tau2.domains.telecom.data_model import TelecomDB
+    from tau2.domains.telecom.user_data_model import TelecomUserDB
+
+    for model, name in ((TelecomDB, "db"), (TelecomUserDB, "user_db")):
+        data = json.loads(json.dumps(model.load(str(Path(src) / f"{name}.toml")).model_dump(), default=str))
+        (Path(out) / f"{name}.json").write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+
+
 def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
     """The official environment's answer to each call of a list (and the final database hash), on a shipped
     database: `{"calls": [[name, args], ...], "official": [[content, error], ...], "db_hash": ...}`."""
@@ -76,6 +96,17 @@ def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
     db_cls = type(env_cls().tools.db)
     env = env_cls(db=db_cls.load(db_path))
     calls = json.load(open(calls_path))
+    if isinstance(calls, dict):  # two-sided: {"task": id, "calls": [[requestor, name, args], ...]} from its state
+        task = official_tasks(domain)[calls["task"]]
+        env = env_cls()  # (the official databases: TAU2_DATA_DIR's, the same as the shipped ones)
+        env.set_state(task.initial_state.initialization_data, task.initial_state.initialization_actions, [])
+        answers = []
+        for i, (requestor, name, args) in enumerate(calls["calls"]):
+            r = env.get_response(ToolCall(id=str(i), name=name, arguments=args, requestor=requestor))
+            answers.append([r.content, r.error])
+        json.dump({**calls, "official": answers, "db_hash": env.get_db_hash(), "user_db_hash": env.get_user_db_hash()},
+                  sys.stdout, indent=1, ensure_ascii=False)
+        return
     answers = []
     for i, (name, args) in enumerate(calls):
         r = env.get_response(ToolCall(id=str(i), name=name, arguments=args))
@@ -83,9 +114,18 @@ def tool_calls(domain: str, db_path: str, calls_path: str) -> None:
     json.dump({"calls": calls, "official": answers, "db_hash": env.get_db_hash()}, sys.stdout, indent=1)
 
 
+def official_tasks(domain: str) -> dict:
+    """Every task of the domain's task file (the official loader's default is the `base` split)."""
+    from tau2.registry import registry
+
+    return {t.id: t for t in registry.get_tasks_loader(domain)(task_split_name=None)}
+
+
 def main() -> None:
     if sys.argv[1] == "tool-calls":
         return tool_calls(sys.argv[2], sys.argv[3], sys.argv[4])
+    if sys.argv[1] == "telecom-db":
+        return telecom_db(sys.argv[2], sys.argv[3])
     if sys.argv[1] == "airline-db":
         return airline_db(sys.argv[2], sys.argv[3], sys.argv[4] if len(sys.argv) > 4 else None, sys.argv[5:])
     from tau2.data_model.message import AssistantMessage, ToolCall, ToolMessage, UserMessage
@@ -111,7 +151,7 @@ def main() -> None:
             return AssistantMessage(role="assistant", content=recorded[sent])
 
         nl.generate = generate
-    tasks = {t.id: t for t in registry.get_tasks_loader(domain)()}
+    tasks = official_tasks(domain)
     out = {}
     for row_id, run in runs.items():
         messages = []
@@ -137,6 +177,8 @@ def main() -> None:
                                    strict_replay=False)
         out[row_id] = {"reward": info.reward,
                        "breakdown": {str(getattr(k, "value", k)): v for k, v in (info.reward_breakdown or {}).items()}}
+        if domain == "telecom":  # (both databases against the expected ones: where the sync timing shows)
+            out[row_id]["db_match"] = info.db_check.db_match if info.db_check else None
     # pass^k, k = 1 .. the fewest trials of a task: the official per-task pass_hat_k on is_successful, averaged
     from tau2.metrics.agent_metrics import is_successful, pass_hat_k
 

@@ -13,8 +13,8 @@ policy with tools over a domain database, judged by the official evaluation (doc
         max_errors: 10
       metrics: [{name: tau2_reward, judge: grader}]   # grader under judges: (tasks with NL assertions)
 
-Domains: airline and retail (full toolkits). telecom is refused with a one-line error until its toolkits are
-written (docs/benchmarks.md says what is missing).
+Domains: airline, retail and telecom (full toolkits; telecom's user acts on their own phone with the user's tools,
+and the environment syncs the two sides as the official one does).
 """
 from __future__ import annotations
 
@@ -27,12 +27,15 @@ from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.benchmarks.tau2.data import guidelines, load_domain
 from evalpipe.benchmarks.tau2.airline import AirlineTools
 from evalpipe.benchmarks.tau2.retail import RetailTools
+from evalpipe.benchmarks.tau2.telecom import TelecomTools, TelecomUserTools, sync as telecom_sync
 from evalpipe.benchmarks.tau2.toolkit import Toolkit
 from evalpipe.core.config import ModelConfig
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.types import Sample
 
-TOOLKITS: dict[str, type[Toolkit]] = {"airline": AirlineTools, "retail": RetailTools}
+TOOLKITS: dict[str, type[Toolkit]] = {"airline": AirlineTools, "retail": RetailTools, "telecom": TelecomTools}
+# Domains where the user acts too (dual control): the user's toolkit and the environment's sync of the two sides.
+USER_SIDES: dict[str, tuple[type[Toolkit], Any]] = {"telecom": (TelecomUserTools, telecom_sync)}
 DOMAINS = ("airline", "retail", "telecom")
 DEFAULT_PATH = "data/tau2"
 
@@ -62,6 +65,18 @@ def toolkit_for(domain: str, where: str) -> type[Toolkit]:
         raise ConfigError(f"{where}: tau2 domain {domain!r} has no toolkit in this evalpipe yet (available: "
                           f"{', '.join(sorted(TOOLKITS))}); see docs/benchmarks.md (tau2-bench)")
     return kit
+
+
+def user_side(domain: str, dom: dict[str, Any], where: str) -> dict[str, Any]:
+    """The user's toolkit, database and sync of a dual-control domain ({} for the others)."""
+    if domain not in USER_SIDES:
+        return {}
+    kit, sync = USER_SIDES[domain]
+    if dom.get("user_db") is None:
+        raise ConfigError(f"{where}: tau2 domain {domain!r} needs user_db.json (the user's phone) beside db.json; "
+                          f"copy it from data/tau2/{domain}/ or make it with scripts/tau2_official_verdicts.py "
+                          f"{domain}-db")
+    return {"user_toolkit": kit, "user_db": dom["user_db"], "sync": sync}
 
 
 def user_model(raw: Any, where: str) -> ModelConfig:
@@ -168,9 +183,10 @@ class Tau2Adapter(Adapter):
         kit = toolkit_for(self._domain_name(), self.split.key)
         tasks = {str(t["id"]): t for t in self.tasks()}
         self.check_judge(tasks.values())
+        side = user_side(self._domain_name(), self.domain(), self.split.key)
         user = UserSimulator(build_runner(model), USER_STOPS)
-        return Tau2ToolEnv(self.split, self.domain(), kit, tasks, user, guidelines(self._root(), with_tools=False),
-                           mode=mode)
+        return Tau2ToolEnv(self.split, self.domain(), kit, tasks, user,
+                           guidelines(self._root(), with_tools=bool(side)), mode=mode, **side)
 
 
 from evalpipe.benchmarks.tau2 import metric  # noqa: E402,F401  (registers tau2_reward)

@@ -1,4 +1,6 @@
-"""Reading a tau2-bench data folder: `<path>/<domain>/{tasks.json, split_tasks.json, db.json, policy.md}` and the
+"""Reading a tau2-bench data folder: `<path>/<domain>/{tasks.json, split_tasks.json, db.json, policy.md}` (telecom:
+also `user_db.json`, the user's phone, and `tech_support_manual.md`, joined to the main policy as the official
+environment joins them) and the
 user simulator's guidelines (`<path>/user_simulator/simulation_guidelines*.md`), laid out as the official
 repository's `data/tau2/domains/` (docs/benchmarks.md, tau2-bench)."""
 from __future__ import annotations
@@ -33,13 +35,20 @@ def _load(folder: str, mtime: float) -> dict[str, Any]:
     if policy is None:
         raise DataError(f"{root}: no {' or '.join(POLICY_FILES)}")
     if not (root / "db.json").is_file():
-        raise DataError(f"{root}: no db.json (the domain database)")
+        how = (" (the official db.toml and user_db.toml are written as db.json and user_db.json by "
+               "scripts/tau2_official_verdicts.py telecom-db)" if (root / "db.toml").is_file() else "")
+        raise DataError(f"{root}: no db.json (the domain database){how}")
+    policy_text = policy.read_text(encoding="utf-8")
+    if (root / "tech_support_manual.md").is_file():  # telecom: the main policy and the tech-support manual
+        policy_text = (f"<main_policy>\n{policy_text}\n</main_policy>\n<tech_support_policy>\n"
+                       f"{(root / 'tech_support_manual.md').read_text(encoding='utf-8')}\n</tech_support_policy>")
     tasks = _json(tasks_file)
     if not isinstance(tasks, list):
         raise DataError(f"{tasks_file}: expected a JSON array of tasks")
     splits = _json(root / "split_tasks.json") if (root / "split_tasks.json").is_file() else {}
-    return {"tasks": tasks, "splits": splits, "policy": policy.read_text(encoding="utf-8"),
-            "db": _json(root / "db.json"), "tasks_file": str(tasks_file)}
+    user_db = _json(root / "user_db.json") if (root / "user_db.json").is_file() else None
+    return {"tasks": tasks, "splits": splits, "policy": policy_text, "db": _json(root / "db.json"),
+            "user_db": user_db, "tasks_file": str(tasks_file)}
 
 
 def load_domain(path: Path, domain: str) -> dict[str, Any]:

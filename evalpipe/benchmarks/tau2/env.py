@@ -22,30 +22,68 @@ DEFAULT_MAX_ERRORS = 10
 
 class DomainEnv:
     """One task's environment: the agent's toolkit (and the user's, where the domain has one) over fresh copies of
-    the databases, the task's initial state applied."""
+    the databases, the task's initial state applied as the official environment applies it: `sync` (the domain's
+    sync of the two sides, telecom's) runs once when the environment is built, after each initialization action,
+    and once at the end; then after every successful tool call (`call`), as the official `get_response` runs it."""
 
     def __init__(self, toolkit: type[Toolkit], db: dict[str, Any], task: dict[str, Any],
-                 user_toolkit: type[Toolkit] | None = None, user_db: dict[str, Any] | None = None):
+                 user_toolkit: type[Toolkit] | None = None, user_db: dict[str, Any] | None = None,
+                 sync: Any = None):
         self.tools = toolkit(db)
         self.user_tools = user_toolkit(user_db or {}) if user_toolkit is not None else None
+        self._sync = sync if self.user_tools is not None else None
+        self.sync()
         init = (task.get("initial_state") or {})
         data = init.get("initialization_data") or {}
+        if self.user_tools is not None and (data.get("agent_data") or data.get("user_data")):
+            # (the official set_state then points both toolkits at one database, which a two-sided domain's tools
+            # cannot run on)
+            raise ValueError(f"task {task.get('id')}: initialization_data on a domain with user tools is not "
+                             f"supported (the official code would share one database between agent and user)")
         if data.get("agent_data"):
             _merge(self.tools.db, data["agent_data"])
-        if data.get("user_data") and self.user_tools is not None:
-            _merge(self.user_tools.db, data["user_data"])
         for action in init.get("initialization_actions") or []:
             kit = self.user_tools if action.get("env_type") == "user" else self.tools
             if kit is None or not hasattr(kit, action["func_name"]):
                 raise ValueError(f"task {task.get('id')}: initialization action {action['func_name']!r} is not "
                                  f"supported by this domain's toolkit")
             getattr(kit, action["func_name"])(**(action.get("arguments") or {}))
+            self.sync()
+        self.sync()
+
+    def sync(self) -> None:
+        if self._sync is not None:
+            self._sync(self.tools, self.user_tools)
+
+    def _kit(self, requestor: str) -> Toolkit | None:
+        return self.user_tools if requestor == "user" else self.tools
 
     def call(self, requestor: str, name: str, arguments: dict[str, Any]) -> str:
-        kit = self.user_tools if requestor == "user" else self.tools
+        """A live tool call (the conversation's): answered, then the sides synced if it succeeded."""
+        kit = self._kit(requestor)
         if kit is None:
             return f"Error: Tool '{name}' not found."
-        return kit.call(name, arguments)[0]
+        content, error = kit.call(name, arguments)
+        if not error and self._sync is not None:
+            try:
+                self.sync()
+            except Exception as exc:  # (the official get_response answers a failing sync as the call's error)
+                return f"Error: {exc}"
+        return content
+
+    def replay_call(self, requestor: str, name: str, arguments: dict[str, Any]) -> None:
+        """A recorded call replayed as the official evaluator replays the conversation: unknown tools and tools
+        that change nothing (read, generic) skipped; the others called and synced as live."""
+        kinds = [k.tool_kind(name) for k in (self.tools, self.user_tools) if k is not None and k.tool_kind(name)]
+        if not kinds or kinds[0] != "write":
+            return
+        self.call(requestor, name, arguments)
+
+    def expected_call(self, requestor: str, name: str, arguments: dict[str, Any]) -> None:
+        """An expected action, as the official evaluator runs it on the gold environment: no sync, errors ignored."""
+        kit = self._kit(requestor)
+        if kit is not None:
+            kit.call(name, arguments)
 
     def db_hash(self) -> str:
         return self.tools.db_hash()
@@ -57,11 +95,14 @@ class DomainEnv:
         return {"agent_db": self.tools.db, **({"user_db": self.user_tools.db} if self.user_tools else {})}
 
     def assertion(self, assertion: dict[str, Any]) -> bool:
+        """One env assertion, run as the official `run_env_assertion` runs it (then the sides synced)."""
         kit = self.user_tools if assertion.get("env_type") == "user" else self.tools
         fn = getattr(kit, assertion["func_name"], None) if kit is not None else None
         if fn is None:
             raise ValueError(f"env assertion {assertion['func_name']!r} is not supported by this domain's toolkit")
-        return bool(fn(**(assertion.get("arguments") or {}))) == bool(assertion.get("assert_value", True))
+        result = fn(**(assertion.get("arguments") or {}))
+        self.sync()
+        return bool(result) == bool(assertion.get("assert_value", True))
 
 
 def _merge(target: dict[str, Any], update: dict[str, Any]) -> None:
@@ -137,14 +178,14 @@ class Tau2ToolEnv(ToolEnv):
 
     def __init__(self, split: Any, domain: dict[str, Any], toolkit: type[Toolkit], tasks: dict[str, dict[str, Any]],
                  user: Any, guidelines: str, user_toolkit: type[Toolkit] | None = None,
-                 user_db: dict[str, Any] | None = None, mode: str | None = None):
+                 user_db: dict[str, Any] | None = None, mode: str | None = None, sync: Any = None):
         options = dict(split.options)
         max_steps = int(options.get("max_steps", DEFAULT_MAX_STEPS))
         options.setdefault("max_turns", max_steps)
         options.setdefault("max_tool_calls", max_steps)
         super().__init__({}, options, resolve=split.resolve, mode="live", where=split.key)
         self.domain, self.toolkit, self.tasks = domain, toolkit, tasks
-        self.user_toolkit, self.user_db = user_toolkit, user_db
+        self.user_toolkit, self.user_db, self.sync = user_toolkit, user_db, sync
         self.user_schemas = user_toolkit.schemas() if user_toolkit is not None else []
         for schema in toolkit.schemas():
             name = schema["function"]["name"]
@@ -165,7 +206,7 @@ class Tau2ToolEnv(ToolEnv):
         task = self.tasks[base_id(sample_id)]
         s.ctx.tau2_task = task  # type: ignore[attr-defined]
         s.ctx.tau2 = DomainEnv(self.toolkit, self.domain["db"], task, self.user_toolkit,  # type: ignore[attr-defined]
-                               self.user_db)
+                               self.user_db, self.sync)
         return s
 
 

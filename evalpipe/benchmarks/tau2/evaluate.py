@@ -3,10 +3,12 @@ sierra-research/tau2-bench `src/tau2/evaluator/` computes it (read there; writte
 
 - a conversation that did not end by the agent's or the user's stop scores 0 (max steps, too many errors, ...);
 - a task without evaluation criteria scores 1;
-- DB: the conversation's tool calls (agent's and user's, in order) replayed on a fresh database, against the task's
-  expected actions replayed on another fresh database: 1 when both hashes (agent and user database) match;
+- DB: the conversation's tool calls (agent's and user's, in order) replayed on a fresh database (only the tools
+  that change state, the sides synced after each and once at the end), against the task's expected actions run on
+  another fresh database (no sync): 1 when both hashes (agent and user database) match;
   a task with neither expected actions nor env assertions passes DB;
-- ENV_ASSERTION: each assertion run on the replayed database (a domain with none of its functions: refused);
+- ENV_ASSERTION: each assertion run on the replayed database, the sides synced after each (a domain with none of
+  its functions: refused);
 - ACTION: every expected action is matched by some call of the same name whose arguments, restricted to the
   action's `compare_args` (default: all the call's own arguments), equal the action's;
 - COMMUNICATE: every `communicate_info` string occurs (case-insensitively, commas removed from the message) in
@@ -60,9 +62,20 @@ def tool_calls(trajectory: list[dict[str, Any]]) -> list[tuple[str, str, dict[st
 
 
 def replay(env_factory: Any, calls: list[tuple[str, str, dict[str, Any]]]) -> Any:
+    """The conversation's calls on a fresh environment, as the official `set_state` replays them (only the tools
+    that change state, each synced; one more sync at the end)."""
     env = env_factory()
     for requestor, name, args in calls:
-        env.call(requestor, name, args)
+        env.replay_call(requestor, name, args)
+    env.sync()
+    return env
+
+
+def replay_expected(env_factory: Any, actions: list[dict[str, Any]]) -> Any:
+    """The expected actions on a fresh environment, as the official evaluator runs them: no sync after any."""
+    env = env_factory()
+    for a in actions:
+        env.expected_call(a.get("requestor") or "assistant", a["name"], a.get("arguments") or {})
     return env
 
 
@@ -117,8 +130,7 @@ def evaluate(task: dict[str, Any], trajectory: list[dict[str, Any]], termination
         env_reward = 1.0
     else:
         predicted = replay(env_factory, calls)
-        gold = replay(env_factory, [(a.get("requestor") or "assistant", a["name"], a.get("arguments") or {})
-                                    for a in actions or []])
+        gold = replay_expected(env_factory, actions or [])
         v.db_match = predicted.db_hash() == gold.db_hash() and predicted.user_db_hash() == gold.user_db_hash()
         db_reward = 1.0 if v.db_match else 0.0
         if not v.db_match:

@@ -119,7 +119,7 @@ class Tau2Reward(Metric):
         return out
 
     def _verdict(self, item: JudgeInput) -> tuple[Score | None, Any, dict[str, Any]]:
-        from evalpipe.benchmarks.tau2 import toolkit_for
+        from evalpipe.benchmarks.tau2 import toolkit_for, user_side
 
         md = item.metadata
         task, domain = md.get("task"), md.get("domain")
@@ -127,7 +127,8 @@ class Tau2Reward(Metric):
             return Score(value=None, status="error", reason="not a tau2 sample (no task in its metadata)"), None, {}
         dom = load_domain(Path(md["data_path"]), domain)
         kit = toolkit_for(domain, "tau2_reward")
-        v = evaluate(task, item.trajectory or [], item.stop_reason, lambda: DomainEnv(kit, dom["db"], task))
+        side = user_side(domain, dom, "tau2_reward")
+        v = evaluate(task, item.trajectory or [], item.stop_reason, lambda: DomainEnv(kit, dom["db"], task, **side))
         details: dict[str, Any] = {"termination": item.stop_reason, "reward_breakdown": v.breakdown,
                                    "db_match": v.db_match, "action_checks": v.action_checks,
                                    "communicate_checks": v.communicate_checks}
