@@ -71,6 +71,9 @@ def test_checks_are_evaluated_per_partition_in_a_batch(project_from, instance):
         assert by[("rollouts", "error_rate", key)] is True
         assert by[("metrics", "samples_accounted", key)] is True
         assert ("metrics", "judge_parse_failures", key) in by
+    # the CLI passes each partition's run id: a batch run named once per partition is read once, each check once
+    again = check_results(instance, [p.run_id for p in r.partitions])
+    assert sorted(map(repr, again)) == sorted(map(repr, checks))
 
 
 @pytest.mark.slow
