@@ -18,7 +18,7 @@ partition (dagster#18852), some grids split into several runs (#23996), `context
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List
+from typing import Any, List, NamedTuple
 
 from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
                      Failure, MetadataValue, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
@@ -89,6 +89,13 @@ class _PartitionView:
         self.metadata.update(metadata)
 
 
+class _Stored(NamedTuple):
+    """A materialization as its checks point at it."""
+    storage_id: int
+    run_id: str
+    timestamp: float
+
+
 class _Recorder:
     """Writes the per-partition events of a batch run, one at a time (they are written to the instance as they
     are made), and remembers what it wrote so the next asset's input tags need no query."""
@@ -97,6 +104,7 @@ class _Recorder:
         self.context, self.code_versions = context, code_versions
         self.lock = threading.Lock()
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
+        self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
 
     def _input(self, asset: str, partition: Any) -> tuple[str, int | None]:
         hit = self.latest.get((asset, str(partition)))
@@ -125,22 +133,29 @@ class _Recorder:
         with self.lock:
             self.context.log_event(AssetMaterialization(asset_key=asset, partition=str(key), metadata=metadata,
                                                         tags=tags))
-            recs = self.context.instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
-            self.latest[(asset, str(key))] = (version, recs[0].storage_id if recs else None)
+            # its storage id: as the instance's storage stored it (evalpipe/store/instance_storage.py), else read
+            stored = getattr(self.context.instance.event_log_storage, "last_asset_event", lambda: None)()
+            if stored is not None:
+                target = _Stored(stored[0], self.context.run_id, stored[1])
+            else:
+                recs = self.context.instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
+                target = _Stored(recs[0].storage_id, recs[0].run_id, recs[0].timestamp) if recs else None
+            self.latest[(asset, str(key))] = (version, target.storage_id if target is not None else None)
+            self.records[(asset, str(key))] = target  # what its checks are tied to
 
     def checked(self, asset: str, key: MultiPartitionKey, result: Any, check_name: str | None = None) -> None:
         check_name = check_name or result.check_name
         with self.lock:
-            # tied to the partition's materialization just written, as a check in a run of its own is
-            target = self.context.instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
+            # tied to the partition's materialization just written (read back when it was), as a check in a run
+            # of its own is
+            target = self.records.get((asset, str(key)))
             self.context.log_event(AssetCheckEvaluation(
                 asset_key=AssetKey(asset), check_name=check_name, passed=bool(result.passed),
                 metadata=result.metadata or {}, severity=result.severity, description=result.description,
                 partition=str(key), target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
-                    storage_id=target[0].storage_id, run_id=target[0].run_id, timestamp=target[0].timestamp)
-                if target else None))
+                    storage_id=target.storage_id, run_id=target.run_id, timestamp=target.timestamp)
+                if target is not None else None))
 
     def planned(self, keys: list) -> None:
         """ASSET_MATERIALIZATION_PLANNED per asset and partition, as a run of its own writes at its start: a

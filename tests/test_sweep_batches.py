@@ -77,6 +77,31 @@ def test_checks_are_evaluated_per_partition_in_a_batch(project_from, instance):
 
 
 @pytest.mark.slow
+def test_a_batch_points_each_partition_at_its_own_upstream_events(project_from, instance):
+    """Each materialization's input pointers name the storage ids of the upstream materializations it read, and
+    each check names the materialization it checked, as in a run of their own (the batch knows the ids from the
+    storage, eval_assets/batch.py)."""
+    from dagster._core.definitions.data_version import get_input_event_pointer_tag
+
+    project = project_from(_config(GOOD))
+    r = evaluate(project, [SPLIT], ["perfect", "parrot"], instance=instance)
+    assert r.success
+    for m in ("perfect", "parrot"):
+        key = f"{SPLIT}|{m}"
+        rec = {a: instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(a), asset_partitions=[key]),
+                                                  limit=1).records[0] for a in CHAIN}
+        for asset, dep in [("rollouts", "prompts"), ("judgements", "rollouts"), ("metrics", "judgements")]:
+            tags = rec[asset].asset_materialization.tags
+            assert tags[get_input_event_pointer_tag(AssetKey(dep))] == str(rec[dep].storage_id), (key, asset)
+        for ev in instance.all_logs(r.partitions[0].run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+            data = ev.dagster_event.event_specific_data
+            if data.partition == key:
+                target = rec[data.asset_key.path[-1]]
+                assert data.target_materialization_data.storage_id == target.storage_id
+                assert data.target_materialization_data.timestamp == target.timestamp
+
+
+@pytest.mark.slow
 def test_the_leaderboard_of_a_batched_sweep_equals_per_partition_runs(project_from, home, tmp_path, monkeypatch):
     from dagster import DagsterInstance
 
