@@ -105,6 +105,14 @@ class _Recorder:
         self.lock = threading.Lock()
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
         self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
+        self.cache: dict[Any, Any] = {}
+
+    def shared(self, key: Any, make: Any) -> Any:
+        """What every partition of the batch reads alike (a split's dataset reader), made once."""
+        with self.lock:
+            if key not in self.cache:
+                self.cache[key] = make()
+            return self.cache[key]
 
     def _input(self, asset: str, partition: Any) -> tuple[str, int | None]:
         hit = self.latest.get((asset, str(partition)))
@@ -204,8 +212,15 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
 
     wh = res["warehouse"].get()
     dims = partition_dims(key)
-    reader = lambda asset: wh.reader(ASSET_TABLES[asset], {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT]}  # noqa: E731
-                                     if asset == "dataset" else dims)
+    outputs: dict[str, Any] = {}  # each asset's output (a reader of what it wrote): its dependents read it
+
+    def reader(asset: str) -> Any:
+        if asset in outputs:
+            return outputs[asset]
+        if asset == "dataset":  # the split's, read by every partition of the split in the batch: opened once
+            return rec.shared(("dataset", dims[BENCHMARK_SPLIT]), lambda: wh.reader(
+                ASSET_TABLES[asset], {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT]}))
+        return wh.reader(ASSET_TABLES[asset], dims)
     error_rate_check, (metrics_check, metrics_check_keys) = checks
     done: list[str] = []
     try:
@@ -221,6 +236,8 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
             table = ASSET_TABLES[asset]
             # the IO manager's part in a run of its own: a DataFrame (metrics) is written here
             path = wh.write(table, out.value, dims) if asset == "metrics" else out.value.path
+            if asset != "metrics":
+                outputs[asset] = out.value
             meta = {**view.metadata, **(out.metadata or {}), "warehouse_table": table,
                     "partition_file": MetadataValue.path(str(path))}
             rec.materialized(asset, key, out.data_version.value, meta)
