@@ -170,3 +170,17 @@ def test_a_batch_killed_with_sigkill_resumes_without_repeating_or_losing(tmp_pat
     for i in range(3):
         df = wh.read("rollouts", {"benchmark_split": "bench/test", "model": f"m{i}"})
         assert len(df) == 20 and df["sample_id"].is_unique and (df["status"] == "ok").all()
+
+
+def test_throughput_with_fixed_costs_taken_out_is_the_average_in_flight_over_the_allowed():
+    """bench_sweep's figure: ideal over the endpoint's busy window (first arrival to last reply), never above 1
+    when no more than `allowed` requests overlap (the old figure, cold wall less cached wall, read 1.52)."""
+    from benchmarks.bench_sweep import endpoint_ratio
+
+    # 40 requests of 1 s, 10 at a time, back to back: 4 s busy, 10 in flight throughout
+    packed = [float(i // 10) for i in range(40)]
+    assert endpoint_ratio(packed, 1.0, 10) == pytest.approx((1.0, 10.0))
+    # the same requests with a 2 s stall after the first wave: 6 s busy, 40/6 in flight on average
+    stalled = [t + (2.0 if t else 0.0) for t in packed]
+    ratio, in_flight = endpoint_ratio(stalled, 1.0, 10)
+    assert in_flight == pytest.approx(40 / 6) and ratio == pytest.approx(4 / 6)
