@@ -18,7 +18,7 @@ partition (dagster#18852), some grids split into several runs (#23996), `context
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List
+from typing import Any, List, NamedTuple
 
 from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
                      Failure, MetadataValue, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
@@ -89,6 +89,13 @@ class _PartitionView:
         self.metadata.update(metadata)
 
 
+class _Stored(NamedTuple):
+    """A materialization as its checks point at it."""
+    storage_id: int
+    run_id: str
+    timestamp: float
+
+
 class _Recorder:
     """Writes the per-partition events of a batch run, one at a time (they are written to the instance as they
     are made), and remembers what it wrote so the next asset's input tags need no query."""
@@ -97,6 +104,15 @@ class _Recorder:
         self.context, self.code_versions = context, code_versions
         self.lock = threading.Lock()
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
+        self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
+        self.cache: dict[Any, Any] = {}
+
+    def shared(self, key: Any, make: Any) -> Any:
+        """What every partition of the batch reads alike (a split's dataset reader), made once."""
+        with self.lock:
+            if key not in self.cache:
+                self.cache[key] = make()
+            return self.cache[key]
 
     def _input(self, asset: str, partition: Any) -> tuple[str, int | None]:
         hit = self.latest.get((asset, str(partition)))
@@ -125,22 +141,29 @@ class _Recorder:
         with self.lock:
             self.context.log_event(AssetMaterialization(asset_key=asset, partition=str(key), metadata=metadata,
                                                         tags=tags))
-            recs = self.context.instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
-            self.latest[(asset, str(key))] = (version, recs[0].storage_id if recs else None)
+            # its storage id: as the instance's storage stored it (evalpipe/store/instance_storage.py), else read
+            stored = getattr(self.context.instance.event_log_storage, "last_asset_event", lambda: None)()
+            if stored is not None:
+                target = _Stored(stored[0], self.context.run_id, stored[1])
+            else:
+                recs = self.context.instance.fetch_materializations(
+                    AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
+                target = _Stored(recs[0].storage_id, recs[0].run_id, recs[0].timestamp) if recs else None
+            self.latest[(asset, str(key))] = (version, target.storage_id if target is not None else None)
+            self.records[(asset, str(key))] = target  # what its checks are tied to
 
     def checked(self, asset: str, key: MultiPartitionKey, result: Any, check_name: str | None = None) -> None:
         check_name = check_name or result.check_name
         with self.lock:
-            # tied to the partition's materialization just written, as a check in a run of its own is
-            target = self.context.instance.fetch_materializations(
-                AssetRecordsFilter(asset_key=AssetKey(asset), asset_partitions=[str(key)]), limit=1).records
+            # tied to the partition's materialization just written (read back when it was), as a check in a run
+            # of its own is
+            target = self.records.get((asset, str(key)))
             self.context.log_event(AssetCheckEvaluation(
                 asset_key=AssetKey(asset), check_name=check_name, passed=bool(result.passed),
                 metadata=result.metadata or {}, severity=result.severity, description=result.description,
                 partition=str(key), target_materialization_data=AssetCheckEvaluationTargetMaterializationData(
-                    storage_id=target[0].storage_id, run_id=target[0].run_id, timestamp=target[0].timestamp)
-                if target else None))
+                    storage_id=target.storage_id, run_id=target.run_id, timestamp=target.timestamp)
+                if target is not None else None))
 
     def planned(self, keys: list) -> None:
         """ASSET_MATERIALIZATION_PLANNED per asset and partition, as a run of its own writes at its start: a
@@ -189,8 +212,15 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
 
     wh = res["warehouse"].get()
     dims = partition_dims(key)
-    reader = lambda asset: wh.reader(ASSET_TABLES[asset], {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT]}  # noqa: E731
-                                     if asset == "dataset" else dims)
+    outputs: dict[str, Any] = {}  # each asset's output (a reader of what it wrote): its dependents read it
+
+    def reader(asset: str) -> Any:
+        if asset in outputs:
+            return outputs[asset]
+        if asset == "dataset":  # the split's, read by every partition of the split in the batch: opened once
+            return rec.shared(("dataset", dims[BENCHMARK_SPLIT]), lambda: wh.reader(
+                ASSET_TABLES[asset], {BENCHMARK_SPLIT: dims[BENCHMARK_SPLIT]}))
+        return wh.reader(ASSET_TABLES[asset], dims)
     error_rate_check, (metrics_check, metrics_check_keys) = checks
     done: list[str] = []
     try:
@@ -206,6 +236,8 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
             table = ASSET_TABLES[asset]
             # the IO manager's part in a run of its own: a DataFrame (metrics) is written here
             path = wh.write(table, out.value, dims) if asset == "metrics" else out.value.path
+            if asset != "metrics":
+                outputs[asset] = out.value
             meta = {**view.metadata, **(out.metadata or {}), "warehouse_table": table,
                     "partition_file": MetadataValue.path(str(path))}
             rec.materialized(asset, key, out.data_version.value, meta)

@@ -303,11 +303,12 @@ class CheckResult:
 
 
 def check_results(instance: DagsterInstance, run_ids: list[str]) -> list[CheckResult]:
-    """Asset check evaluations recorded by these runs (empty when no checks are defined)."""
+    """Asset check evaluations recorded by these runs (empty when no checks are defined). A run named more than
+    once (a batch run carries many partitions) is read once."""
     from dagster import DagsterEventType
 
     out = []
-    for run_id in run_ids:
+    for run_id in dict.fromkeys(run_ids):
         for rec in instance.all_logs(run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
             ev = rec.dagster_event.event_specific_data
             out.append(CheckResult(run_id=run_id, asset=ev.asset_key.to_user_string(), partition=ev.partition,

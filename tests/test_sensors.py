@@ -203,3 +203,32 @@ def test_schedules_refresh_and_retry_failed(instance, write_config):
         reqs = retry_failed_partitions_schedule(ctx)
     assert [(r.partition_key, r.run_key) for r in reqs] == [("smoke/extra|bad", f"retry:{failed.run_id}")]
     # the leaderboard follows metrics by declarative automation now: tests/test_cli_ux_dagster.py
+
+
+@pytest.mark.slow
+def test_a_hundred_checkpoints_at_once_are_evaluated_in_batched_runs(setup):
+    """[sweeps] 100 checkpoints arriving in one tick: `evaluate_batch` runs of up to `sweep_batch_partitions` (64)
+    partitions each, 2 runs, not 100; run as the daemon would, every checkpoint is materialized on its own."""
+    from dagster import AssetKey, AssetRecordsFilter
+
+    from eval_assets.batch import BATCH_JOB, parse_key
+    from eval_assets.launch import run_assets, run_batch
+    from evalpipe.project import Project
+
+    ckpts, registry, instance = setup
+    for i in range(100):
+        _hf_checkpoint(ckpts / f"step-{i:03d}")
+    cursor = _apply(instance, _tick(instance))  # tick 1: seen once
+    cursor = _apply(instance, _tick(instance, cursor))  # tick 2: registered; the split's dataset is requested
+    assert run_assets(["dataset"], "smoke/extra", instance).success
+    r = _tick(instance, cursor)
+    assert [q.job_name for q in r.run_requests] == [BATCH_JOB, BATCH_JOB]
+    keys = [q.run_config["ops"]["evaluate_partitions"]["config"]["partitions"] for q in r.run_requests]
+    assert sorted(map(len, keys)) == [36, 64]
+    assert sorted(k for part in keys for k in part) == [f"smoke/extra|step-{i:03d}" for i in range(100)]
+    project = Project.from_file()
+    for part in keys:
+        assert run_batch([parse_key(k) for k in part], instance, {}, None, project).success
+    recs = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("metrics")), limit=1000).records
+    assert {x.asset_materialization.partition for x in recs} == {k for part in keys for k in part}
+    assert len({x.run_id for x in recs}) == 2

@@ -71,6 +71,34 @@ def test_checks_are_evaluated_per_partition_in_a_batch(project_from, instance):
         assert by[("rollouts", "error_rate", key)] is True
         assert by[("metrics", "samples_accounted", key)] is True
         assert ("metrics", "judge_parse_failures", key) in by
+    # the CLI passes each partition's run id: a batch run named once per partition is read once, each check once
+    again = check_results(instance, [p.run_id for p in r.partitions])
+    assert sorted(map(repr, again)) == sorted(map(repr, checks))
+
+
+@pytest.mark.slow
+def test_a_batch_points_each_partition_at_its_own_upstream_events(project_from, instance):
+    """Each materialization's input pointers name the storage ids of the upstream materializations it read, and
+    each check names the materialization it checked, as in a run of their own (the batch knows the ids from the
+    storage, eval_assets/batch.py)."""
+    from dagster._core.definitions.data_version import get_input_event_pointer_tag
+
+    project = project_from(_config(GOOD))
+    r = evaluate(project, [SPLIT], ["perfect", "parrot"], instance=instance)
+    assert r.success
+    for m in ("perfect", "parrot"):
+        key = f"{SPLIT}|{m}"
+        rec = {a: instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey(a), asset_partitions=[key]),
+                                                  limit=1).records[0] for a in CHAIN}
+        for asset, dep in [("rollouts", "prompts"), ("judgements", "rollouts"), ("metrics", "judgements")]:
+            tags = rec[asset].asset_materialization.tags
+            assert tags[get_input_event_pointer_tag(AssetKey(dep))] == str(rec[dep].storage_id), (key, asset)
+        for ev in instance.all_logs(r.partitions[0].run_id, of_type=DagsterEventType.ASSET_CHECK_EVALUATION):
+            data = ev.dagster_event.event_specific_data
+            if data.partition == key:
+                target = rec[data.asset_key.path[-1]]
+                assert data.target_materialization_data.storage_id == target.storage_id
+                assert data.target_materialization_data.timestamp == target.timestamp
 
 
 @pytest.mark.slow
@@ -142,3 +170,17 @@ def test_a_batch_killed_with_sigkill_resumes_without_repeating_or_losing(tmp_pat
     for i in range(3):
         df = wh.read("rollouts", {"benchmark_split": "bench/test", "model": f"m{i}"})
         assert len(df) == 20 and df["sample_id"].is_unique and (df["status"] == "ok").all()
+
+
+def test_throughput_with_fixed_costs_taken_out_is_the_average_in_flight_over_the_allowed():
+    """bench_sweep's figure: ideal over the endpoint's busy window (first arrival to last reply), never above 1
+    when no more than `allowed` requests overlap (the old figure, cold wall less cached wall, read 1.52)."""
+    from benchmarks.bench_sweep import endpoint_ratio
+
+    # 40 requests of 1 s, 10 at a time, back to back: 4 s busy, 10 in flight throughout
+    packed = [float(i // 10) for i in range(40)]
+    assert endpoint_ratio(packed, 1.0, 10) == pytest.approx((1.0, 10.0))
+    # the same requests with a 2 s stall after the first wave: 6 s busy, 40/6 in flight on average
+    stalled = [t + (2.0 if t else 0.0) for t in packed]
+    ratio, in_flight = endpoint_ratio(stalled, 1.0, 10)
+    assert in_flight == pytest.approx(40 / 6) and ratio == pytest.approx(4 / 6)

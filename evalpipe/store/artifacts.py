@@ -169,7 +169,26 @@ def _records(df: pd.DataFrame) -> list[dict[str, Any]]:
     return [dict(zip(names, values)) for values in zip(*(_values(df[c]) for c in names))]
 
 
+# [sweeps] the manifest's git state and package versions are the process's, not the partition's: read at most once
+# per MANIFEST_CACHE_S (two git processes and ~10 package metadata files cost ~15 ms, per partition of a sweep)
+MANIFEST_CACHE_S = 30.0
+_manifest_cache: dict[str, tuple[float, Any]] = {}
+
+
+def _cached(name: str, read: Any) -> Any:
+    hit = _manifest_cache.get(name)
+    if hit is not None and time.monotonic() - hit[0] < MANIFEST_CACHE_S:
+        return dict(hit[1])
+    value = read()
+    _manifest_cache[name] = (time.monotonic(), value)
+    return dict(value)
+
+
 def _git() -> dict[str, Any]:
+    return _cached("git", _read_git)
+
+
+def _read_git() -> dict[str, Any]:
     try:
         sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=5)
         if sha.returncode != 0:
@@ -182,6 +201,10 @@ def _git() -> dict[str, Any]:
 
 
 def package_versions() -> dict[str, str]:
+    return _cached("packages", _read_package_versions)
+
+
+def _read_package_versions() -> dict[str, str]:
     out = {}
     for name in PACKAGES:
         try:

@@ -97,6 +97,7 @@ for _module in ("dagster._core.storage.runs.sqlite.sqlite_run_storage",
     _storage.check_alembic_revision = _check_alembic_revision_cached
     deferred_alembic.use_config_refs(_storage)
 
+_last_asset_event = threading.local()  # FastSqliteEventLogStorage.last_asset_event
 _RUN_END = {DagsterEventType.RUN_SUCCESS, DagsterEventType.RUN_FAILURE, DagsterEventType.RUN_CANCELED}
 _engines: OrderedDict[tuple[int, str], Any] = OrderedDict()
 _lock = threading.Lock()
@@ -487,10 +488,11 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             os.replace(tmp, template)  # atomic: concurrent processes each make one, the last rename wins
         return template
 
-    # Dagster asks "does table X exist?" and "does model partition Y exist?" dozens of times per run (~60 and
-    # ~70 queries for one partition's chain, each on a fresh unpooled connection for has_table). Tables are never
-    # dropped under a running process and partitions are added far more often than deleted, so positive answers
-    # are remembered: tables for the process, partitions for PARTITION_CACHE_S (a delete here forgets at once).
+    # Dagster asks "does table X exist?", "does model partition Y exist?" dozens of times per run (~60 and ~70
+    # queries for one partition's chain, each on a fresh unpooled connection for has_table) and "has asset_keys
+    # column Z?" on every asset event (reflecting the table). Tables and columns are never dropped under a running
+    # process and partitions are added far more often than deleted, so positive answers are remembered: tables and
+    # columns for the process, partitions for PARTITION_CACHE_S (a delete here forgets at once).
     def has_table(self, table_name: str) -> bool:
         known = self.__dict__.setdefault("_tables_present", set())
         if table_name in known:
@@ -500,6 +502,16 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
             present = bool(engine.dialect.has_table(conn, table_name))
         if present:
             known.add(table_name)
+        return present
+
+    def _has_asset_key_col_on_connection(self, conn: Any, column_name: str) -> bool:
+        # asked (by reflecting the table's columns) on every asset event stored; a column, once there, stays
+        known = self.__dict__.setdefault("_asset_key_cols", set())
+        if column_name in known:
+            return True
+        present = super()._has_asset_key_col_on_connection(conn, column_name)
+        if present:
+            known.add(column_name)
         return present
 
     def has_dynamic_partition(self, partitions_def_name: str, partition_key: str) -> bool:
@@ -516,7 +528,19 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
         self.__dict__.setdefault("_partitions_seen", {}).pop((partitions_def_name, partition_key), None)
         super().delete_dynamic_partition(partitions_def_name, partition_key)
 
+    def _store_asset_event_tags(self, conn: Any, events: Any, event_ids: Any) -> None:
+        super()._store_asset_event_tags(conn, events, event_ids)
+        # called with the ids the index gave the asset events just inserted (their storage ids): remembered per
+        # thread, so that whoever logged the event can point at it without querying for it (eval_assets/batch.py)
+        if events and event_ids:
+            _last_asset_event.value = (int(event_ids[-1]), float(events[-1].timestamp))
+
+    def last_asset_event(self) -> tuple[int, float] | None:
+        """(storage id, timestamp) of the last asset event this thread stored here (None: none yet)."""
+        return getattr(_last_asset_event, "value", None)
+
     def store_event(self, event: Any) -> None:
+        _last_asset_event.value = None
         super().store_event(event)
         # a finished run writes no more events: fold its WAL into its database now, leaving one file behind
         if event.is_dagster_event and event.dagster_event_type in _RUN_END and event.run_id:
