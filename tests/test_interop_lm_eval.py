@@ -80,7 +80,7 @@ def run_here(split, model, home):
 
 
 def test_generate_until_task_scores_as_lm_eval_scores_it(home, project_from, task_dir):
-    split = split_of(project_from, task_dir, "tiny_qa", slice_by=["answer"])
+    split = split_of(project_from, task_dir, "tiny_qa", slice_by=["answer"], fewshot_as_multiturn=False)
     script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in QA_OUTPUTS.items()]
     model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
     prompts, _, judgements, ours = run_here(split, model, home)
@@ -191,7 +191,7 @@ benchmarks:
   lm:
     adapter: lm_eval
     splits: {{tiny_qa: {{}}}}
-    options: {{task: tiny_qa, include_path: "{task_dir}"}}
+    options: {{task: tiny_qa, include_path: "{task_dir}", fewshot_as_multiturn: false}}
 models:
   scripted: {{runner: echo, reply: script, script: "{script}"}}
 """)
@@ -277,7 +277,7 @@ def test_the_metric_fingerprint_follows_the_task_yaml(task_dir):
 
 
 def test_every_filter_of_the_task_is_scored_as_lm_eval_scores_it(home, project_from, task_dir):
-    split = split_of(project_from, task_dir, "tiny_qa_filters")
+    split = split_of(project_from, task_dir, "tiny_qa_filters", fewshot_as_multiturn=False)
     outputs = {**QA_OUTPUTS, "4": "cold, I think"}  # right by its first word only
     script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in outputs.items()]
     model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
@@ -290,3 +290,103 @@ def test_every_filter_of_the_task_is_scored_as_lm_eval_scores_it(home, project_f
     details = {sid: json.loads(d)["lm_eval"] for sid, d in zip(judgements["sample_id"], judgements["details"])}
     for s in their_samples:
         assert details[str(s["doc_id"])][f"exact_match,{s['filter']}"] == s["exact_match"]
+
+
+def lm_eval_with_its_defaults(task_dir, task, answers, out_dir):
+    """lm-eval's own `simple_evaluate` with its defaults for a chat model (`--apply_chat_template`, hence
+    fewshot_as_multiturn=True, as lm_eval's EvaluationConfig sets it), over a chat-API model that renders the chat
+    as lm-eval's API models do (JsonChatStr), its files written by its EvaluationTracker: (results JSON, samples)."""
+    from lm_eval.api.model import LM
+    from lm_eval.evaluator import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.models.api_models import JsonChatStr
+    from lm_eval.tasks import TaskManager
+
+    class ChatApi(LM):
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def generate_until(self, requests):
+            return [answers(r) for r in requests]
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True):
+            return JsonChatStr(json.dumps(chat_history, ensure_ascii=False))
+
+        def chat_template(self, chat_template=False):
+            return ""
+
+        @property
+        def tokenizer_name(self):
+            return "chat-api"
+
+    tracker = EvaluationTracker(output_path=str(out_dir))
+    out = simple_evaluate(model=ChatApi(), model_args="model=scripted", tasks=[task],
+                          task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+                          apply_chat_template=True, fewshot_as_multiturn=True, evaluation_tracker=tracker,
+                          log_samples=True)
+    samples = out.pop("samples")
+    tracker.save_results_aggregated(results=out, samples=samples)
+    tracker.save_results_samples(task_name=task, samples=samples[task])
+    folder = Path(out_dir) / tracker.general_config_tracker.model_name_sanitized
+    results_file = next(folder.glob("results_*.json"))
+    return json.loads(results_file.read_text()), [json.loads(x) for x in
+                                                  next(folder.glob("samples_*.jsonl")).read_text().splitlines()]
+
+
+def test_defaults_are_lm_evals_and_the_export_is_complete(home, write_config, task_dir, tmp_path, monkeypatch):
+    """With each tool's defaults (ours: none set; lm-eval's: a chat model, --apply_chat_template) the prompts,
+    per-sample scores, aggregates, every key of the results JSON and the task hashes agree."""
+    import evalpipe
+    from tests.helpers.cli import cli_in_process
+
+    script = tmp_path / "answers.jsonl"
+    script.write_text("".join(json.dumps({"sample_id": sid, "turns": [{"content": text}]}) + "\n"
+                              for sid, text in QA_OUTPUTS.items()))
+    write_config(f"""
+benchmarks:
+  lm:
+    adapter: lm_eval
+    splits: {{tiny_qa: {{}}}}
+    options: {{task: tiny_qa, include_path: "{task_dir}"}}
+models:
+  scripted: {{runner: echo, reply: script, script: "{script}"}}
+""")
+    res = evalpipe.evaluate(benchmarks=["lm/tiny_qa"], models=["scripted"])
+    assert res.success
+    x = cli_in_process(monkeypatch)("export", "--format", "lm-eval", "--split", "lm/tiny_qa", "--model", "scripted",
+                                    "--out", str(tmp_path / "out"))
+    assert x.exit_code == 0, x.output
+    results_file, samples_file = (Path(p) for p in x.output.split())
+    ours = json.loads(results_file.read_text())
+    mine = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    theirs, their_samples = lm_eval_with_its_defaults(
+        task_dir, "tiny_qa", lambda r: QA_OUTPUTS[str(r.doc_id)].split("\n")[0], tmp_path / "theirs")
+
+    # multi-turn few-shot: the two examples are user/assistant turns before the question, as lm-eval builds them
+    first = json.loads(their_samples[0]["arguments"]["gen_args_0"]["arg_0"][0])
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert mine[0]["arguments"] == their_samples[0]["arguments"]  # the chat as lm-eval writes it, gen_kwargs too
+    assert ours["task_hashes"] == theirs["task_hashes"]
+    for a, b in zip(mine, their_samples):
+        assert (a["prompt_hash"], a["doc_hash"], a["exact_match"], a["resps"]) == \
+            (b["prompt_hash"], b["doc_hash"], b["exact_match"], b["resps"])
+    assert ours["results"]["tiny_qa"]["exact_match,none"] == pytest.approx(theirs["results"]["tiny_qa"]["exact_match,none"])
+    assert set(theirs) - set(ours) == set()  # every key lm-eval writes
+    assert set(theirs["config"]) - set(ours["config"]) == set()
+    assert ours["fewshot_as_multiturn"] is True and ours["chat_template"] == theirs["chat_template"]
+    assert ours["lm_eval_version"] == theirs["lm_eval_version"] and ours["config"]["fewshot_seed"] == 1234
+    assert isinstance(ours["date"], float) and ours["config"]["model"] == "scripted"
+
+
+def test_fewshot_as_multiturn_without_a_chat_template_is_refused_as_lm_eval_refuses_it(project_from, task_dir):
+    from evalpipe.benchmarks import adapter_for
+
+    with pytest.raises(ConfigError, match="fewshot_as_multiturn: true needs apply_chat_template: true"):
+        adapter_for(split_of(project_from, task_dir, "tiny_qa", apply_chat_template=False,
+                             fewshot_as_multiturn=True)).load()
+    # lm-eval's default without a chat template: few-shot in one plain text turn
+    samples = list(adapter_for(split_of(project_from, task_dir, "tiny_qa", apply_chat_template=False)).load())
+    assert len(samples[0].messages) == 1 and samples[0].messages[0]["content"].count("Question:") == 3
