@@ -390,3 +390,25 @@ def test_fewshot_as_multiturn_without_a_chat_template_is_refused_as_lm_eval_refu
     # lm-eval's default without a chat template: few-shot in one plain text turn
     samples = list(adapter_for(split_of(project_from, task_dir, "tiny_qa", apply_chat_template=False)).load())
     assert len(samples[0].messages) == 1 and samples[0].messages[0]["content"].count("Question:") == 3
+
+
+@pytest.mark.parametrize("params, ok", [
+    ({}, False),                                         # the provider's defaults: not lm-eval's 256 tokens at 0
+    ({"max_tokens": 256, "temperature": 0.7}, False),
+    ({"max_tokens": 256, "temperature": 0}, True),        # the task's generation settings (lm-eval's defaults)
+    ({"max_tokens": 256, "temperature": 0, "stop": ["\n"]}, True),
+])
+def test_a_generating_runner_must_send_the_tasks_generation_settings(project_from, task_dir, params, ok):
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.runners import build_runner
+
+    adapter = adapter_for(split_of(project_from, task_dir, "tiny_qa"))
+    runner = build_runner(ModelConfig(key="api", runner="litellm", model="openai/gpt-4o-mini",
+                                      api_base="http://127.0.0.1:9/v1", params=params))
+    if ok:
+        adapter.check_runner(runner)
+        return
+    with pytest.raises(ConfigError) as err:
+        adapter.check_runner(runner)
+    assert "\n" not in str(err.value) and "set params: {max_tokens: 256, temperature: 0}" in str(err.value)
+    adapter.check_runner(build_runner(ModelConfig(key="s", runner="echo")))  # a scripted model generates nothing

@@ -58,6 +58,10 @@ def _render_chat(messages: list[dict[str, Any]], add_generation_prompt: bool = T
     return JsonChatStr(json.dumps(messages, ensure_ascii=False))
 
 
+# runners that generate nothing (scripted replies, recorded outputs): no generation setting to honour
+NON_GENERATING = frozenset({"echo", "replay"})
+
+
 @register_adapter("lm_eval")
 class LmEvalAdapter(Adapter):
     name = "lm_eval"
@@ -112,9 +116,31 @@ class LmEvalAdapter(Adapter):
         cap = split_cap(self.split.key, self.options)
         return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y, cap)})])
 
+    def generation_settings(self) -> dict[str, Any]:
+        """What lm-eval's models send for the task's `generation_kwargs`: max_gen_toks (default 256) as max_tokens,
+        temperature (default 0; do_sample without one: lm-eval's HF default 1.0), `until` as stop strings."""
+        gen = dict(self.task().config.generation_kwargs or {})
+        until = gen.get("until") or []
+        temperature = gen.get("temperature", 1.0 if gen.get("do_sample") else 0)
+        return {"max_tokens": int(gen.get("max_gen_toks", 256)), "temperature": temperature,
+                "stop": [until] if isinstance(until, str) else list(until)}
+
     def check_runner(self, runner: Any) -> None:
-        """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""
+        """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods; a
+        generating one must send the task's max_tokens and temperature (the `until` cut is applied when scoring,
+        as lm-eval's models cut), read from the model's `params:` (runners take settings per model, not per task)."""
         if self.output_type() not in LOGLIKELIHOOD_TYPES:
+            if runner.name in NON_GENERATING:
+                return
+            want = self.generation_settings()
+            params = dict(getattr(runner.model, "params", None) or {})
+            wrong = {k: want[k] for k in ("max_tokens", "temperature") if params.get(k) != want[k]}
+            if wrong:
+                sent = ", ".join(f"{k} {params.get(k)}" for k in wrong)
+                raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} generates with max_tokens "
+                                  f"{want['max_tokens']}, temperature {want['temperature']} (its generation_kwargs, "
+                                  f"lm-eval's defaults); model {runner.model.key!r} sends {sent}: set params: "
+                                  f"{{max_tokens: {want['max_tokens']}, temperature: {want['temperature']}}} on it")
             return
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
