@@ -26,7 +26,8 @@ SCRIPT = """
 
 def verdicts(cli, split, model):
     out = cli("sql", "--json", f"SELECT sample_id, score, correct, status FROM judgements WHERE "
-                               f"benchmark_split = '{split}' AND model = '{model}' ORDER BY sample_id")
+                               f"benchmark_split = '{split}' AND model = '{model}' AND metric = 'exact_match' "
+                               f"ORDER BY sample_id")
     assert out.exit_code == 0, out.output
     return [(r["sample_id"], r["score"], r["correct"], r["status"]) for r in json.loads(out.output)]
 
@@ -174,3 +175,59 @@ def test_an_epoch_row_is_inspects_sample_and_epoch():
     assert (s.id, s.epoch) == ("t1", 3) and s.output.completion == "a"
     assert s.model_usage["m"].total_tokens == 7 and s.model_usage["m"].total_cost == 0.01
     assert s.scores is None and s.metadata["evalpipe_unscored"] == {"exact_match": "no target"}
+
+
+def _scored_log(path):
+    """A log as `inspect eval` writes it with scorer match(): C/I values, accuracy and stderr in its results, made
+    with inspect_ai's own types and writer; sample 3 has a list target (any item is right)."""
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalMetric, EvalResults, EvalSample, EvalScore, EvalSpec
+    from inspect_ai.log import write_eval_log
+    from inspect_ai.model import ModelOutput
+    from inspect_ai.scorer import SampleScore, Score, accuracy, stderr
+
+    rows = [("1", "2+2?", "4", "4", "C"), ("2", "Capital of France?", "Paris", "paris, I think", "I"),
+            ("3", "A primary colour?", ["red", "blue"], "blue", "C"), ("4", "3*3?", "9", "6", "I")]
+    samples = [EvalSample(id=i, epoch=1, input=q, target=t, output=ModelOutput.from_content("m", out),
+                          scores={"match": Score(value=v, answer=out)}) for i, q, t, out, v in rows]
+    ss = [SampleScore(score=s.scores["match"]) for s in samples]
+    results = EvalResults(total_samples=4, completed_samples=4, scores=[EvalScore(
+        name="match", scorer="match", scored_samples=4,
+        metrics={"accuracy": EvalMetric(name="accuracy", value=accuracy()(ss)),
+                 "stderr": EvalMetric(name="stderr", value=stderr()(ss))})])
+    log = EvalLog(status="success", eval=EvalSpec(created="2026-01-01T00:00:00+00:00", task="t", model="m",
+                                                  config=EvalConfig(), dataset=EvalDataset(name="t", samples=4)),
+                  samples=samples, results=results)
+    write_eval_log(log, str(path), format="eval")
+    return log
+
+
+def test_an_import_keeps_the_logs_own_scores_beside_ours(home, write_config, monkeypatch, tmp_path):
+    log = _scored_log(tmp_path / "their.eval")
+    write_config(f"""
+benchmarks:
+  theirs:
+    adapter: inspect_log
+    splits: {{test: {{path: {tmp_path / 'their.eval'}}}}}
+    metrics: [exact_match]
+models:
+  replayed: {{runner: replay, path: {tmp_path / 'their.eval'}}}
+  parrot: {{runner: echo}}
+""")
+    cli = cli_in_process(monkeypatch)
+    r = cli("run", "--no-progress", "--split", "theirs/test", "--model", "replayed")
+    assert r.exit_code == 0, r.output
+    out = cli("sql", "--json", "SELECT metric, value, stderr, higher_is_better FROM metrics WHERE slice = 'all' "
+                               "AND model = 'replayed' ORDER BY metric")
+    rows = {m["metric"]: m for m in json.loads(out.output)}
+    own = log.results.scores[0].metrics
+    assert rows["inspect_scores_match"]["value"] == pytest.approx(own["accuracy"].value) == 0.5
+    assert rows["inspect_scores_match"]["stderr"] == pytest.approx(own["stderr"].value)
+    assert rows["inspect_scores_match.accuracy"]["value"] == pytest.approx(own["accuracy"].value)
+    assert rows["inspect_scores_match"]["higher_is_better"] is True
+    assert rows["exact_match"]["value"] == pytest.approx(0.25)  # our metric beside theirs, not instead of it
+    v = cli("sql", "--json", "SELECT sample_id, score FROM judgements WHERE metric = 'inspect_scores' AND "
+                             "model = 'replayed' ORDER BY sample_id")
+    assert [(x["sample_id"], x["score"]) for x in json.loads(v.output)] == \
+        [("1", 1.0), ("2", 0.0), ("3", 1.0), ("4", 0.0)]  # the list target: scored as the log's scorer scored it
+    p = cli("sql", "--json", "SELECT metadata FROM prompts WHERE sample_id = '3' AND model = 'replayed'")
+    assert json.loads(json.loads(p.output)[0]["metadata"])["inspect_targets"] == ["red", "blue"]

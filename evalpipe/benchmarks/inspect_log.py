@@ -13,7 +13,7 @@ are scored by our metrics, and compared and ranked beside our models on this spl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.core.errors import ConfigError
@@ -33,6 +33,18 @@ class InspectLogAdapter(Adapter):
         if not spec:
             raise ConfigError(f"{self.split.key}: the inspect_log adapter needs 'path' (an Inspect `.eval` log)")
         return self.split.resolve(str(spec))
+
+    def metrics(self) -> list[Any]:
+        """The split's `metrics:` (default exact_match) and, beside them, `inspect_scores` (the log's own scorers'
+        values, evalpipe/metrics/inspect_scores.py) when the log's samples were scored."""
+        from evalpipe.interop.inspect_log import read_samples
+
+        configured = super().metrics()
+        scored = any("inspect_scores" in row["metadata"]
+                     for row in read_samples(self._path(), split_cap(self.split.key, self.options)))
+        if scored and "inspect_scores" not in configured:
+            return ["inspect_scores", *configured]
+        return configured
 
     def load(self) -> Iterator[Sample]:
         from evalpipe.interop.inspect_log import read_samples

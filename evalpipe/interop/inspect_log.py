@@ -311,9 +311,14 @@ def read_outputs(path: str | Path, cap: FileCap = DEFAULT_CAP) -> dict[str, dict
 
 def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str, Any]]:
     """The log's samples (first epoch) as dataset rows: id, input (text, or chat messages), target, metadata. A list
-    target (any of them is right, in Inspect) becomes its first item, the list kept in `metadata.inspect_targets`."""
+    target (any of them is right, in Inspect) becomes its first item for our metrics, the list kept in
+    `metadata.inspect_targets`; each scorer's value in `metadata.inspect_scores`, the log's output in
+    `metadata.inspect_output` and the log's metrics per scorer in `metadata.inspect_metrics`."""
     path = Path(path)
     log = _read(path, cap)
+    # the log's own figures per scorer, kept beside ours (metric inspect_scores, evalpipe/metrics/inspect_scores.py)
+    own = {sc.name: {"samples": sc.scored_samples, "metrics": {m.name: m.value for m in sc.metrics.values()}}
+           for sc in ((log.results.scores if log.results else None) or [])}
     rows = []
     for s in log.samples or []:
         if int(s.epoch or 1) != 1:
@@ -328,5 +333,9 @@ def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str,
         else:  # Inspect's list target: any of them is right. Our metrics take one target: the first, all kept
             target = s.target[0] if s.target else ""
             metadata["inspect_targets"] = list(s.target)
+        if s.scores:  # each scorer's own value for the log's own output, read back by metric inspect_scores
+            metadata["inspect_scores"] = {name: sc.value for name, sc in s.scores.items()}
+            metadata["inspect_output"] = s.output.completion if s.output.choices or s.output.completion else None
+            metadata["inspect_metrics"] = own
         rows.append({"id": str(s.id), "input": input_, "target": target, "choices": s.choices, "metadata": metadata})
     return rows
