@@ -90,7 +90,8 @@ def test_metric_values_leave_missing_numbers_out_and_clean_names():
     from evalpipe.interop.mlflow_runs import metric_key, metric_values
 
     frame = pd.DataFrame([
-        {"metric": "accuracy", "slice": "all", "value": 0.5, "n": 4, "stderr": 0.25, "ci_low": 0.1, "ci_high": 0.9},
+        {"metric": "accuracy", "slice": "all", "value": 0.5, "n": 4, "stderr": 0.25, "ci_low": 0.1, "ci_high": 0.9,
+         "n_errors": 2},
         {"metric": "accuracy", "slice": "category=math (hard)", "value": 1.0, "n": 1, "stderr": float("nan"),
          "ci_low": None, "ci_high": None},
         {"metric": "cost_usd", "slice": "all", "value": float("nan"), "n": 0, "stderr": None, "ci_low": None,
@@ -98,6 +99,7 @@ def test_metric_values_leave_missing_numbers_out_and_clean_names():
     ])
     values = metric_values(frame)
     assert values["accuracy"] == 0.5 and values["accuracy.ci_high"] == 0.9 and values["accuracy.n"] == 4
+    assert values["accuracy.n_errors"] == 2  # the error count travels with the value
     assert values["accuracy/category_math _hard_"] == 1.0
     assert "accuracy/category_math _hard_.stderr" not in values  # NaN is left out, never logged as 0
     assert "cost_usd" not in values and values["cost_usd.n"] == 0

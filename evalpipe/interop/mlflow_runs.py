@@ -77,7 +77,7 @@ def metric_values(metrics_frame: Any) -> dict[str, float]:
     for r in metrics_frame.itertuples(index=False):
         base = str(r.metric) if str(r.slice) == "all" else f"{r.metric}/{r.slice}"
         for suffix, value in (("", r.value), (".ci_low", r.ci_low), (".ci_high", r.ci_high),
-                              (".stderr", r.stderr), (".n", r.n)):
+                              (".stderr", r.stderr), (".n", r.n), (".n_errors", getattr(r, "n_errors", None))):
             f = _finite(value)
             if f is not None:
                 out[metric_key(base + suffix)] = f
