@@ -30,6 +30,7 @@ from evalpipe.project.redaction import worker_init_for  # rollout_shards workers
 from evalpipe.store.artifacts import artifacts_enabled, write_artifacts
 from evalpipe.project import Project
 from evalpipe.core.errors import RunFailed
+from evalpipe.store.ratelimit import run_budget, spend_scope, stopped_rows
 from evalpipe.core.schema import TABLES
 from evalpipe.core.fingerprint import canonical_json, fingerprint
 from evalpipe.metrics import judgements_version
@@ -319,8 +320,9 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         # the partition's fingerprints (dataset, wrapper, runner settings, model, tools) and what each sample
         # answered; not latency or cost, which differ between two runs that answer alike
         content = ContentVersion(ROLLOUT_VERSION_COLUMNS, **fps)
+        budget = run_budget(cfg.raw, context.run_id, context.run.tags, str(cfg.path))  # [spend] budget: (docs/spend.md)
         try:
-            with wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
+            with spend_scope(budget), wh.writer("rollouts", dims) as out, pipeline.RolloutSession(
                     split, model_runner.model_config_for(model), runner, model_runner.settings(model, cfg.raw.get("rate_limits")), progress,
                     tools_mode=tools.mode_override(), total=len(prompts),
                     worker_init=worker_init_for(eval_config.project),
@@ -339,7 +341,12 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
                     n.add(df, ok=int(ok.sum()), errors=int((~ok).sum()), from_journal=int(df["cached"].sum()),
                           input_tokens=int(pd.to_numeric(df["input_tokens"]).fillna(0).sum()),
                           output_tokens=int(pd.to_numeric(df["output_tokens"]).fillna(0).sum()),
-                          cost_usd=float(pd.to_numeric(df["cost"]).fillna(0).sum()))
+                          cost_usd=float(pd.to_numeric(df["cost"]).fillna(0).sum()),
+                          stopped_by_budget=stopped_rows(df["error"]) if budget is not None else 0)
+                if n.sums.get("stopped_by_budget"):  # [spend] unfinished: failed (never ranked), resumable
+                    raise RunFailed(f"stopped by budget: {int(n.sums['stopped_by_budget'])} of {n.rows} sample(s) not "
+                                    f"sent ({budget.stopped()}); the others are journaled: raise `budget:` and run "
+                                    f"again to finish ({budget.line()})")
                 if n.rows and not n.sums.get("ok"):
                     # nothing was measured: a partition of errors is a failed one, not a score of 0 (issue 20);
                     # raised inside the writer, so a previous good partition stays as it was
@@ -354,6 +361,7 @@ def rollouts(context: AssetExecutionContext, eval_config: EvalConfigResource, mo
         **fp_meta, **tool_meta, "rows": n.rows,
         **{k: int(n.sums.get(k, 0)) for k in ("ok", "errors", "from_journal", "input_tokens", "output_tokens")},
         "cost_usd": float(n.sums.get("cost_usd", 0.0)),
+        **({"budget": MetadataValue.json(budget.status())} if budget is not None else {}),  # [spend] spend vs caps
         "preview": _preview(n.head, ["sample_id", "status", "prediction", "error"]),
     })
     return Output(wh.reader("rollouts", dims), data_version=content.version())
@@ -425,7 +433,8 @@ def judgements(context: AssetExecutionContext, eval_config: EvalConfigResource, 
     wh, n, versions, sandboxes, tally = warehouse.get(), _Counts(), [], set(), pipeline.VerdictTally()
     # rollouts side by side with the prompts (same sample order; only the columns judging reads)
     paired = rollouts.cursor(pipeline.JUDGE_ROLLOUT_COLUMNS, _batch_rows(cfg))
-    with tracing.scope(context.run_id, "judgements", cfg, **dims), \
+    budget = run_budget(cfg.raw, context.run_id, context.run.tags, str(cfg.path))  # [spend] judges count too
+    with tracing.scope(context.run_id, "judgements", cfg, **dims), spend_scope(budget), \
             partition_lock.hold("judgements", dims, context.run_id, context.log.warning), \
             wh.writer("judgements", dims) as out:  # one writer per partition: judge calls made once
         for batch in prompts.batches(_batch_rows(cfg), pipeline.JUDGE_PROMPT_COLUMNS):
@@ -526,7 +535,7 @@ def leaderboard(context: AssetExecutionContext, eval_config: EvalConfigResource,
                 warehouse: WarehouseResource) -> Output[pd.DataFrame]:
     wh = warehouse.get()
     # a partition whose blocking gate failed is listed unranked, with the reason (docs/metrics.md "Gates")
-    df = pipeline.build_leaderboard(wh.read_table("metrics"), gates=wh.read_table("gates"))
+    df = pipeline.leaderboard_from(wh)  # metrics and gates through their rollups: fast at 10,000 partitions
     blocked = sorted({f"{s} x {m}: {g}" for s, m, g in zip(df["benchmark_split"], df["model"], df["gate"])
                       if isinstance(g, str)}) if len(df) else []
     # the pairs the config means to run, not Dagster's whole split x model product (docs/operations.md)

@@ -160,3 +160,40 @@ def _backfill_command():
 
 
 dry_run_command = _backfill_command()
+
+
+def budget_lines(cfg: EvalConfig, estimates: list[Estimate]) -> list[str]:
+    """`--dry-run`: the estimate beside each `budget:` cap (run, tick, day), with what is already spent today
+    for the day cap. Output tokens are an upper bound (max_tokens), so is the cost."""
+    section = cfg.raw.get("budget")
+    if not section:
+        return []
+    from evalpipe.store.ratelimit import budget_for, budget_ledgers
+
+    tokens = sum(e.input_tokens + e.output_tokens for e in estimates)
+    priced = [e.cost_usd for e in estimates if e.cost_usd is not None]
+    cost = sum(priced)
+    unpriced = len(priced) < len(estimates)
+    spent_today = {}
+    budget = budget_for(section, budget_ledgers(project=str(cfg.path)), cfg.raw.get("rate_limits"))
+    if budget is not None:
+        spent_today = {s["scope"]: s for s in budget.status()}
+    lines = ["budget:"]
+    for scope in ("run", "tick", "day"):
+        caps = section.get(scope)
+        if not caps:
+            continue
+        already = spent_today.get(scope) if scope == "day" else None
+        bits = []
+        if caps.get("cost_usd") is not None:
+            have = caps["cost_usd"] - (already["cost_usd"] if already else 0.0)
+            verdict = "fits" if cost <= have else f"STOPS at about {max(0.0, 100 * have / cost):.0f}% of the requests"
+            bits.append(f"est ${cost:.4f}{' + unpriced' if unpriced else ''} of ${caps['cost_usd']:g}"
+                        + (f" (${already['cost_usd']:.4f} spent today)" if already else "") + f": {verdict}")
+        if caps.get("tokens") is not None:
+            have = caps["tokens"] - (already["tokens"] if already else 0.0)
+            verdict = "fits" if tokens <= have else f"STOPS at about {max(0.0, 100 * have / tokens):.0f}% of the requests"
+            bits.append(f"est {tokens} tokens of {caps['tokens']:g}"
+                        + (f" ({already['tokens']:.0f} spent today)" if already else "") + f": {verdict}")
+        lines.append(f"  {scope}: " + "; ".join(bits))
+    return lines

@@ -19,7 +19,11 @@ from evalpipe.project import plugins as _plugins  # noqa: F401  (the entry point
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-EXIT_FAILED, EXIT_USAGE, EXIT_GATE = 1, 2, 3
+from evalpipe.cli.helpers import EXIT_FAILED, EXIT_GATE, EXIT_USAGE, kv, out, redact_line, table, warehouse
+
+
+# Commands that only read results: they never import Dagster (~1 s of a start; tests/test_reads_without_dagster.py)
+READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize", "gate"})
 
 
 class _Group(click.Group):
@@ -61,57 +65,8 @@ class _Group(click.Group):
             sys.exit(getattr(exc, "exit_code", EXIT_USAGE) if isinstance(exc, EvalError) else EXIT_FAILED)
 
 
-def _redact_line(text: str) -> str:
-    from evalpipe.core.redact import redact
-
-    return redact(text)
-
-
-def _out(text: str) -> None:
-    """Terminal output of tables and samples: secrets masked, and control sequences from model text escaped."""
-    from evalpipe.core.redact import redact
-    from evalpipe.core.terminal_text import terminal_safe
-
-    click.echo(terminal_safe(redact(text)))
-
-
-def _table(df, floatfmt: str = ".4f") -> str:
-    if df is None or not len(df):
-        return "(no rows)"
-    # a missing value prints as "-" here as in every other table and the web viewer (evalpipe/cli/view.py)
-    return df.astype(object).where(df.notna(), None).to_markdown(index=False, floatfmt=floatfmt, missingval="-")
-
-
-def _kv(pairs: tuple[str, ...], flag: str) -> dict[str, Any]:
-    """`k=v` pairs; values are parsed as YAML scalars (`5` -> 5, `true` -> True, `[a, b]` -> list)."""
-    import yaml
-
-    from evalpipe.core.errors import ConfigError
-
-    out: dict[str, Any] = {}
-    for p in pairs:
-        if "=" not in p or not p.split("=", 1)[0].strip():
-            raise ConfigError(f"{flag} expects key=value, got {p!r}")
-        k, v = p.split("=", 1)
-        try:
-            out[k.strip()] = yaml.safe_load(v) if v.strip() else ""
-        except yaml.YAMLError:
-            out[k.strip()] = v
-    # Overrides become resource config, which Dagster keeps in its run history: a secret must not be one.
-    from evalpipe.core.redact import redact_obj
-
-    for k, v in out.items():
-        if redact_obj({k: v}) != {k: v}:
-            raise ConfigError(f"{flag} {k}=... looks like a secret; put it in an environment variable and name "
-                              "that variable in the model's api_key_env instead")
-    return out
-
-
-def _warehouse():
-    from evalpipe.core.config import warehouse_path
-    from evalpipe.store.warehouse import Warehouse
-
-    return Warehouse(warehouse_path())
+# shared with the command modules (evalpipe/cli/helpers.py); the old names stay importable from here
+_redact_line, _out, _table, _kv, _warehouse = redact_line, out, table, kv, warehouse
 
 
 @click.group(cls=_Group)
@@ -133,10 +88,12 @@ def main(ctx: click.Context, debug: bool, config_path: str | None, redact_patter
         import warnings
 
         warnings.filterwarnings("ignore", message=r".*(is currently in (beta|preview)|is deprecated).*")
-    from evalpipe.core.redact import add_patterns, install_log_redaction
+    from evalpipe.core.redact import add_patterns, install_error_redaction, install_log_redaction
 
     add_patterns(redact_patterns)
-    install_log_redaction()
+    install_log_redaction(dagster_errors=False)
+    if ctx.invoked_subcommand not in READ_ONLY:  # a command that may run Dagster: its stored errors masked too
+        install_error_redaction()
 
 
 # ---- run (the request itself is prepared in evalpipe/repro/run_request.py, shared with evalpipe.evaluate) ---------
@@ -246,8 +203,13 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     if dry_run:  # [scale] cost before spending: no Dagster run, no model call
         from evalpipe.cli.dryrun import as_frame, estimate
 
-        _out(_table(as_frame([e for s in chosen for e in estimate(cfg, [s], per_split[s], split_options,
-                                                                  resources["model_runner"].params)])))
+        from evalpipe.cli.dryrun import budget_lines
+
+        est = [e for s in chosen for e in estimate(cfg, [s], per_split[s], split_options,
+                                                   resources["model_runner"].params)]
+        _out(_table(as_frame(est)))
+        for line in budget_lines(cfg, est):  # [spend] the estimate beside the `budget:` caps
+            _out(line)
         return
     instance = get_instance(project)
     # Dagster, pandas and pyarrow leave ~1M long-lived objects; frozen, the collector's full passes during the run
@@ -262,9 +224,16 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # the redirections interleave and can leave them pointing at a log file. get_instance's instance doesn't capture
     # (docs/operations.md#compute-logs); keep_terminal still restores fds 1/2 afterwards and gives the progress
     # display its own copy of the terminal.
+    from evalpipe.cli.progress import spend_line
+
+    # [spend] one `run` budget scope for every Dagster run of this command (docs/spend.md)
+    tags, budget_text = spend_line(project, rp.tags())
     with keep_terminal() as terminal, reporter(enabled=not no_progress, stream=terminal) as progress:
+        progress.spend = budget_text
         result = evaluate(project, chosen, per_split, resources=resources, instance=instance, on_progress=progress.step,
-                          on_sample=progress.sample, tags=rp.tags() or None, reload_datasets=reload_datasets)
+                          on_sample=progress.sample, tags=tags, reload_datasets=reload_datasets)
+    if budget_text is not None:
+        click.echo(budget_text(), err=True)
     if result.success:
         for s in chosen:  # shard runs: merge when all shards are done
             for line in rp.after_run(cfg, [s], per_split[s], instance):
@@ -484,6 +453,9 @@ from evalpipe.cli.view import compare_cmd, leaderboard_cmd, list_cmd, view_cmd  
 main.add_command(list_cmd)  # evalpipe list
 main.add_command(view_cmd)  # evalpipe view [RESULTS.jsonl | run folder] [--web]
 main.add_command(compare_cmd)  # evalpipe compare A B
+from evalpipe.cli.gate import gate_cmd  # noqa: E402  `evalpipe gate`: a CI regression check (issue 34)
+
+main.add_command(gate_cmd)
 main.add_command(leaderboard_cmd)  # evalpipe leaderboard: ranked by each metric's direction
 from evalpipe.cli.tools import tools_cmd  # noqa: E402  (evalpipe tools, evalpipe tools check: evalpipe/cli/tools.py)
 
@@ -515,7 +487,7 @@ def serve(idle_s: float, background: bool, stop_server: bool) -> None:
     if background:
         click.echo(f"listening on {warm.start_background(idle_s)}")
         return
-    sys.exit(warm.serve(idle_s))
+    sys.exit(warm.serve(idle_s, cli=main))
 
 if __name__ == "__main__":
     main()

@@ -14,7 +14,7 @@ import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, TextIO
+from typing import Any, Callable, TextIO
 
 
 @dataclass
@@ -56,6 +56,8 @@ class SampleProgress:
         self._last_render = -1e18
         self.label = "starting"
         self.failed_runs = 0
+        self.spend: Callable[[], str] | None = None  # [spend] the run's spend against its `budget:` caps
+        self._spend_text, self._spend_at = "", -1e18
 
     # ---- fed by the launcher ----------------------------------------------------------------------------
     def sample(self, split: str, model: str, done: int, total: int, errors: int | None = None) -> None:
@@ -116,6 +118,16 @@ class SampleProgress:
                  fmt_rate(r), f"ETA {fmt_duration(self.eta_s())}",
                  f"{self.errors} error(s)" + (f", {self.failed_runs} failed run(s)" if self.failed_runs else ""),
                  f"{self.partitions} partition(s)", f"elapsed {fmt_duration(self._clock() - self._start)}"]
+        if self.spend is not None:  # read from the shared store at most once a second
+            now = self._clock()
+            if now - self._spend_at >= 1.0:
+                try:
+                    self._spend_text = self.spend()
+                except Exception:  # a progress line never fails a run
+                    pass
+                self._spend_at = now
+            if self._spend_text:
+                parts.append(self._spend_text)
         return " | ".join(parts)
 
     def _emit(self, force: bool = False) -> None:
@@ -225,3 +237,20 @@ def keep_terminal():
                 stream.close()
             except OSError:
                 pass
+
+
+def spend_line(project: Any, tags: dict[str, str] | None) -> tuple[dict[str, str] | None, Callable[[], str] | None]:
+    """(the tags for every Dagster run of one `evalpipe run`, a function giving its spend against its `budget:`
+    caps as one short text, or None without a budget). The tag `evalpipe/budget_run` makes the command's runs one
+    `run` scope (evalpipe/store/ratelimit.py); a cap that can't be honoured is refused here, before any call."""
+    import uuid
+
+    from evalpipe.store.ratelimit import BUDGET_RUN_TAG, run_budget
+
+    cfg = project.config
+    if not cfg.raw.get("budget"):
+        return tags or None, None
+    run_id = uuid.uuid4().hex
+    tags = {**(tags or {}), BUDGET_RUN_TAG: run_id}
+    budget = run_budget(cfg.raw, run_id, tags, str(cfg.path))
+    return tags, (budget.line if budget is not None else None)

@@ -87,7 +87,7 @@ def summarize_run_dir(run_dir: str, as_json: bool, all_slices: bool) -> None:
 def validate_sharding_cmd(split_key, dataset, model_key, runner, num_shards, limit, atol, rtol, workdir, report_path,
                           runner_options) -> None:
     """Prove an N-shard run equals one pass: same samples, verdicts, metrics, fingerprints and gates."""
-    from evalpipe.cli.main import EXIT_GATE, _kv
+    from evalpipe.cli.helpers import EXIT_GATE, kv as _kv
     from evalpipe.core.config import dagster_home
     from evalpipe.project import load_config
     from evalpipe.core.errors import ConfigError

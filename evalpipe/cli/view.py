@@ -155,7 +155,7 @@ def list_cmd(what: str, fmt: str) -> None:
     `evalpipe list tasks` / `evalpipe run --tasks list` also work (lm-evaluation-harness habits)."""
     import pandas as pd
 
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.project import load_config
     from evalpipe.core.redact import redact
 
@@ -184,11 +184,10 @@ def leaderboard_frame(wh, include_limited: bool = False):
     """The leaderboard ranked from the `metrics` table by each metric's direction (pipeline.build_leaderboard, as
     the `leaderboard` asset builds it): always by the current declarations, also over partitions written before
     directions were stored, whose stored leaderboard ranked everything higher-is-better."""
-    from evalpipe.pipeline.stages import build_leaderboard
+    from evalpipe.pipeline.stages import leaderboard_from
 
-    metrics = wh.query("SELECT * FROM metrics WHERE slice = 'all'")
     # a partition whose blocking gate failed is listed unranked, with the reason (the `gates` table)
-    return build_leaderboard(metrics, include_limited=include_limited, gates=wh.read_table("gates"))
+    return leaderboard_from(wh, include_limited=include_limited)
 
 
 def leaderboard_table(board):
@@ -209,7 +208,7 @@ def leaderboard_table(board):
 def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], include_limited: bool, fmt: str) -> None:
     """Models ranked per benchmark split and metric, best first by the metric's direction (higher or lower is
     better); `=1` marks a shared rank; counts read as whole numbers. JSON/CSV keep the numbers, `rank` and `tied`."""
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.core.errors import DataError
     from evalpipe.core.redact import redact
 
@@ -243,7 +242,7 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
     samples where they disagree; and both values with the better model by the metric's direction."""
     import pandas as pd
 
-    from evalpipe.cli.main import _warehouse
+    from evalpipe.cli.helpers import warehouse as _warehouse
     from evalpipe.core.errors import DataError
     from evalpipe.core.redact import redact
     from evalpipe.viewer import queries
@@ -411,7 +410,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
     """Accuracy (overall and per slice) and per-sample results of one partition; RESULTS (an exported samples.jsonl
     or a run folder) reads that file instead of the warehouse. `--web`: the web viewer over the warehouse, or over
     RESULTS."""
-    from evalpipe.cli.main import _out, _table, _warehouse
+    from evalpipe.cli.helpers import out as _out, table as _table, warehouse as _warehouse
     from evalpipe.core.errors import ConfigError, DataError
 
     if correct_only and incorrect_only:

@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import click
+
 from evalpipe.core.procs import restore_environ
 
 SOCKET_NAME = ".evalpipe-warm.sock"
@@ -191,7 +193,8 @@ def run_warm(argv: list[str]) -> int | None:
 
 
 # ---- server -----------------------------------------------------------------------------------------------------
-def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[str, Any], log: Any) -> bool:
+def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[str, Any], log: Any,
+               cli: click.Group) -> bool:
     """Fork a child for one request; False when the request found the server stale (the server then exits)."""
     request, fds = _recv(conn, with_fds=3)
     env, cwd = dict(request["env"]), str(request["cwd"])
@@ -233,10 +236,8 @@ def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[s
         os.environ.update(env)
         os.environ[CHILD_ENV] = "1"
         _send(conn, {"pid": os.getpid()})
-        from evalpipe.cli.main import main
-
         try:
-            main.main(args=list(request["argv"]), prog_name="evalpipe", standalone_mode=True)
+            cli.main(args=list(request["argv"]), prog_name="evalpipe", standalone_mode=True)
             code = 0
         except SystemExit as exc:
             code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -262,7 +263,7 @@ def _serve_one(conn: socket.socket, listener: socket.socket, server_view: dict[s
             os._exit(code)
 
 
-def _warm_up(log: Any) -> None:
+def _warm_up(log: Any, cli: click.Group) -> None:
     """One throwaway run before serving: a 1-sample echo run of a split key of this config, with this home's
     dagster.yaml, in a temp DAGSTER_HOME (its own warehouse, journal and artifacts; the env variables are put back
     afterwards). The first run in a process pays one-time costs every forked run would pay again: Dagster's
@@ -314,12 +315,10 @@ def _warm_up(log: Any) -> None:
             "default_models": ["warm-up"], "default_benchmarks": [split.benchmark],
             "artifacts": {"enabled": True}}))
         os.environ["EVALS_CONFIG"] = str(config)
-        from evalpipe.cli.main import main
-
         sink, code = io.StringIO(), 0
         with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
             try:
-                main.main(args=["run", "--no-progress"], prog_name="evalpipe", standalone_mode=True)
+                cli.main(args=["run", "--no-progress"], prog_name="evalpipe", standalone_mode=True)
             except SystemExit as exc:
                 code = exc.code
         if code:
@@ -347,8 +346,9 @@ def _prepare_instance() -> None:
     instance_storage.dispose()
 
 
-def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
-    """Import everything once and serve `evalpipe run` requests until idle for `idle_s` or stale."""
+def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None, *, cli: click.Group) -> int:
+    """Import everything once and serve `evalpipe run` requests until idle for `idle_s` or stale. `cli` is the
+    `evalpipe` command group (main.py hands itself over: this module never imports main.py back)."""
     import importlib
 
     log = log or (lambda msg: print(f"evalpipe serve: {msg}", file=sys.stderr, flush=True))
@@ -367,7 +367,7 @@ def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
     view = snapshot(dict(os.environ), os.getcwd())  # before the imports, some of which set variables of their own
     for name in PRELOAD:
         importlib.import_module(name)
-    _warm_up(log)
+    _warm_up(log, cli)
     _prepare_instance()
     from evalpipe.runners import pricing
 
@@ -400,7 +400,7 @@ def serve(idle_s: float = DEFAULT_IDLE_S, log: Any = None) -> int:
             try:
                 with conn:
                     conn.settimeout(None)
-                    if not _serve_one(conn, sock, view, log):
+                    if not _serve_one(conn, sock, view, log, cli):
                         return 0
             except (ConnectionError, OSError, ValueError) as exc:
                 log(f"a request failed before it ran: {exc}")

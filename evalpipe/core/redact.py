@@ -614,13 +614,16 @@ def install_error_redaction() -> None:
     _errors_installed = True
 
 
-def install_log_redaction() -> None:
+def install_log_redaction(dagster_errors: bool = True) -> None:
     """Redact every log record made in this process, including those Dagster stores in its event log.
 
     A record factory (not a handler filter) because Dagster attaches its own handlers per run: wrapping the
-    factory covers them all, and records are redacted before any handler or storage sees them."""
+    factory covers them all, and records are redacted before any handler or storage sees them. `dagster_errors`
+    False: leave Dagster's error records alone (`install_error_redaction` imports Dagster, ~1 s; a process that
+    only reads results never runs it)."""
     global _installed
-    install_error_redaction()
+    if dagster_errors:
+        install_error_redaction()
     if _installed:
         return
     previous = logging.getLogRecordFactory()

@@ -37,6 +37,11 @@ USAGE_SLICE = "usage"
 COUNTED = ("scored", "error", "parse_error")
 USAGE_METRICS = ("latency_s_p50", "latency_s_p95", "latency_s_mean", "input_tokens_total", "output_tokens_total",
                  "cost_usd_total", "rollout_error_rate")
+# [spend] the judges' calls of the partition (from each verdict's details `judges.<name>.usage`; cached calls count
+# 0), beside the rollouts' usage rows
+JUDGE_USAGE_METRICS = ("judge_calls", "judge_input_tokens_total", "judge_output_tokens_total", "judge_cost_usd_total",
+                       "judge_latency_s_mean")
+USAGE_METRICS = USAGE_METRICS + JUDGE_USAGE_METRICS
 
 
 RESAMPLE_CHUNK = 4_000_000  # indices drawn at once (32 MB); one (1000, n) array would be 8 GB at n = 1M
@@ -283,6 +288,44 @@ def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
                       for m, v in values.items()])
 
 
+def judge_usage_rows(judgements: pd.DataFrame) -> list[dict]:
+    """The judges' calls of one partition: calls sent (not cached), tokens, cost and mean latency, summed from
+    each verdict's `details.judges.<judge>.usage` (what `llm_judge`/`llm_score` record per judge call); no rows
+    when no verdict records judge usage."""
+    if judgements is None or judgements.empty or "details" not in judgements:
+        return []
+    calls = tin = tout = 0
+    cost = latency = 0.0
+    seen = False
+    for text in judgements["details"]:
+        if not isinstance(text, str) or '"usage"' not in text:
+            continue
+        try:
+            judges = (json.loads(text) or {}).get("judges") or {}
+        except (ValueError, AttributeError):
+            continue
+        for v in judges.values():
+            u = v.get("usage") if isinstance(v, dict) else None
+            if not isinstance(u, dict):
+                continue
+            seen = True
+            if u.get("cached"):
+                continue
+            calls += 1
+            tin += int(u.get("input_tokens") or 0)
+            tout += int(u.get("output_tokens") or 0)
+            cost += float(u.get("cost") or 0.0)
+            latency += float(u.get("latency_s") or 0.0)
+    if not seen:
+        return []
+    values = {"judge_calls": float(calls), "judge_input_tokens_total": float(tin),
+              "judge_output_tokens_total": float(tout), "judge_cost_usd_total": cost,
+              "judge_latency_s_mean": latency / calls if calls else float("nan")}
+    return _directed([{"metric": m, "slice": USAGE_SLICE, "value": v, "n": calls, "n_unscored": 0, "n_errors": 0,
+                       "stderr": float("nan"), "ci_low": float("nan"), "ci_high": float("nan")}
+                      for m, v in values.items()])
+
+
 USAGE_COLUMNS = ["status", "latency_s", "input_tokens", "output_tokens", "cost"]  # what usage_rows reads
 AGGREGATE_COLUMNS = ["sample_id", "metric", "status", "score", "target", "slices", "details"]
 _NO_DETAILS: dict = {}  # shared by every row without details (never mutated)
@@ -403,6 +446,7 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
     then the partition's usage rows when `rollouts` is given. Epoch rows are reduced per sample first
     (`reduce_epochs` with `reducer`; `epochs`: the split's count, to check the reducer's k)."""
     rows: list[dict] = []
+    judge_rows = judge_usage_rows(judgements)  # every call, before epochs are reduced
     if not judgements.empty:
         judgements = reduce_epochs(judgements.reset_index(drop=True), reducer, epochs)
         slice_col = judgements["slices"].astype("category")
@@ -435,6 +479,7 @@ def aggregate(judgements: pd.DataFrame, seed: int = 0, rollouts: pd.DataFrame | 
             _directed(rows[start:], str(metric))
     if rollouts is not None:
         rows += usage_rows(rollouts)
+    rows += judge_rows
     # an empty partition (an empty shard, `limit: 0`) still has the metrics table's columns
     return pd.DataFrame(rows, columns=None if rows else
                         ["metric", "slice", "value", "n", "n_unscored", "n_errors", "stderr", "ci_low", "ci_high",

@@ -175,6 +175,10 @@ FIXED_DIRECTIONS: dict[str, Direction] = {
     "latency_s_mean": Direction(False, AMOUNT), "input_tokens_total": Direction(False, COUNT),
     "output_tokens_total": Direction(False, COUNT), "cost_usd_total": Direction(False, AMOUNT),
     "rollout_error_rate": Direction(False, SCORE),
+    # [spend] the judges' calls (aggregate.py JUDGE_USAGE_METRICS)
+    "judge_calls": Direction(False, COUNT), "judge_input_tokens_total": Direction(False, COUNT),
+    "judge_output_tokens_total": Direction(False, COUNT), "judge_cost_usd_total": Direction(False, AMOUNT),
+    "judge_latency_s_mean": Direction(False, AMOUNT),
 }
 
 

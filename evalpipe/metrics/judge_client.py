@@ -9,15 +9,17 @@ this run, in a later run, or for another model that gave the same answer.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalpipe.core.config import EvalConfig, ModelConfig, dagster_home
-from evalpipe.core.errors import ConfigError
+from evalpipe.core.errors import ConfigError, RunFailed
 from evalpipe.core.fingerprint import fingerprint
 from evalpipe.store.journal import Journal
+from evalpipe.store.ratelimit import STOPPED_PREFIX, stopped_rows
 from evalpipe.core.types import RolloutRequest
 
 # Judges decode greedily with a fixed seed unless a judge entry says otherwise.
@@ -104,13 +106,27 @@ def judges_from_settings(settings: dict[str, Any], metric: str, config: EvalConf
 class Reply:
     text: str | None
     error: str | None = None
-    cached: bool = False
+    cached: bool = False  # not paid for by this call: the judge cache's, or a duplicate of another item's
+    input_tokens: int | None = None  # [spend] the call's usage, as the endpoint counted it
+    output_tokens: int | None = None
+    cost: float | None = None
+    latency_s: float | None = None
+
+    def usage(self) -> dict[str, Any]:
+        """The call's usage for a verdict's details; a cached reply cost nothing here (`cached: true`)."""
+        if self.cached:
+            return {"cached": True, "input_tokens": 0, "output_tokens": 0, "cost": 0.0, "latency_s": 0.0}
+        return {"cached": False, "input_tokens": int(self.input_tokens or 0), "output_tokens":
+                int(self.output_tokens or 0), "cost": float(self.cost or 0.0), "latency_s": float(self.latency_s or 0.0)}
 
 
 @dataclass
 class CallStats:
     calls: int = 0
     cached: int = 0
+    input_tokens: int = 0  # [spend] of the calls sent (not the cached ones)
+    output_tokens: int = 0
+    cost: float = 0.0
 
 
 class JudgeClient:
@@ -153,7 +169,14 @@ class JudgeClient:
         if theirs:  # answered by the caller that claimed them: read from the cache (sent here only if it failed)
             await asyncio.to_thread(lambda: [e.wait() for e in events])
             await self._send({k: unique[k] for k in theirs}, run, by_key)
-        return [by_key[k] for k in keys]
+        out, paid = [], set()
+        for k in keys:  # a batch's duplicate messages were sent once: the call's usage goes to the first of them
+            reply = by_key[k]
+            if k in paid and not reply.cached:
+                reply = dataclasses.replace(reply, cached=True)
+            paid.add(k)
+            out.append(reply)
+        return out
 
     async def _send(self, unique: dict[str, list[dict[str, Any]]], run: Any, by_key: dict[str, Reply]) -> None:
         from evalpipe.runners import run_requests
@@ -164,12 +187,24 @@ class JudgeClient:
         runner = self._build(self.model)  # the driver closes it at the end of the batch
         with Journal(self.cache) as journal:
             rows = await run_requests(runner, requests, journal, run)
+        stopped = stopped_rows(row.get("error") for row in rows)
+        if stopped:  # [spend] unfinished judging fails its partition (never ranked); what was judged is cached
+            first = next(r["error"] for r in rows if str(r.get("error") or "").startswith(STOPPED_PREFIX))
+            raise RunFailed(f"judge {self.model.key!r}: {stopped} of {len(rows)} call(s) not sent, {first}; the "
+                            "others are in the judge cache: raise `budget:` and run again to finish")
         for req, row in zip(requests, rows):
             cached = bool(row.get("cached"))
             self.stats.cached += cached
             self.stats.calls += not cached
+            if not cached:
+                self.stats.input_tokens += int(row.get("input_tokens") or 0)
+                self.stats.output_tokens += int(row.get("output_tokens") or 0)
+                self.stats.cost += float(row.get("cost") or 0.0)
             if row.get("status") == "ok":
-                by_key[req.fingerprint] = Reply(text=row.get("raw_output") or "", cached=cached)
+                by_key[req.fingerprint] = Reply(text=row.get("raw_output") or "", cached=cached,
+                                                input_tokens=row.get("input_tokens"),
+                                                output_tokens=row.get("output_tokens"), cost=row.get("cost"),
+                                                latency_s=row.get("latency_s"))
             else:
                 by_key[req.fingerprint] = Reply(text=None, error=str(row.get("error") or "judge call failed"))
 

@@ -131,14 +131,16 @@ class LLMJudge(ModelGraded):
         verdicts: dict[str, dict[str, Any]] = {}
         values: list[float] = []
         for name, reply in per_judge:
+            usage = reply.usage()  # [spend] the judge call's tokens, cost, latency (0 when cached)
             if reply.text is None:
-                verdicts[name] = {"status": "error", "error": reply.error}
+                verdicts[name] = {"status": "error", "error": reply.error, "usage": usage}
                 continue
             value, rationale = self.read_verdict(reply.text)
             if value is None:
-                verdicts[name] = {"status": "parse_error", "reply": reply.text[:2000]}
+                verdicts[name] = {"status": "parse_error", "reply": reply.text[:2000], "usage": usage}
                 continue
-            verdicts[name] = {"status": "scored", "score": value, "rationale": rationale[:2000], "cached": reply.cached}
+            verdicts[name] = {"status": "scored", "score": value, "rationale": rationale[:2000], "cached": reply.cached,
+                              "usage": usage}
             values.append(value)
         details: dict[str, Any] = {"judges": verdicts}
         if len(per_judge) > 1:

@@ -827,6 +827,16 @@ def build_leaderboard(metrics: pd.DataFrame, include_limited: bool = False,
     return df.sort_values(["benchmark_split", "metric", "rank", "model"], na_position="last").reset_index(drop=True)
 
 
+def leaderboard_from(wh: Any, include_limited: bool = False) -> pd.DataFrame:
+    """`build_leaderboard` over the warehouse's `metrics` (slice `all`) and `gates` tables, read through their
+    rollups (evalpipe/store/rollup.py): one compact file refreshed by the partitions that changed, so a rebuild
+    at 10,000 metric partitions does not open 10,000 files (docs/scale.md "Endpoint budgets" and the leaderboard)."""
+    from evalpipe.store.rollup import table_rows
+
+    return build_leaderboard(table_rows(wh, "metrics", "slice = 'all'"), include_limited=include_limited,
+                             gates=table_rows(wh, "gates"))
+
+
 def leaderboard_display(board: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as people read it: rank `=1` where tied, the value as its kind reads (a count without
     decimals), and which side is better."""

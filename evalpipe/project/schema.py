@@ -307,6 +307,7 @@ class TopLevel(_Strict):
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None
+    budget: Optional[dict[str, Any]] = None  # [spend] caps on tokens/cost per run, tick, day (docs/spend.md)
 
 
 # ---- reporting ------------------------------------------------------------------------------------------------------
@@ -728,6 +729,19 @@ def validate_config(data: Any, path: Path, lines: dict[Loc, int] | None = None,
         why = get_sandbox(backend).probe()
         if why:
             report.add(("sandbox",), f"sandbox backend {backend!r} cannot run here: {why}; or set `sandbox: auto`")
+    limits = (data.get("rate_limits") or {}).get("limits") if isinstance(data.get("rate_limits"), dict) else None
+    if isinstance(limits, dict):  # rpm, tpm, max_in_flight: a limit that can't be honoured fails here, before any call
+        from evalpipe.store.ratelimit import check_limit
+
+        for key, raw in limits.items():
+            why = check_limit(str(key), raw)
+            if why:
+                report.add(("rate_limits", "limits", key), why)
+    if data.get("budget") is not None:  # [spend] a cap that can't be honoured fails here, before any call
+        from evalpipe.store.ratelimit import check_budget
+
+        for where, why in check_budget(data.get("budget")):
+            report.add(("budget", *where), why)
     cp = data.get("checkpoints")
     if isinstance(cp, dict) and cp.get("runner") and str(cp["runner"]) not in runners:
         report.add(("checkpoints", "runner"), f"unknown runner {cp['runner']!r}{did_you_mean(cp['runner'], runners)}")

@@ -37,6 +37,9 @@ class RunSettings:
     tpm: float | None = None  # tokens (input + output) per minute, across the run; None: unlimited
     # the project's `rate_limits:` section: provider-key limits shared by every run and process (store/ratelimit.py)
     rate_limits: dict[str, Any] | None = None
+    # a spend cap shared by every run and process of its scopes (store/ratelimit.py Budget, `budget:`); None: the
+    # one the wiring set for this context (`spend_scope`), if any
+    budget: Any = None
 
 
 SETTING_KEYS = ("concurrency", "timeout_s", "max_retries", "backoff_base_s", "backoff_max_s", "fail_fast", "rpm", "tpm")
@@ -165,11 +168,15 @@ class Deadlines:
 
 async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: RateLimiter | None = None,
                   max_tokens: int | None = None, tools: Any = None,
-                  deadlines: tuple[Deadlines, Deadlines] | None = None) -> dict[str, Any]:
+                  deadlines: tuple[Deadlines, Deadlines] | None = None, in_flight: Any = None,
+                  budget: Any = None) -> dict[str, Any]:
     """One sample, retried as the settings say; always returns a row (status ok or error), never raises.
     A request with `tools` is one whole conversation (evalpipe/runners/tool_loop.py) within `timeout_s`.
     `deadlines`: the run's shared timers for the per-attempt bounds, (one-shot requests, conversations)
-    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`)."""
+    (`run_requests` passes them; without them each attempt schedules its own `asyncio.timeout_at`).
+    `budget` (store/ratelimit.py Budget): checked just before the request is sent (after any rate-limit wait); a
+    reached cap returns the row `stopped by budget ...` (status error, never journaled) without a call, and each
+    reply's tokens and cost are charged to it."""
     start = time.perf_counter()
     attempts = 0
     loop = asyncio.get_running_loop()
@@ -180,8 +187,16 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
         if limiter is not None:
             estimate = estimate_tokens(req.messages, max_tokens)
             await limiter.acquire(estimate)
+        # [scale] a slot of the model's and the endpoint's max_in_flight (rate_limits:), held until this attempt ends
+        held = await in_flight.enter() if in_flight is not None else None
         deadline = loop.time() + s.timeout_s  # the attempt's bound, counted from before the runner's first step
         try:
+            if budget is not None:  # [spend] a reached cap: not sent (those already in flight finish)
+                why = budget.stopped()
+                if why is not None:
+                    if limiter is not None:
+                        limiter.settle(estimate, 0)
+                    return _failed(req, why, start, attempts - 1)
             if req.tools is not None and tools is not None:
                 # the loop keeps its own time budget (stop_reason `timeout`); the outer bound is a safety net
                 # (every model turn counts against rpm/tpm: the loop takes and settles turns after the first)
@@ -215,6 +230,9 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
                     deadlines[0].exit(bound, None)
                 if limiter is not None:
                     limiter.settle(estimate, (gen.input_tokens or 0) + (gen.output_tokens or 0))
+            if budget is not None:
+                await asyncio.to_thread(budget.charge, (gen.input_tokens or 0) + (gen.output_tokens or 0),
+                                        gen.cost or 0.0)
             if gen.stop_reason == "timeout":  # traces kept, but not journaled: the next run tries it again
                 row = _ok(req, gen, start, attempts)
                 turns = f" ({gen.turns} model turns)" if gen.turns is not None else ""  # an agent counts no turns
@@ -233,6 +251,9 @@ async def attempt(runner: Runner, req: RolloutRequest, s: RunSettings, limiter: 
             raise
         except Exception as exc:  # a bug or an unexpected reply: this sample fails, the run goes on
             return _failed(req, f"{type(exc).__name__}: {exc}", start, attempts)
+        finally:
+            if held:
+                in_flight.leave(held)
         if limiter is not None:
             limiter.settle(estimate, 0)
         if attempts > s.max_retries:
@@ -274,13 +295,19 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         progress(finished, total, failed)
     limiter = RateLimiter(settings.rpm, settings.tpm) if (settings.rpm or settings.tpm) else None
     from evalpipe.runners.api import limit_key
-    from evalpipe.store.ratelimit import Limiters, shared_limiter
+    from evalpipe.store.ratelimit import Limiters, in_flight_budget, shared_limiter
 
     # [scale] provider-key limits shared by all runs/workers (rate_limits:)
     shared = shared_limiter(limit_key(runner.model) if runner.model is not None else None, settings.rate_limits)
     if shared is not None:
         limiter = Limiters(limiter, shared)
+    model = runner.model  # [scale] max_in_flight of the model (config key, limit key), then of its endpoint
+    in_flight = in_flight_budget([model.key, limit_key(model), model.api_base], settings.rate_limits) \
+        if model is not None else None
     max_tokens = runner.model.params.get("max_tokens") if runner.model is not None else None
+    from evalpipe.store.ratelimit import active_budget
+
+    budget = settings.budget if settings.budget is not None else active_budget()  # [spend] budget:
     pending = iter(todo)
     concurrency = max(1, settings.concurrency or runner.default_concurrency)
     redactor = get_redactor()  # once per run: looking it up per row costs a stat() of the config file each time
@@ -298,7 +325,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         nonlocal finished, failed
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines)
+            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight, budget)
             # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
             # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
             if not _plain_row(row, redactor):
@@ -318,6 +345,22 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
                 raise FailFast(f"sample {req.sample_id} failed and fail_fast is set: {row['error']}")
 
     try:
+        if todo and getattr(runner, "batch_mode", False) and all(requests[i].tools is None for i in todo):
+            # [spend] the provider's batch API: one batch for the partition's requests, its id journaled
+            rows = await run_batch(runner, [requests[i] for i in todo], journal, budget)
+            for i, row in zip(todo, rows):
+                if not _plain_row(row, redactor):
+                    row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                           for k, v in row.items()}
+                if row["status"] == "ok" and journal is not None:
+                    journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
+                row["cached"] = False
+                results[i] = row
+                finished += 1
+                failed += row["status"] != "ok"
+            if progress:
+                progress(finished, total, failed)
+            todo = []
         if todo:
             if start:
                 await runner.start()
@@ -337,6 +380,70 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         if close:
             await runner.aclose()
     return results  # type: ignore[return-value]
+
+
+TERMINAL_BATCH = ("completed", "failed", "expired", "cancelled")
+
+
+def _batch_ids(journal: Journal | None):
+    """The journal's side file of batch ids (`<journal>.batches.sqlite`): (key -> batch id) across restarts."""
+    import sqlite3
+
+    if journal is None:
+        return None
+    con = sqlite3.connect(str(journal.path) + ".batches.sqlite", timeout=30, isolation_level=None)
+    con.execute("CREATE TABLE IF NOT EXISTS batches (key TEXT PRIMARY KEY, batch_id TEXT, t REAL)")
+    return con
+
+
+async def run_batch(runner: Runner, requests: list[RolloutRequest], journal: Journal | None,
+                    budget: Any = None) -> list[dict[str, Any]]:
+    """Rows for `requests` sent as one batch through the runner's batch API (`submit_batch`, `poll_batch`,
+    `batch_results`). The batch id is journaled under the requests' fingerprints before the first poll, so a
+    restarted run polls the same batch instead of submitting (and paying for) it again; a batch that failed or
+    expired is forgotten and its requests are submitted afresh by the next run. The budget counts the batch as
+    one request: it is submitted only while every cap has room, and charged when its results arrive."""
+    from evalpipe.core.fingerprint import fingerprint
+
+    start = time.perf_counter()
+    if budget is not None:
+        why = budget.stopped()
+        if why is not None:
+            return [_failed(r, why, start, 0) for r in requests]
+    key = fingerprint(sorted(r.fingerprint for r in requests))
+    ids = _batch_ids(journal)
+    try:
+        found = ids.execute("SELECT batch_id FROM batches WHERE key = ?", (key,)).fetchone() if ids else None
+        try:
+            batch_id = found[0] if found else await runner.submit_batch(requests)
+            if ids is not None and not found:
+                ids.execute("INSERT OR REPLACE INTO batches VALUES (?, ?, ?)", (key, batch_id, time.time()))
+            while True:
+                batch = await runner.poll_batch(batch_id)
+                if batch.get("status") in TERMINAL_BATCH:
+                    break
+                await asyncio.sleep(runner.batch_poll_s)
+            results = await runner.batch_results(batch) if batch.get("status") == "completed" else {}
+        except ModelError as exc:
+            return [_failed(r, f"batch: {exc}", start, 1) for r in requests]
+        if ids is not None and batch.get("status") != "completed":
+            ids.execute("DELETE FROM batches WHERE key = ?", (key,))
+        rows = []
+        for r in requests:
+            got = results.get(r.fingerprint)
+            if isinstance(got, Generation):
+                rows.append(_ok(r, got, start, 1))
+            else:
+                rows.append(_failed(r, str(got) if got is not None else
+                                    f"batch {batch_id} {batch.get('status')}: no result for this request", start, 1))
+        if budget is not None:
+            gens = [g for g in results.values() if isinstance(g, Generation)]
+            await asyncio.to_thread(budget.charge, sum((g.input_tokens or 0) + (g.output_tokens or 0) for g in gens),
+                                    sum(g.cost or 0.0 for g in gens))
+        return rows
+    finally:
+        if ids is not None:
+            ids.close()
 
 
 def _plain_row(row: dict[str, Any], redactor: Any) -> bool:

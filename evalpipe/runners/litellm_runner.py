@@ -139,10 +139,17 @@ class LiteLLMOptions(BaseModel):
     fast_path: Optional[bool] = None  # force (true) or refuse (false) the OpenAI-compatible fast path
     pricing: Any = None  # prices per token when litellm's map has none (evalpipe/runners/pricing.py)
     max_connections: Optional[int] = Field(default=None, ge=1)  # fast path: open connections
+    batch: Optional[bool] = None  # [spend] send a partition's requests through the provider's batch API
+    batch_poll_s: Optional[float] = Field(default=None, gt=0)  # seconds between two looks at a batch
 
 
 def build_litellm_runner(model: ModelConfig) -> Runner:
     """The fast path for OpenAI-compatible endpoints, litellm for the rest; `options.fast_path` forces either."""
+    if model.options.get("batch") and not wants_fast_path(model):
+        from evalpipe.core.errors import ConfigError
+
+        raise ConfigError(f"model {model.key!r}: options.batch needs an OpenAI-compatible endpoint with a batch API "
+                          "(the fast path: an openai/ model, or api_base:); leave batch out for this provider")
     if wants_fast_path(model):
         from evalpipe.runners.openai_compat import OpenAICompatRunner
 

@@ -83,6 +83,18 @@ class OpenAICompatRunner(ApiRunner):
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tools_json: dict[int, tuple[list, bytes]] = {}  # [tools] encoded schema lists, by list object
+        # [spend] batch mode (`options.batch`): a partition's one-shot requests go through the provider's files +
+        # batches API (the driver submits, polls and journals the batch id), priced at the batch rate
+        self.batch_mode = bool(model.options.get("batch"))
+        self.batch_poll_s = float(model.options.get("batch_poll_s", 30.0))
+        if self.batch_mode:
+            from evalpipe.core.errors import ConfigError
+            from evalpipe.runners.pricing import token_prices
+
+            try:
+                self._prices = token_prices(model.model, self.provider, model.options.get("pricing"), batch=True)
+            except ValueError as exc:
+                raise ConfigError(f"model {model.key!r}: options.batch: {exc}") from None
 
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
@@ -186,6 +198,78 @@ class OpenAICompatRunner(ApiRunner):
         except ValueError:
             raise ModelError(f"{url}: reply is not JSON: {text[:200]!r}") from None
         return echoed_loglikelihoods(data, spans, url), data, text
+
+    # ---- [spend] the batch API (OpenAI's files + batches; docs/spend.md#batch-mode) ---------------------------------
+    def _api(self, path: str) -> str:
+        from urllib.parse import urlsplit, urlunsplit
+
+        u = urlsplit(self.api_base.strip())
+        return urlunsplit(u._replace(path=u.path.rstrip("/") + path))
+
+    async def _json(self, method: str, url: str, **kw: Any) -> Any:
+        session = self._open()
+        try:
+            async with session.request(method, url, **kw) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise http_error(resp.status, payload.decode("utf-8", "replace"), parse_retry_after(resp.headers))
+        except aiohttp.ClientError as exc:
+            raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
+        return json.loads(payload)
+
+    async def submit_batch(self, requests: list[RolloutRequest]) -> str:
+        """Upload the requests as one JSONL file (custom_id: each request's fingerprint) and create a batch on
+        it; the batch's id."""
+        from urllib.parse import urlsplit
+
+        endpoint = urlsplit(self.url).path
+        lines = b"\n".join(b'{"custom_id":' + json.dumps(r.fingerprint).encode() + b',"method":"POST","url":'
+                            + json.dumps(endpoint).encode() + b',"body":' + self._body_head
+                            + compact_json(r.messages) + b"}}" for r in requests) + b"\n"
+        form = aiohttp.FormData()
+        form.add_field("purpose", "batch")
+        form.add_field("file", lines, filename="evalpipe-batch.jsonl", content_type="application/jsonl")
+        session = self._open()
+        headers = {k: v for k, v in session.headers.items() if k.lower() != "content-type"}
+        try:  # (the session's JSON content type must not be sent with a multipart body)
+            async with aiohttp.ClientSession(headers=headers) as upload:
+                async with upload.post(self._api("/files"), data=form, ssl=not self.url.startswith("http://")) as resp:
+                    payload = await resp.read()
+                    if resp.status != 200:
+                        raise http_error(resp.status, payload.decode("utf-8", "replace"))
+        except aiohttp.ClientError as exc:
+            raise RetryableError(f"connection error: {type(exc).__name__}: {exc}") from None
+        file_id = json.loads(payload)["id"]
+        batch = await self._json("POST", self._api("/batches"), data=json.dumps(
+            {"input_file_id": file_id, "endpoint": endpoint, "completion_window": "24h"}).encode())
+        return str(batch["id"])
+
+    async def poll_batch(self, batch_id: str) -> dict[str, Any]:
+        """The batch object (`status`: validating, in_progress, finalizing, completed, failed, expired, ...)."""
+        return await self._json("GET", self._api(f"/batches/{batch_id}"))
+
+    async def batch_results(self, batch: dict[str, Any]) -> dict[str, Generation | ModelError]:
+        """Per custom_id (fingerprint): the reply as a Generation (priced at the batch rate), or its error."""
+        out: dict[str, Generation | ModelError] = {}
+        for key in ("output_file_id", "error_file_id"):
+            if not batch.get(key):
+                continue
+            session = self._open()
+            async with session.get(self._api(f"/files/{batch[key]}/content")) as resp:
+                payload = await resp.read()
+                if resp.status != 200:
+                    raise http_error(resp.status, payload.decode("utf-8", "replace"))
+            for line in payload.decode("utf-8", "replace").splitlines():
+                if not line.strip():
+                    continue
+                rec = json.loads(line)
+                resp_obj, err = rec.get("response") or {}, rec.get("error")
+                if err or resp_obj.get("status_code") != 200:
+                    out[rec["custom_id"]] = http_error(int(resp_obj.get("status_code") or 500),
+                                                       json.dumps(err or resp_obj.get("body")))
+                else:
+                    out[rec["custom_id"]] = parse_chat_completion(json.dumps(resp_obj["body"]), self)
+        return out
 
     async def aclose(self) -> None:
         if self._session is not None and not self._session.closed:

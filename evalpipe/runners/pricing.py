@@ -55,10 +55,14 @@ def cost_map() -> dict[str, Any]:
 
 
 def token_prices(model: str | None, provider: str | None = None,
-                 override: dict[str, Any] | None = None) -> tuple[float, float]:
+                 override: dict[str, Any] | None = None, batch: bool = False) -> tuple[float, float]:
     """(USD per input token, USD per output token); (0, 0) when the model has no price.
     `override` (the model's `options.pricing`: input_cost_per_token / output_cost_per_token, or the same per
-    million tokens as input_cost_per_mtok / output_cost_per_mtok) wins over the cost map."""
+    million tokens as input_cost_per_mtok / output_cost_per_mtok) wins over the cost map.
+    `batch`: the provider's batch-API rate (`*_cost_per_token_batches` in the map or in `pricing`); a model with a
+    live price but no batch rate raises ValueError (a batch run is never priced at a guess)."""
+    if batch:
+        return _batch_prices(model, provider, override)
     if override:
         def pick(kind: str) -> float:
             if f"{kind}_cost_per_token" in override:
@@ -81,3 +85,28 @@ def token_prices(model: str | None, provider: str | None = None,
         except (TypeError, ValueError):
             return 0.0, 0.0
     return 0.0, 0.0
+
+
+def _entry(model: str | None, provider: str | None) -> dict[str, Any]:
+    if not model:
+        return {}
+    table = cost_map()
+    bare = model.split("/", 1)[1] if provider and model.startswith(provider + "/") else model
+    for key in dict.fromkeys(k for k in (model, f"{provider}/{bare}" if provider else None, bare) if k):
+        entry = table.get(key)
+        if isinstance(entry, dict) and not (key == bare and key != model and entry.get("litellm_provider") != provider):
+            return entry
+    return {}
+
+
+def _batch_prices(model: str | None, provider: str | None, override: dict[str, Any] | None) -> tuple[float, float]:
+    source = override if override else _entry(model, provider)
+    keys = ("input_cost_per_token_batches", "output_cost_per_token_batches")
+    if all(source.get(k) is not None for k in keys):
+        return float(source[keys[0]]), float(source[keys[1]])
+    live = token_prices(model, provider, override)
+    if live == (0.0, 0.0):
+        return live  # unpriced (a local server): free either way
+    where = "options.pricing" if override else "litellm's price map"
+    raise ValueError(f"{where} has no batch rate for {model!r}; add input_cost_per_token_batches and "
+                     "output_cost_per_token_batches under the model's options.pricing")

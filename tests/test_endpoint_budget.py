@@ -1,0 +1,125 @@
+"""One in-flight budget per endpoint and per model (`rate_limits.limits.<key>.max_in_flight`, issue 31), shared
+by the partitions of a run, by runs and by processes (evalpipe/store/ratelimit.py InFlight). Counted server-side:
+with a fixed latency L, requests that reach the mock less than L apart were all under way at once, so the most
+arrivals in any window shorter than L is how many were in flight."""
+import json
+import os
+import urllib.request
+
+import pytest
+
+from tests.helpers.cli import run_processes
+from tests.helpers.configs import smoke_benchmark
+from tests.helpers.mock_servers import litellm_models, mock_server_process
+from tests.test_ratelimit import max_in_window
+
+LATENCY = 0.4
+WINDOW = 0.3  # < LATENCY: arrivals this close together overlapped at the server
+
+
+def _config(tmp_path, port: int, models: int, limits: str) -> str:
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text(smoke_benchmark("test") + "models:\n" + litellm_models(port, models) + "rate_limits:\n  limits:\n"
+                   + limits)
+    return str(cfg)
+
+
+def _times(port: int) -> list[float]:
+    return json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/stats").read())["times"]
+
+
+def test_two_partitions_of_two_models_share_the_endpoint_budget(home, tmp_path):
+    """One `evalpipe run` of two models (two partitions, 8 in flight allowed each) on one endpoint that takes 4."""
+    with mock_server_process(latency=LATENCY) as port:
+        cfg = _config(tmp_path, port, 2, f"    http://127.0.0.1:{port}/v1: {{max_in_flight: 4}}\n")
+        env = {**os.environ, "EVALS_CONFIG": cfg, "DAGSTER_HOME": str(home)}
+        run_processes(env, [["run", "--model", "m0", "--model", "m1", "--no-progress", "--concurrency", "8",
+                             "--benchmark-option", "limit=8"]])
+        times = _times(port)
+    assert len(times) == 16
+    assert max_in_window(times, WINDOW) == 4  # never more than the endpoint takes, and the budget used whole
+
+
+def test_two_processes_share_the_endpoint_budget_and_each_model_its_own(home, tmp_path):
+    """Two `evalpipe run` processes, one model each, on one endpoint that takes 4; model m0 alone takes 1."""
+    with mock_server_process(latency=LATENCY) as port:
+        cfg = _config(tmp_path, port, 2, f"    http://127.0.0.1:{port}/v1: {{max_in_flight: 4}}\n"
+                                         "    m0: {max_in_flight: 1}\n")
+        env = {**os.environ, "EVALS_CONFIG": cfg, "DAGSTER_HOME": str(home)}
+        run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--concurrency", "8",
+                             "--benchmark-option", "limit=8"] for i in range(2)])
+        times = _times(port)
+    assert len(times) == 16
+    assert max_in_window(times, WINDOW) == 4
+
+
+def test_a_budget_is_taken_back_from_a_process_that_died(tmp_path):
+    """A slot held by a process killed mid-request is given back at the next look, not lost for good."""
+    import subprocess
+    import sys
+
+    from evalpipe.store.ratelimit import SqliteStore
+
+    path = tmp_path / "rl.sqlite"
+    child = subprocess.run([sys.executable, "-c", "from evalpipe.store.ratelimit import SqliteStore; import sys; "
+                            f"s = SqliteStore({str(path)!r}); print(s.enter('ep', 1))"],
+                           capture_output=True, text=True, check=True)
+    assert child.stdout.strip() not in ("", "None")
+    store = SqliteStore(path)
+    assert store.enter("ep", 1) is not None  # the dead child's slot taken back
+    assert store.enter("ep", 1) is None  # ... and this one is held
+
+
+@pytest.mark.parametrize("raw, says", [
+    ({"max_in_flight": 0}, "a whole number >= 1"),
+    ({"max_in_flight": 2.5}, "a whole number >= 1"),
+    ({"max_in_fligth": 4}, "unknown key(s) ['max_in_fligth']"),
+])
+def test_a_budget_that_cannot_be_honoured_is_one_line(raw, says):
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.store.ratelimit import in_flight_budget
+
+    with pytest.raises(ConfigError) as e:
+        in_flight_budget(["ep"], {"store": "unused.sqlite", "limits": {"ep": raw}})
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+def test_max_in_flight_on_a_store_that_cannot_keep_it_is_refused(monkeypatch):
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.store import ratelimit
+
+    class Remote(ratelimit._Store):  # (a Redis or Postgres store: rpm/tpm only so far)
+        pass
+
+    monkeypatch.setitem(ratelimit._stores, "redis://nowhere:6379/0", Remote())
+    with pytest.raises(ConfigError, match="max_in_flight needs the SQLite store"):
+        ratelimit.in_flight_budget(["ep"], {"store": "redis://nowhere:6379/0", "limits": {"ep": {"max_in_flight": 4}}})
+
+
+def test_the_example_in_docs_scale_md_states_the_budgets_it_says(tmp_path):
+    """docs/scale.md "Endpoint budgets": its config example gives ckpt-100 its own 32 and the endpoint's 256."""
+    import re
+    from pathlib import Path
+
+    import yaml
+
+    from evalpipe.store.ratelimit import in_flight_budget
+
+    text = Path(__file__).resolve().parents[1].joinpath("docs", "scale.md").read_text()
+    block = re.search(r"## Endpoint budgets.*?```yaml\n(.*?)```", text, re.S).group(1)
+    cfg = yaml.safe_load(block)
+    section = {**cfg["rate_limits"], "store": str(tmp_path / "rl.sqlite")}
+    for key, want in (("ckpt-100", [("ckpt-100", 32), ("http://gpu-box:8000/v1", 256)]),
+                      ("ckpt-200", [("http://gpu-box:8000/v1", 256)])):
+        model = cfg["models"][key]
+        assert in_flight_budget([key, "openai", model["api_base"]], section).budgets == want
+
+
+def test_the_config_check_refuses_a_budget_before_any_call(tmp_path):
+    from evalpipe.core.errors import ConfigError
+    from evalpipe.project.schema import validate_file
+
+    cfg = tmp_path / "evals.yaml"
+    cfg.write_text("benchmarks: {}\nmodels: {m: {runner: echo}}\nrate_limits:\n  limits:\n    m: {max_in_flight: 0}\n")
+    with pytest.raises(ConfigError, match=r"evals.yaml:5: .*max_in_flight: a whole number >= 1, got 0"):
+        validate_file(cfg)
