@@ -392,23 +392,76 @@ def test_fewshot_as_multiturn_without_a_chat_template_is_refused_as_lm_eval_refu
     assert len(samples[0].messages) == 1 and samples[0].messages[0]["content"].count("Question:") == 3
 
 
-@pytest.mark.parametrize("params, ok", [
-    ({}, False),                                         # the provider's defaults: not lm-eval's 256 tokens at 0
-    ({"max_tokens": 256, "temperature": 0.7}, False),
-    ({"max_tokens": 256, "temperature": 0}, True),        # the task's generation settings (lm-eval's defaults)
-    ({"max_tokens": 256, "temperature": 0, "stop": ["\n"]}, True),
-])
-def test_a_generating_runner_must_send_the_tasks_generation_settings(project_from, task_dir, params, ok):
+@pytest.mark.parametrize("fast_path", [True, pytest.param(False, marks=pytest.mark.slow)])  # litellm's import: slow
+def test_the_tasks_generation_settings_are_sent_with_each_request(home, project_from, task_dir, fast_path):
+    """lm-eval's API chat models send the task's generation_kwargs with each request (max_gen_toks as max_tokens,
+    temperature, `until` as stop, seed 1234): so do our runners, over the model's own params, on the wire."""
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+    from evalpipe.benchmarks.lm_eval_task import request_params
+
+    split = split_of(project_from, task_dir, "tiny_qa")
+    with serve_in_thread(MockLLM()) as (mock, url):
+        model = ModelConfig(key="api", runner="litellm", model="openai/mock", api_base=url,
+                            params={"max_tokens": 8, "temperature": 0.7, "top_p": 0.5},
+                            options={"fast_path": fast_path})
+        _, rollouts, _, _ = run_here(split, model, home)
+    assert (rollouts["status"] == "ok").all(), rollouts["error"].tolist()
+    assert len(mock.bodies) == 6
+    for body in mock.bodies:
+        assert {k: body.get(k) for k in ("max_tokens", "temperature", "stop", "seed", "top_p")} == \
+            {"max_tokens": 256, "temperature": 0, "stop": ["\n"], "seed": 1234, "top_p": 0.5}
+    # what lm-eval's own API chat model puts in its payload for this task
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    lm = LocalChatCompletion(base_url=f"{url}/chat/completions", model="mock", tokenizer_backend=None)
+    theirs = lm._create_payload([{"role": "user", "content": "q"}], generate=True,
+                                gen_kwargs={"until": ["\n"], "do_sample": False}, seed=lm._seed)
+    assert {k: theirs[k] for k in ("max_tokens", "temperature", "stop", "seed")} == request_params(
+        {"until": ["\n"], "do_sample": False})
+
+
+def test_a_changed_generation_setting_is_a_new_rollout(project_from, task_dir, tmp_path):
+    from evalpipe.metrics.lm_eval_scoring import load_task
+    from evalpipe.pipeline import stages
+    from evalpipe.runners import build_runner
+
+    fps = []
+    for n in (256, 16):
+        load_task.cache_clear()  # loaded once per process
+        (task_dir / "tiny_qa.yaml").write_text((task_dir / "tiny_qa.yaml").read_text().replace(
+            "  do_sample: false", f"  do_sample: false\n  max_gen_toks: {n}").replace("  max_gen_toks: 256\n", ""))
+        split = split_of(project_from, task_dir, "tiny_qa")
+        prompts = stages.build_prompts(split, "api", stages.build_dataset(split))
+        runner = build_runner(ModelConfig(key="api", runner="litellm", model="openai/m", api_base="http://127.0.0.1:9/v1"))
+        requests = stages.rollout_requests(runner, prompts)
+        assert requests[0].params["max_tokens"] == n
+        fps.append(requests[0].fingerprint)
+    assert fps[0] != fps[1]
+
+
+def test_a_runner_that_cannot_take_the_settings_is_refused_in_one_line(project_from, task_dir):
     from evalpipe.benchmarks import adapter_for
     from evalpipe.runners import build_runner
 
     adapter = adapter_for(split_of(project_from, task_dir, "tiny_qa"))
-    runner = build_runner(ModelConfig(key="api", runner="litellm", model="openai/gpt-4o-mini",
-                                      api_base="http://127.0.0.1:9/v1", params=params))
-    if ok:
+    for runner in (build_runner(ModelConfig(key="api", runner="litellm", model="openai/gpt-4o-mini",
+                                            api_base="http://127.0.0.1:9/v1")),
+                   build_runner(ModelConfig(key="s", runner="echo"))):  # echo generates nothing: ignores them
         adapter.check_runner(runner)
-        return
+    batched = build_runner(ModelConfig(key="small", runner="local", options={"batch_size": 4}))
     with pytest.raises(ConfigError) as err:
-        adapter.check_runner(runner)
-    assert "\n" not in str(err.value) and "set params: {max_tokens: 256, temperature: 0}" in str(err.value)
-    adapter.check_runner(build_runner(ModelConfig(key="s", runner="echo")))  # a scripted model generates nothing
+        adapter.check_runner(batched)
+    assert "\n" not in str(err.value) and "(batch_size 4) decodes every request with its own params: set params: " \
+        '{"max_tokens": 256, "temperature": 0, "stop": ["\\n"], "seed": 1234} on it' in str(err.value)
+
+
+def test_the_local_runner_decodes_a_request_with_its_own_settings():
+    from evalpipe.runners import build_runner
+
+    runner = build_runner(ModelConfig(key="small", runner="local", params={"max_tokens": 8, "repetition_penalty": 1.1}))
+    tok = object()
+    d = runner.decoding_for({"max_tokens": 256, "temperature": 0, "stop": ["\n"], "seed": 1234})
+    assert runner._decode_kwargs(tok, d) == {"max_new_tokens": 256, "repetition_penalty": 1.1, "do_sample": False,
+                                             "temperature": None, "top_p": None, "top_k": None,
+                                             "stop_strings": ["\n"], "tokenizer": tok}
+    assert d.seed == 1234 and runner._decode_kwargs(tok)["max_new_tokens"] == 8

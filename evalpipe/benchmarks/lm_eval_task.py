@@ -58,6 +58,21 @@ def _render_chat(messages: list[dict[str, Any]], add_generation_prompt: bool = T
     return JsonChatStr(json.dumps(messages, ensure_ascii=False))
 
 
+def request_params(gen_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """A generate_until request's settings as lm-eval's API chat models send them (its own
+    `LocalChatCompletion._create_payload`, called here on a copy): max_gen_toks (default 256) as max_tokens,
+    temperature (default 0), `until` as stop (its first 4), seed 1234 (lm-eval's API models' default), any other
+    key as it is; do_sample is dropped."""
+    import copy
+    from types import SimpleNamespace
+
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    payload = LocalChatCompletion._create_payload(SimpleNamespace(model=None, _max_gen_toks=256), [], generate=True,
+                                                  gen_kwargs=copy.deepcopy(dict(gen_kwargs or {})))
+    return {k: v for k, v in payload.items() if k not in ("messages", "model")}
+
+
 # runners that generate nothing (scripted replies, recorded outputs): no generation setting to honour
 NON_GENERATING = frozenset({"echo", "replay"})
 
@@ -117,30 +132,24 @@ class LmEvalAdapter(Adapter):
         return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y, cap)})])
 
     def generation_settings(self) -> dict[str, Any]:
-        """What lm-eval's models send for the task's `generation_kwargs`: max_gen_toks (default 256) as max_tokens,
-        temperature (default 0; do_sample without one: lm-eval's HF default 1.0), `until` as stop strings."""
-        gen = dict(self.task().config.generation_kwargs or {})
-        until = gen.get("until") or []
-        temperature = gen.get("temperature", 1.0 if gen.get("do_sample") else 0)
-        return {"max_tokens": int(gen.get("max_gen_toks", 256)), "temperature": temperature,
-                "stop": [until] if isinstance(until, str) else list(until)}
+        """The task's `generation_kwargs` as lm-eval's API chat models send them (`request_params`)."""
+        return request_params(self.task().config.generation_kwargs)
 
     def check_runner(self, runner: Any) -> None:
         """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods; a
-        generating one must send the task's max_tokens and temperature (the `until` cut is applied when scoring,
-        as lm-eval's models cut), read from the model's `params:` (runners take settings per model, not per task)."""
+        generating one must take the task's generation settings per request (RolloutRequest.params: sent merged
+        over the model's `params:`); echo and replay generate nothing and ignore them by design."""
         if self.output_type() not in LOGLIKELIHOOD_TYPES:
             if runner.name in NON_GENERATING:
                 return
             want = self.generation_settings()
-            params = dict(getattr(runner.model, "params", None) or {})
-            wrong = {k: want[k] for k in ("max_tokens", "temperature") if params.get(k) != want[k]}
-            if wrong:
-                sent = ", ".join(f"{k} {params.get(k)}" for k in wrong)
-                raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} generates with max_tokens "
-                                  f"{want['max_tokens']}, temperature {want['temperature']} (its generation_kwargs, "
-                                  f"lm-eval's defaults); model {runner.model.key!r} sends {sent}: set params: "
-                                  f"{{max_tokens: {want['max_tokens']}, temperature: {want['temperature']}}} on it")
+            takes = getattr(runner, "request_params_problem", None)
+            problem = takes(want) if callable(takes) else \
+                f"runner {runner.name!r} takes no generation settings per request: use runner: litellm or local"
+            if problem:
+                sent = ", ".join(f"{k} {json.dumps(v)}" for k, v in want.items())
+                raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} generates with {sent} (its "
+                                  f"generation_kwargs, as lm-eval sends them); {problem}")
             return
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
@@ -189,6 +198,8 @@ class LmEvalAdapter(Adapter):
                     and 0 <= target < len(choices) else str(target)
             else:
                 info["gen_kwargs"] = _json_safe(insts[0].arguments[1])
+                # sent with the request, merged over the model's params (RolloutRequest.params)
+                meta["request_params"] = _json_safe(request_params(insts[0].arguments[1]))
                 messages = json.loads(context) if chat else [{"role": "user", "content": context}]
                 choices, text_target = None, str(target)
             user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), str(context))
