@@ -331,3 +331,25 @@ models:
     r = cli("run", "--no-progress", "--model", "unchosen")
     assert r.exit_code != 0 and f"{logs} holds logs of 2 tasks (agentic, other); choose one with " \
         "`inspect_task: <task>` beside `path:`" in r.output
+
+
+def test_a_log_streamed_into_duckdb_holds_what_inspects_reader_reads(tmp_path):
+    """evalpipe/interop/inspect_stream.py: each sample member read on its own, the same ids, outputs, errors and
+    score values (Inspect's value_to_float) as read_eval_log; a log over the size cap is refused before reading."""
+    import duckdb
+
+    from evalpipe.core.file_caps import FileCap, FileTooLarge
+    from evalpipe.interop.inspect_stream import import_log
+
+    path = tmp_path / "agent.eval"
+    _tool_log(path)
+    con = duckdb.connect(str(tmp_path / "w.duckdb"))
+    assert import_log(path, con) == 2
+    assert import_log(path, con) == 2  # again: the log's rows replaced, not added
+    rows = con.execute("SELECT id, epoch, target, output FROM inspect_samples ORDER BY id").fetchall()
+    theirs = inspect_log.read_eval_log(str(path))
+    assert rows == [(str(s.id), s.epoch, s.target, s.output.completion) for s in theirs.samples]
+    assert con.execute("SELECT id, scorer, value FROM inspect_scores ORDER BY id").fetchall() == [
+        ("1", "match", 1.0), ("2", "match", 0.0)]
+    with pytest.raises(FileTooLarge):
+        import_log(path, con, FileCap(100, "max_file_mb"))
