@@ -1,7 +1,7 @@
 """A large Inspect `.eval` log into the warehouse (issue 32): our streamed import against Inspect's own readers.
 
-The log is made with inspect_ai's own writer (`write_eval_log`, format `eval`): `--samples` samples (default
-100,000), each with a text input, a target, a two-turn conversation, an output with usage and a `match` score
+The log is made with inspect_ai's own writer (its EvalRecorder, as `inspect eval` writes a `.eval` log; see
+make_log for why not `write_eval_log`): `--samples` samples (default 100,000), each with a text input, a target, a two-turn conversation, an output with usage and a `match` score
 (`C` / `I`). Then, each in a fresh process on the same file (wall time and peak RSS of that process):
 
 - `evalpipe stream`: evalpipe/interop/inspect_stream.py `import_log` (each `samples/*.json` member read through
@@ -34,26 +34,42 @@ RSS_TARGET_MB = 1024
 PHASES = ("evalpipe stream", "inspect read_eval_log", "inspect samples_df")
 
 
-def make_log(path: Path, n: int) -> None:
-    """`n` samples through inspect_ai's own writer, in its `.eval` format."""
-    from inspect_ai.log import EvalConfig, EvalDataset, EvalLog, EvalSample, EvalSpec, write_eval_log
+def make_log(path: Path, n: int, flush_every: int = 1000) -> None:
+    """`n` samples through inspect_ai's own writer, as `inspect eval` writes a log: its EvalRecorder (`.eval`),
+    samples logged one by one and flushed every `flush_every` (inspect_ai's `write_eval_log` on an EvalLog of
+    100,000 samples buffers them all, and its buffer dedupes each new sample against every buffered one: 10,000
+    samples took 113 s here, 5,000 36 s, so 100,000 would take hours)."""
+    import asyncio
+
+    from inspect_ai.log import EvalConfig, EvalDataset, EvalPlan, EvalResults, EvalSample, EvalSpec, EvalStats
+    from inspect_ai.log._recorders.eval import EvalRecorder
     from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, ModelOutput, ModelUsage
     from inspect_ai.scorer import Score
 
-    samples = []
-    for i in range(n):
+    spec = EvalSpec(created="2026-01-01T00:00:00+00:00", task="arith", dataset=EvalDataset(name="arith", samples=n),
+                    model="mockllm/model", config=EvalConfig())
+
+    def sample(i: int) -> EvalSample:
         q, right = f"What is {i} + {i % 7}?", str(i + i % 7)
         answer = right if i % 3 else str(i)  # two thirds right
         out = ModelOutput.from_content("mockllm/model", answer)
         out.usage = ModelUsage(input_tokens=12, output_tokens=3, total_tokens=15)
-        samples.append(EvalSample(id=i, epoch=1, input=q, target=right,
-                                  messages=[ChatMessageUser(content=q), ChatMessageAssistant(content=answer)],
-                                  output=out, scores={"match": Score(value="C" if answer == right else "I",
-                                                                     answer=answer)}))
-    log = EvalLog(status="success", samples=samples, eval=EvalSpec(
-        created="2026-01-01T00:00:00+00:00", task="arith", dataset=EvalDataset(name="arith", samples=n),
-        model="mockllm/model", config=EvalConfig()))
-    write_eval_log(log, str(path), format="eval")
+        return EvalSample(id=i, epoch=1, input=q, target=right,
+                          messages=[ChatMessageUser(content=q), ChatMessageAssistant(content=answer)],
+                          output=out, scores={"match": Score(value="C" if answer == right else "I", answer=answer)})
+
+    async def write() -> None:
+        recorder = EvalRecorder(str(path.parent))
+        await recorder.log_init(spec, str(path), clean=True)
+        await recorder.log_start(spec, EvalPlan())
+        for i in range(n):
+            await recorder.log_sample(spec, sample(i))
+            if (i + 1) % flush_every == 0:
+                await recorder.flush(spec)
+        await recorder.log_finish(spec, "success", EvalStats(), EvalResults(total_samples=n, completed_samples=n),
+                                  None)
+
+    asyncio.run(write())
 
 
 def phase(name: str, log: Path, work: Path) -> dict:
@@ -110,11 +126,11 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        log = args.log or work / f"arith_{args.samples}.eval"
+        log = args.log or work / f"arith_{args.samples}.eval"  # --log FILE: kept (made there when missing)
         t0 = time.perf_counter()
         if not log.exists():
             make_log(log, args.samples)
-            print(f"log written by inspect_ai's write_eval_log: {args.samples} samples, "
+            print(f"log written by inspect_ai's EvalRecorder: {args.samples} samples, "
                   f"{log.stat().st_size / 1e6:.1f} MB, {time.perf_counter() - t0:.1f} s", flush=True)
         rows = [run_phase(name, log, work) for name in PHASES]
     accs = {round(r["accuracy"], 9) for r in rows}
