@@ -109,7 +109,9 @@ def phase(name: str, log: Path, work: Path) -> dict:
 
 def run_phase(name: str, log: Path, work: Path) -> dict:
     out = subprocess.run([sys.executable, __file__, "--phase", name, "--log", str(log), "--work", str(work)],
-                         cwd=ROOT, capture_output=True, text=True, check=True)
+                         cwd=ROOT, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{name} failed (exit {out.returncode}):\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
