@@ -65,6 +65,7 @@ ci-tool-gates: ci-broker-smoke  ## all four (the three model gates on one run of
 bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md)
 	$(BIN)/python benchmarks/readme_speed.py
 	$(BIN)/python benchmarks/bench_reads.py
+	$(BIN)/python benchmarks/bench_inspect_import.py --samples 100000
 
 bench-readme: install  ## the same, then every table of README's Speed section regenerated from the figures just measured
 	$(BIN)/python benchmarks/readme_speed.py --write-readme

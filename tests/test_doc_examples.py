@@ -25,7 +25,9 @@ LISTED = {
     "docs/api.md#4": "DatasetRegistry.load('qrdata') downloads from the Hub (offline here); the same calls on local "
                      "copies: tests/test_design_ref_002.py, tests/test_dsgym_layout.py",
     "docs/config.md#2": "names a notebook config's splits (notebook/five) and writes a project: tests/test_project.py",
-    "docs/interop.md#1": "reads an MLflow store written by `evalpipe export --mlflow`: tests/test_interop_mlflow.py",
+    "docs/interop.md#1": "reads the reader's own Inspect log: tests/test_interop_inspect.py "
+                         "(test_a_log_streamed_into_duckdb_holds_what_inspects_reader_reads) runs import_log",
+    "docs/interop.md#2": "reads an MLflow store written by `evalpipe export --mlflow`: tests/test_interop_mlflow.py",
     "docs/runners.md#1": "calls openai/gpt-4o-mini over the network: tests/test_runners.py runs run_requests offline",
     "docs/sandbox.md#2": "opens data/sales.csv, a user's file: tests/test_sandbox_session.py",
     "docs/reproducibility.md#1": "needs a config with `smoke` x `echo`: tests/test_api.py runs the same calls",

@@ -80,7 +80,7 @@ def run_here(split, model, home):
 
 
 def test_generate_until_task_scores_as_lm_eval_scores_it(home, project_from, task_dir):
-    split = split_of(project_from, task_dir, "tiny_qa", slice_by=["answer"])
+    split = split_of(project_from, task_dir, "tiny_qa", slice_by=["answer"], fewshot_as_multiturn=False)
     script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in QA_OUTPUTS.items()]
     model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
     prompts, _, judgements, ours = run_here(split, model, home)
@@ -191,7 +191,7 @@ benchmarks:
   lm:
     adapter: lm_eval
     splits: {{tiny_qa: {{}}}}
-    options: {{task: tiny_qa, include_path: "{task_dir}"}}
+    options: {{task: tiny_qa, include_path: "{task_dir}", fewshot_as_multiturn: false}}
 models:
   scripted: {{runner: echo, reply: script, script: "{script}"}}
 """)
@@ -277,7 +277,7 @@ def test_the_metric_fingerprint_follows_the_task_yaml(task_dir):
 
 
 def test_every_filter_of_the_task_is_scored_as_lm_eval_scores_it(home, project_from, task_dir):
-    split = split_of(project_from, task_dir, "tiny_qa_filters")
+    split = split_of(project_from, task_dir, "tiny_qa_filters", fewshot_as_multiturn=False)
     outputs = {**QA_OUTPUTS, "4": "cold, I think"}  # right by its first word only
     script = [{"sample_id": sid, "turns": [{"content": text}]} for sid, text in outputs.items()]
     model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
@@ -290,3 +290,178 @@ def test_every_filter_of_the_task_is_scored_as_lm_eval_scores_it(home, project_f
     details = {sid: json.loads(d)["lm_eval"] for sid, d in zip(judgements["sample_id"], judgements["details"])}
     for s in their_samples:
         assert details[str(s["doc_id"])][f"exact_match,{s['filter']}"] == s["exact_match"]
+
+
+def lm_eval_with_its_defaults(task_dir, task, answers, out_dir):
+    """lm-eval's own `simple_evaluate` with its defaults for a chat model (`--apply_chat_template`, hence
+    fewshot_as_multiturn=True, as lm_eval's EvaluationConfig sets it), over a chat-API model that renders the chat
+    as lm-eval's API models do (JsonChatStr), its files written by its EvaluationTracker: (results JSON, samples)."""
+    from lm_eval.api.model import LM
+    from lm_eval.evaluator import simple_evaluate
+    from lm_eval.loggers import EvaluationTracker
+    from lm_eval.models.api_models import JsonChatStr
+    from lm_eval.tasks import TaskManager
+
+    class ChatApi(LM):
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def generate_until(self, requests):
+            return [answers(r) for r in requests]
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+        def apply_chat_template(self, chat_history, add_generation_prompt=True):
+            return JsonChatStr(json.dumps(chat_history, ensure_ascii=False))
+
+        def chat_template(self, chat_template=False):
+            return ""
+
+        @property
+        def tokenizer_name(self):
+            return "chat-api"
+
+    tracker = EvaluationTracker(output_path=str(out_dir))
+    out = simple_evaluate(model=ChatApi(), model_args="model=scripted", tasks=[task],
+                          task_manager=TaskManager(include_path=str(task_dir), include_defaults=False),
+                          apply_chat_template=True, fewshot_as_multiturn=True, evaluation_tracker=tracker,
+                          log_samples=True)
+    samples = out.pop("samples")
+    tracker.save_results_aggregated(results=out, samples=samples)
+    tracker.save_results_samples(task_name=task, samples=samples[task])
+    folder = Path(out_dir) / tracker.general_config_tracker.model_name_sanitized
+    results_file = next(folder.glob("results_*.json"))
+    return json.loads(results_file.read_text()), [json.loads(x) for x in
+                                                  next(folder.glob("samples_*.jsonl")).read_text().splitlines()]
+
+
+def test_defaults_are_lm_evals_and_the_export_is_complete(home, write_config, task_dir, tmp_path, monkeypatch):
+    """With each tool's defaults (ours: none set; lm-eval's: a chat model, --apply_chat_template) the prompts,
+    per-sample scores, aggregates, every key of the results JSON and the task hashes agree."""
+    import evalpipe
+    from tests.helpers.cli import cli_in_process
+
+    script = tmp_path / "answers.jsonl"
+    script.write_text("".join(json.dumps({"sample_id": sid, "turns": [{"content": text}]}) + "\n"
+                              for sid, text in QA_OUTPUTS.items()))
+    write_config(f"""
+benchmarks:
+  lm:
+    adapter: lm_eval
+    splits: {{tiny_qa: {{}}}}
+    options: {{task: tiny_qa, include_path: "{task_dir}"}}
+models:
+  scripted: {{runner: echo, reply: script, script: "{script}"}}
+""")
+    res = evalpipe.evaluate(benchmarks=["lm/tiny_qa"], models=["scripted"])
+    assert res.success
+    x = cli_in_process(monkeypatch)("export", "--format", "lm-eval", "--split", "lm/tiny_qa", "--model", "scripted",
+                                    "--out", str(tmp_path / "out"))
+    assert x.exit_code == 0, x.output
+    results_file, samples_file = (Path(p) for p in x.output.split())
+    ours = json.loads(results_file.read_text())
+    mine = [json.loads(line) for line in samples_file.read_text().splitlines()]
+    theirs, their_samples = lm_eval_with_its_defaults(
+        task_dir, "tiny_qa", lambda r: QA_OUTPUTS[str(r.doc_id)].split("\n")[0], tmp_path / "theirs")
+
+    # multi-turn few-shot: the two examples are user/assistant turns before the question, as lm-eval builds them
+    first = json.loads(their_samples[0]["arguments"]["gen_args_0"]["arg_0"][0])
+    assert [m["role"] for m in first] == ["system", "user", "assistant", "user", "assistant", "user"]
+    assert mine[0]["arguments"] == their_samples[0]["arguments"]  # the chat as lm-eval writes it, gen_kwargs too
+    assert ours["task_hashes"] == theirs["task_hashes"]
+    for a, b in zip(mine, their_samples):
+        assert (a["prompt_hash"], a["doc_hash"], a["exact_match"], a["resps"]) == \
+            (b["prompt_hash"], b["doc_hash"], b["exact_match"], b["resps"])
+    assert ours["results"]["tiny_qa"]["exact_match,none"] == pytest.approx(theirs["results"]["tiny_qa"]["exact_match,none"])
+    assert set(theirs) - set(ours) == set()  # every key lm-eval writes
+    assert set(theirs["config"]) - set(ours["config"]) == set()
+    assert ours["fewshot_as_multiturn"] is True and ours["chat_template"] == theirs["chat_template"]
+    assert ours["lm_eval_version"] == theirs["lm_eval_version"] and ours["config"]["fewshot_seed"] == 1234
+    assert isinstance(ours["date"], float) and ours["config"]["model"] == "scripted"
+
+
+def test_fewshot_as_multiturn_without_a_chat_template_is_refused_as_lm_eval_refuses_it(project_from, task_dir):
+    from evalpipe.benchmarks import adapter_for
+
+    with pytest.raises(ConfigError, match="fewshot_as_multiturn: true needs apply_chat_template: true"):
+        adapter_for(split_of(project_from, task_dir, "tiny_qa", apply_chat_template=False,
+                             fewshot_as_multiturn=True)).load()
+    # lm-eval's default without a chat template: few-shot in one plain text turn
+    samples = list(adapter_for(split_of(project_from, task_dir, "tiny_qa", apply_chat_template=False)).load())
+    assert len(samples[0].messages) == 1 and samples[0].messages[0]["content"].count("Question:") == 3
+
+
+@pytest.mark.parametrize("fast_path", [True, pytest.param(False, marks=pytest.mark.slow)])  # litellm's import: slow
+def test_the_tasks_generation_settings_are_sent_with_each_request(home, project_from, task_dir, fast_path):
+    """lm-eval's API chat models send the task's generation_kwargs with each request (max_gen_toks as max_tokens,
+    temperature, `until` as stop, seed 1234): so do our runners, over the model's own params, on the wire."""
+    from benchmarks.mock_server import MockLLM, serve_in_thread
+    from evalpipe.benchmarks.lm_eval_task import request_params
+
+    split = split_of(project_from, task_dir, "tiny_qa")
+    with serve_in_thread(MockLLM()) as (mock, url):
+        model = ModelConfig(key="api", runner="litellm", model="openai/mock", api_base=url,
+                            params={"max_tokens": 8, "temperature": 0.7, "top_p": 0.5},
+                            options={"fast_path": fast_path})
+        _, rollouts, _, _ = run_here(split, model, home)
+    assert (rollouts["status"] == "ok").all(), rollouts["error"].tolist()
+    assert len(mock.bodies) == 6
+    for body in mock.bodies:
+        assert {k: body.get(k) for k in ("max_tokens", "temperature", "stop", "seed", "top_p")} == \
+            {"max_tokens": 256, "temperature": 0, "stop": ["\n"], "seed": 1234, "top_p": 0.5}
+    # what lm-eval's own API chat model puts in its payload for this task
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    lm = LocalChatCompletion(base_url=f"{url}/chat/completions", model="mock", tokenizer_backend=None)
+    theirs = lm._create_payload([{"role": "user", "content": "q"}], generate=True,
+                                gen_kwargs={"until": ["\n"], "do_sample": False}, seed=lm._seed)
+    assert {k: theirs[k] for k in ("max_tokens", "temperature", "stop", "seed")} == request_params(
+        {"until": ["\n"], "do_sample": False})
+
+
+def test_a_changed_generation_setting_is_a_new_rollout(project_from, task_dir, tmp_path):
+    from evalpipe.metrics.lm_eval_scoring import load_task
+    from evalpipe.pipeline import stages
+    from evalpipe.runners import build_runner
+
+    fps = []
+    for n in (256, 16):
+        load_task.cache_clear()  # loaded once per process
+        (task_dir / "tiny_qa.yaml").write_text((task_dir / "tiny_qa.yaml").read_text().replace(
+            "  do_sample: false", f"  do_sample: false\n  max_gen_toks: {n}").replace("  max_gen_toks: 256\n", ""))
+        split = split_of(project_from, task_dir, "tiny_qa")
+        prompts = stages.build_prompts(split, "api", stages.build_dataset(split))
+        runner = build_runner(ModelConfig(key="api", runner="litellm", model="openai/m", api_base="http://127.0.0.1:9/v1"))
+        requests = stages.rollout_requests(runner, prompts)
+        assert requests[0].params["max_tokens"] == n
+        fps.append(requests[0].fingerprint)
+    assert fps[0] != fps[1]
+
+
+def test_a_runner_that_cannot_take_the_settings_is_refused_in_one_line(project_from, task_dir):
+    from evalpipe.benchmarks import adapter_for
+    from evalpipe.runners import build_runner
+
+    adapter = adapter_for(split_of(project_from, task_dir, "tiny_qa"))
+    for runner in (build_runner(ModelConfig(key="api", runner="litellm", model="openai/gpt-4o-mini",
+                                            api_base="http://127.0.0.1:9/v1")),
+                   build_runner(ModelConfig(key="s", runner="echo"))):  # echo generates nothing: ignores them
+        adapter.check_runner(runner)
+    batched = build_runner(ModelConfig(key="small", runner="local", options={"batch_size": 4}))
+    with pytest.raises(ConfigError) as err:
+        adapter.check_runner(batched)
+    assert "\n" not in str(err.value) and "(batch_size 4) decodes every request with its own params: set params: " \
+        '{"max_tokens": 256, "temperature": 0, "stop": ["\\n"], "seed": 1234} on it' in str(err.value)
+
+
+def test_the_local_runner_decodes_a_request_with_its_own_settings():
+    from evalpipe.runners import build_runner
+
+    runner = build_runner(ModelConfig(key="small", runner="local", params={"max_tokens": 8, "repetition_penalty": 1.1}))
+    tok = object()
+    d = runner.decoding_for({"max_tokens": 256, "temperature": 0, "stop": ["\n"], "seed": 1234})
+    assert runner._decode_kwargs(tok, d) == {"max_new_tokens": 256, "repetition_penalty": 1.1, "do_sample": False,
+                                             "temperature": None, "top_p": None, "top_k": None,
+                                             "stop_strings": ["\n"], "tokenizer": tok}
+    assert d.seed == 1234 and runner._decode_kwargs(tok)["max_new_tokens"] == 8

@@ -61,6 +61,22 @@ def test_each_metrics_partition_becomes_one_mlflow_run_with_its_numbers(cli, hom
         assert run.info.run_name == f"smoke/extra x {model}" and run.info.status == "FINISHED"
     assert runs["perfect"].data.metrics["exact_match"] == 1.0
 
+    # the per-sample table (as mlflow.evaluate's) and the split as the run's dataset input
+    for model, run in runs.items():
+        client = _client(uri)
+        path = client.download_artifacts(run.info.run_id, "eval_results_table.json", str(tmp_path / model))
+        table = pd.read_json(path, orient="split")
+        judged = Warehouse(home / "warehouse.duckdb").read(
+            "judgements", {"benchmark_split": "smoke/extra", "model": model})
+        assert sorted(table["sample_id"]) == sorted(judged["sample_id"].unique()) and len(table) == 3
+        by = judged[judged["metric"] == "exact_match"].set_index("sample_id")
+        for row in table.itertuples(index=False):
+            assert row.exact_match == by.loc[row.sample_id, "score"] and row.target == by.loc[row.sample_id, "target"]
+        (ds,) = run.inputs.dataset_inputs
+        assert ds.dataset.name == "smoke/extra" and ds.dataset.source_type
+        assert {t.key: t.value for t in ds.tags}["mlflow.data.context"] == "evaluation"
+    assert (tmp_path / "mlartifacts").is_dir()  # a SQLite store's artifacts beside its file
+
     # a cached re-run changes no number: the partitions' runs are found, not logged again
     r = cli("run", "--split", "smoke/extra", "--model", "perfect", "--model", "parrot", "--no-progress")
     assert r.exit_code == 0, r.output
@@ -84,13 +100,31 @@ def test_a_tracker_that_is_down_warns_and_keeps_the_metrics(home, write_config, 
     meta = instance.get_latest_materialization_event(AssetKey("metrics")).asset_materialization.metadata
     assert meta["mlflow"].value.startswith("not logged:")
     assert "exact_match" in meta
+    # the CLI says so, in one line
+    (line,) = [x for x in r.output.splitlines() if x.startswith("mlflow:")]
+    assert line.startswith("mlflow: 1 partition(s) not logged to http://127.0.0.1:9: ") and \
+        line.endswith("(the numbers are in the warehouse; re-run when the tracker is back)")
+
+
+@pytest.mark.slow
+def test_a_failed_partition_is_logged_as_a_failed_run(home, write_config, monkeypatch, tmp_path):
+    write_config(smoke_benchmark(limit=2) + "models:\n  down: {runner: litellm, model: openai/m, api_base: "
+                 "'http://127.0.0.1:9/v1', max_retries: 0, timeout_s: 2}\n"
+                 "mlflow: {tracking_uri: 'sqlite:///mlruns.db', experiment: evals}\n")
+    r = cli_in_process(monkeypatch)("run", "--split", "smoke/extra", "--model", "down", "--no-progress")
+    runs = _runs(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    failed = [x for x in runs if x.info.status == "FAILED"]
+    assert r.exit_code == 1 and len(failed) == 1, (r.output, [x.info.status for x in runs])
+    assert failed[0].data.params["model"] == "down" and failed[0].data.params["benchmark_split"] == "smoke/extra"
+    assert "every one of the 2 sample(s) failed" in failed[0].data.tags["evalpipe.error"]
 
 
 def test_metric_values_leave_missing_numbers_out_and_clean_names():
     from evalpipe.interop.mlflow_runs import metric_key, metric_values
 
     frame = pd.DataFrame([
-        {"metric": "accuracy", "slice": "all", "value": 0.5, "n": 4, "stderr": 0.25, "ci_low": 0.1, "ci_high": 0.9},
+        {"metric": "accuracy", "slice": "all", "value": 0.5, "n": 4, "stderr": 0.25, "ci_low": 0.1, "ci_high": 0.9,
+         "n_errors": 2},
         {"metric": "accuracy", "slice": "category=math (hard)", "value": 1.0, "n": 1, "stderr": float("nan"),
          "ci_low": None, "ci_high": None},
         {"metric": "cost_usd", "slice": "all", "value": float("nan"), "n": 0, "stderr": None, "ci_low": None,
@@ -98,6 +132,7 @@ def test_metric_values_leave_missing_numbers_out_and_clean_names():
     ])
     values = metric_values(frame)
     assert values["accuracy"] == 0.5 and values["accuracy.ci_high"] == 0.9 and values["accuracy.n"] == 4
+    assert values["accuracy.n_errors"] == 2  # the error count travels with the value
     assert values["accuracy/category_math _hard_"] == 1.0
     assert "accuracy/category_math _hard_.stderr" not in values  # NaN is left out, never logged as 0
     assert "cost_usd" not in values and values["cost_usd.n"] == 0

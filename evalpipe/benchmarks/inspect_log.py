@@ -13,7 +13,7 @@ are scored by our metrics, and compared and ranked beside our models on this spl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.core.errors import ConfigError
@@ -26,18 +26,33 @@ class InspectLogAdapter(Adapter):
     """Samples (id, input, target) read from an Inspect AI `.eval` log."""
 
     name = "inspect_log"
-    option_schema = {"path", OPTION}  # max_file_mb: the size cap on the log (evalpipe/core/file_caps.py)
+    # max_file_mb: the size cap on each log (evalpipe/core/file_caps.py); inspect_task / inspect_model: which logs
+    # of a folder (an `inspect eval-set` log dir) when it holds more than one task or model
+    option_schema = {"path", "inspect_task", "inspect_model", OPTION}
+
+    def _read(self) -> list[dict[str, Any]]:
+        from evalpipe.interop.inspect_log import read_samples
+
+        return read_samples(self._path(), split_cap(self.split.key, self.options), self.options.get("inspect_task"),
+                            self.options.get("inspect_model"))
 
     def _path(self) -> Path:
         spec = self.options.get("path")
         if not spec:
-            raise ConfigError(f"{self.split.key}: the inspect_log adapter needs 'path' (an Inspect `.eval` log)")
+            raise ConfigError(f"{self.split.key}: the inspect_log adapter needs 'path' (an Inspect `.eval` log, or a folder of logs)")
         return self.split.resolve(str(spec))
 
-    def load(self) -> Iterator[Sample]:
-        from evalpipe.interop.inspect_log import read_samples
+    def metrics(self) -> list[Any]:
+        """The split's `metrics:` (default exact_match) and, beside them, `inspect_scores` (the log's own scorers'
+        values, evalpipe/metrics/inspect_scores.py) when the log's samples were scored."""
+        configured = super().metrics()
+        scored = any("inspect_scores" in row["metadata"] for row in self._read())
+        if scored and "inspect_scores" not in configured:
+            return ["inspect_scores", *configured]
+        return configured
 
-        for row in read_samples(self._path(), split_cap(self.split.key, self.options)):
+    def load(self) -> Iterator[Sample]:
+        for row in self._read():
             messages = row["input"] if isinstance(row["input"], list) else None
             text = row["input"] if messages is None else next(
                 (m["content"] for m in reversed(messages) if m["role"] == "user"), "")
@@ -45,4 +60,5 @@ class InspectLogAdapter(Adapter):
                          choices=row["choices"], messages=messages)
 
     def source_version(self) -> str | None:
-        return files_version([self._path()])
+        path = self._path()
+        return files_version(sorted(path.rglob("*.eval")) if path.is_dir() else [path])

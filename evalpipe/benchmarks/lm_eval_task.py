@@ -3,9 +3,11 @@
 Options: `task` (a task name), `include_path` (a folder of custom task YAMLs; relative to the config file),
 `num_fewshot` (overrides the task's), `fewshot_seed` (default 1234, as lm_eval.simple_evaluate),
 `apply_chat_template` (default true: lm-eval's chat path builds the messages: the description as the system turn,
-the few-shot examples and the question in the user turn, each runner applies its model's chat template),
-`fewshot_as_multiturn` (few-shot examples as alternating turns), `system_instruction`; `slice_by` names fields
-of the doc.
+then the few-shot examples and the question; each runner applies its model's chat template),
+`fewshot_as_multiturn` (few-shot examples as alternating user/assistant turns; default: `apply_chat_template`,
+as lm-eval's own default; true without a chat template is refused, as lm-eval refuses it), `system_instruction`;
+`slice_by` names fields of the doc. The chat is rendered as lm-eval's API chat models render it (`JsonChatStr`,
+the messages' JSON), so the requests' arguments and prompt hashes are lm-eval's.
 
 lm-eval's TaskManager builds the requests (`task.build_all_requests`: doc_to_text, doc_to_target, few-shot with its
 seed, description, target delimiter). One sample per doc: id = the doc id; metadata `lm_eval` = the task, doc id,
@@ -48,6 +50,33 @@ def _data_files(yaml_file: Any, cap: FileCap = DEFAULT_CAP) -> list[str]:
     return [str(f) for v in values for f in ([v] if isinstance(v, str) else v or []) if isinstance(f, str)]
 
 
+def _render_chat(messages: list[dict[str, Any]], add_generation_prompt: bool = True) -> Any:
+    """The chat as lm-eval's API chat models render it (`TemplateAPI.apply_chat_template`): a JsonChatStr of the
+    messages' JSON, which lm-eval's logs write as `[json]` and hash as the JSON text."""
+    from lm_eval.models.api_models import JsonChatStr
+
+    return JsonChatStr(json.dumps(messages, ensure_ascii=False))
+
+
+def request_params(gen_kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """A generate_until request's settings as lm-eval's API chat models send them (its own
+    `LocalChatCompletion._create_payload`, called here on a copy): max_gen_toks (default 256) as max_tokens,
+    temperature (default 0), `until` as stop (its first 4), seed 1234 (lm-eval's API models' default), any other
+    key as it is; do_sample is dropped."""
+    import copy
+    from types import SimpleNamespace
+
+    from lm_eval.models.openai_completions import LocalChatCompletion
+
+    payload = LocalChatCompletion._create_payload(SimpleNamespace(model=None, _max_gen_toks=256), [], generate=True,
+                                                  gen_kwargs=copy.deepcopy(dict(gen_kwargs or {})))
+    return {k: v for k, v in payload.items() if k not in ("messages", "model")}
+
+
+# runners that generate nothing (scripted replies, recorded outputs): no generation setting to honour
+NON_GENERATING = frozenset({"echo", "replay"})
+
+
 @register_adapter("lm_eval")
 class LmEvalAdapter(Adapter):
     name = "lm_eval"
@@ -61,6 +90,21 @@ class LmEvalAdapter(Adapter):
         self.task_name = str(self.options["task"])
         inc = self.options.get("include_path")
         self.include_path = str(split.resolve(inc)) if inc else None
+        chat = bool(self.options.get("apply_chat_template", True))
+        multiturn = self.options.get("fewshot_as_multiturn")
+        if multiturn and not chat:
+            raise ConfigError(f"{split.key}: fewshot_as_multiturn: true needs apply_chat_template: true (as in "
+                              "lm-eval); drop one of them")
+
+    def build_settings(self, output_type: str) -> dict[str, Any]:
+        """How the requests are built, lm-eval's defaults filled in: chat only for generate_until tasks here,
+        few-shot as multi-turn when chat unless set (lm_eval's EvaluationConfig default)."""
+        chat = bool(self.options.get("apply_chat_template", True)) and output_type == "generate_until"
+        multiturn = self.options.get("fewshot_as_multiturn")
+        return {"apply_chat_template": chat, "fewshot_as_multiturn": chat if multiturn is None else bool(multiturn),
+                "system_instruction": self.options.get("system_instruction"),
+                "num_fewshot": self.options.get("num_fewshot"),
+                "fewshot_seed": int(self.options.get("fewshot_seed", DEFAULT_FEWSHOT_SEED))}
 
     def metrics(self) -> list[Any]:
         own = {"name": "lm_eval", "task": self.task_name, "include_path": self.include_path}
@@ -87,9 +131,25 @@ class LmEvalAdapter(Adapter):
         cap = split_cap(self.split.key, self.options)
         return files_version([*yamls, *sorted({f for y in yamls for f in _data_files(y, cap)})])
 
+    def generation_settings(self) -> dict[str, Any]:
+        """The task's `generation_kwargs` as lm-eval's API chat models send them (`request_params`)."""
+        return request_params(self.task().config.generation_kwargs)
+
     def check_runner(self, runner: Any) -> None:
-        """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods."""
+        """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods; a
+        generating one must take the task's generation settings per request (RolloutRequest.params: sent merged
+        over the model's `params:`); echo and replay generate nothing and ignore them by design."""
         if self.output_type() not in LOGLIKELIHOOD_TYPES:
+            if runner.name in NON_GENERATING:
+                return
+            want = self.generation_settings()
+            takes = getattr(runner, "request_params_problem", None)
+            problem = takes(want) if callable(takes) else \
+                f"runner {runner.name!r} takes no generation settings per request: use runner: litellm or local"
+            if problem:
+                sent = ", ".join(f"{k} {json.dumps(v)}" for k, v in want.items())
+                raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} generates with {sent} (its "
+                                  f"generation_kwargs, as lm-eval sends them); {problem}")
             return
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
@@ -103,15 +163,16 @@ class LmEvalAdapter(Adapter):
         task = self.task()
         if self.options.get("num_fewshot") is not None:
             task.set_config(key="num_fewshot", value=int(self.options["num_fewshot"]))
-        task.set_fewshot_seed(seed=int(self.options.get("fewshot_seed", DEFAULT_FEWSHOT_SEED)))
         output_type = task.OUTPUT_TYPE
-        chat = bool(self.options.get("apply_chat_template", True)) and output_type == "generate_until"
+        settings = self.build_settings(output_type)
+        task.set_fewshot_seed(seed=settings["fewshot_seed"])
+        chat = settings["apply_chat_template"]
         task.build_all_requests(
-            apply_chat_template=chat, fewshot_as_multiturn=bool(self.options.get("fewshot_as_multiturn", False)),
-            system_instruction=self.options.get("system_instruction"),
+            apply_chat_template=chat, fewshot_as_multiturn=settings["fewshot_as_multiturn"],
+            system_instruction=settings["system_instruction"],
             # lm-eval's chat path renders the messages through the model's template; we keep them as messages
-            # (each runner applies its own chat template) by "rendering" them as JSON
-            chat_template=(lambda messages, add_generation_prompt=True: json.dumps(messages)) if chat else None)
+            # (each runner applies its own chat template) rendered as lm-eval's API chat models render them
+            chat_template=_render_chat if chat else None)
         by_doc: dict[int, list[Any]] = {}
         for inst in task.instances:
             by_doc.setdefault(inst.doc_id, []).append(inst)
@@ -121,9 +182,11 @@ class LmEvalAdapter(Adapter):
             doc = insts[0].doc
             target = task.doc_to_target(doc)
             context = insts[0].arguments[0]
+            context = getattr(context, "prompt", context)  # a JsonChatStr: the chat's JSON
             info: dict[str, Any] = {"task": self.task_name, "doc_id": doc_id, "output_type": output_type,
                                     "doc": _json_safe(doc), "target": _json_safe(target),
-                                    "arguments": _json_safe([list(i.arguments) for i in insts])}
+                                    "arguments": _json_safe([list(i.arguments) for i in insts]),
+                                    "settings": {**settings, "num_fewshot": task.get_config("num_fewshot") or 0}}
             meta: dict[str, Any] = {"lm_eval": info}
             if output_type in LOGLIKELIHOOD_TYPES:
                 info["requests"] = meta["loglikelihood_requests"] = [list(i.arguments[:2]) for i in insts]
@@ -135,6 +198,8 @@ class LmEvalAdapter(Adapter):
                     and 0 <= target < len(choices) else str(target)
             else:
                 info["gen_kwargs"] = _json_safe(insts[0].arguments[1])
+                # sent with the request, merged over the model's params (RolloutRequest.params)
+                meta["request_params"] = _json_safe(request_params(insts[0].arguments[1]))
                 messages = json.loads(context) if chat else [{"role": "user", "content": context}]
                 choices, text_target = None, str(target)
             user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), str(context))

@@ -277,6 +277,10 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     # [interop] --output-path: the run's portable results file
     for line in rp.write_results_file(result.partitions, wh, cfg, " ".join(["evalpipe", *sys.argv[1:]])):
         _out(line)
+    from evalpipe.pipeline.tracking import report_run  # [interop] failed partitions as FAILED MLflow runs; a
+                                                       # tracker that failed, in one line
+    for line in report_run(cfg, wh, instance, result.partitions):
+        click.echo(_redact_line(line), err=True)
     from evalpipe.store.artifacts import artifacts_enabled, artifacts_root
 
     if artifacts_enabled(cfg):

@@ -34,6 +34,9 @@ class RolloutRequest:
     metadata: dict[str, Any] = field(default_factory=dict)
     target: str | None = None  # only the echo runner's `reply: target` mode reads it (smoke tests)
     tools: list[dict[str, Any]] | None = None  # tool schemas (dataset names); None: a plain one-shot request
+    # generation settings of this request, merged over the model's `params:` by the runners that take them
+    # (an lm_eval task's generation_kwargs: max_tokens, temperature, stop, seed); None: the model's own
+    params: dict[str, Any] | None = None
 
 
 @dataclass

@@ -256,7 +256,9 @@ def write_logs(partitions: list[tuple[str, str]], wh: Any, out_dir: str | Path) 
 
 # ---- in -------------------------------------------------------------------------------------------------------------
 def is_inspect_log(path: str | Path) -> bool:
-    return str(path).endswith(".eval")
+    """An Inspect `.eval` log, or a folder holding them (an `inspect eval-set` log dir)."""
+    p = Path(path)
+    return str(path).endswith(".eval") or (p.is_dir() and next(p.rglob("*.eval"), None) is not None)
 
 
 def _read(path: Path, cap: FileCap) -> Any:
@@ -285,35 +287,128 @@ def _read(path: Path, cap: FileCap) -> Any:
     return log
 
 
-def read_outputs(path: str | Path, cap: FileCap = DEFAULT_CAP) -> dict[str, dict[str, Any]]:
-    """row id -> {"output", "tool_calls", "error", "line"} of each sample in the log (the shape of runners/replay.py
-    `read_predictions`; `line` is the sample's position). `output` is the final completion; `tool_calls` those of
-    the sample's first assistant turn that calls tools (replay issues them on turn 0); `error` the sample's error."""
-    path = Path(path)
-    log = _read(path, cap)
+def log_files(path: Path, cap: FileCap = DEFAULT_CAP, task: str | None = None, model: str | None = None) -> list[Path]:
+    """The logs a `path:` names: the file itself, or, for a folder (an `inspect eval-set` log dir), every `.eval`
+    log under it whose task and model are `task` / `model` (read from the logs' headers). A folder holding more than
+    one task or model without the choice is refused in one line naming them."""
+    if not path.is_dir():
+        return [path]
+    _inspect()
+    from inspect_ai.log import read_eval_log
+
+    headers = []
+    for f in sorted(path.rglob("*.eval")):
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(f) as zf:
+                check_zip(zf, cap, f)
+            h = read_eval_log(str(f), header_only=True)
+        except FileTooLarge:
+            raise
+        except Exception as exc:
+            raise DataError(f"{f}: not a readable Inspect eval log ({type(exc).__name__}: {exc})".splitlines()[0]) \
+                from None
+        headers.append((f, h.eval.task, h.eval.model))
+    if not headers:
+        raise ConfigError(f"{path} holds no Inspect `.eval` logs; `path:` must name a log or a folder of logs")
+    chosen = [(f, t, m) for f, t, m in headers if (task is None or t == task) and (model is None or m == model)]
+    for name, value, k in (("task", task, 1), ("model", model, 2)):
+        found = sorted({h[k] for h in chosen})
+        if value is None and len(found) > 1:
+            raise ConfigError(f"{path} holds logs of {len(found)} {name}s ({', '.join(found)}); choose one with "
+                              f"`inspect_{name}: <{name}>` beside `path:`")
+    if not chosen:
+        raise ConfigError(f"{path} holds no log of task {task!r} and model {model!r}; its logs are of "
+                          + ", ".join(sorted({f"{t} x {m}" for _, t, m in headers})))
+    return [f for f, _, _ in chosen]
+
+
+def _turns(messages: list[Any]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """A sample's conversation from its first assistant turn on, as our chat messages (tool calls with their ids,
+    tool results as `tool` messages), and one `tool_calls` record per call with the tool's result or error."""
+    results = {m.tool_call_id: m for m in messages if m.role == "tool"}
+    first = next((i for i, m in enumerate(messages) if m.role == "assistant"), len(messages))
+    turns: list[dict[str, Any]] = []
+    records: list[dict[str, Any]] = []
+    turn = 0
+    for m in messages[first:]:
+        if m.role == "assistant":
+            calls = list(m.tool_calls or [])
+            msg: dict[str, Any] = {"role": "assistant", "content": m.text or (None if calls else "")}
+            if calls:
+                msg["tool_calls"] = [{"id": c.id, "type": "function", "function": {
+                    "name": c.function, "arguments": json.dumps(c.arguments, ensure_ascii=False)}} for c in calls]
+            turns.append(msg)
+            for k, c in enumerate(calls):
+                res = results.get(c.id)
+                err = getattr(res, "error", None) if res is not None else None
+                records.append({"turn": turn, "call_index": k, "name": c.function,
+                                "arguments": json.dumps(c.arguments, ensure_ascii=False), "arguments_valid":
+                                c.parse_error is None, "normalized_key": None,
+                                "result": res.text if res is not None else None, "fixture_hit": None,
+                                "error": (err.message if err is not None else None), "latency_s": 0.0})
+            turn += 1
+        elif m.role == "tool":
+            turns.append({"role": "tool", "tool_call_id": m.tool_call_id, "name": m.function, "content": m.text})
+        else:  # a user turn inside the conversation (an agent's follow-up)
+            turns.append({"role": m.role, "content": m.text})
+    return turns, records
+
+
+def read_outputs(path: str | Path, cap: FileCap = DEFAULT_CAP, task: str | None = None,
+                 model: str | None = None) -> dict[str, dict[str, Any]]:
+    """row id -> {"output", "tool_calls", "error", "line", "turns", "tool_records"} of each sample in the log, or in
+    each log of a folder (`log_files`) (the shape of runners/replay.py `read_predictions`; `line` is the sample's
+    position). `output` is the final completion; `tool_calls` those of the sample's first assistant turn that calls
+    tools (replay issues them on turn 0 on a split with `tools:`); `turns` the conversation from the first
+    assistant turn on with the tool results, `tool_records` each call with its result (replayed as recorded on a
+    split without `tools:`); `error` the sample's error."""
     out: dict[str, dict[str, Any]] = {}
-    for n, s in enumerate(log.samples or [], 1):
-        rid = epoch_id(str(s.id), int(s.epoch or 1))
-        if rid in out:
-            raise DataError(f"{path}: sample {s.id!r} epoch {s.epoch} appears twice (samples {out[rid]['line']} "
-                            f"and {n}); keep one per sample and epoch")
-        calls: list[dict[str, Any]] = []
-        for m in s.messages:
-            if m.role == "assistant" and m.tool_calls:
-                calls = [{"name": c.function, "arguments": c.arguments} for c in m.tool_calls]
-                break
-        # no choices and no completion: the model never answered (None, not an empty reply)
-        output = s.output.completion if s.output.choices or s.output.completion else None
-        error = s.error.message if s.error is not None else None
-        out[rid] = {"output": output, "tool_calls": calls, "error": error, "line": n}
+    for f in log_files(Path(path), cap, task, model):
+        log = _read(f, cap)
+        for n, s in enumerate(log.samples or [], 1):
+            rid = epoch_id(str(s.id), int(s.epoch or 1))
+            if rid in out:
+                raise DataError(f"{f}: sample {s.id!r} epoch {s.epoch} appears twice (samples {out[rid]['line']} "
+                                f"and {n}); keep one per sample and epoch")
+            calls: list[dict[str, Any]] = []
+            for m in s.messages:
+                if m.role == "assistant" and m.tool_calls:
+                    calls = [{"name": c.function, "arguments": c.arguments} for c in m.tool_calls]
+                    break
+            turns, records = _turns(list(s.messages))
+            # no choices and no completion: the model never answered (None, not an empty reply)
+            output = s.output.completion if s.output.choices or s.output.completion else None
+            error = s.error.message if s.error is not None else None
+            out[rid] = {"output": output, "tool_calls": calls, "error": error, "line": n,
+                        "turns": turns if records else [], "tool_records": records}
     return out
 
 
-def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str, Any]]:
+def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP, task: str | None = None,
+                 model: str | None = None) -> list[dict[str, Any]]:
     """The log's samples (first epoch) as dataset rows: id, input (text, or chat messages), target, metadata. A list
-    target (any of them is right, in Inspect) becomes its first item, the list kept in `metadata.inspect_targets`."""
-    path = Path(path)
-    log = _read(path, cap)
+    target (any of them is right, in Inspect) becomes its first item for our metrics, the list kept in
+    `metadata.inspect_targets`; each scorer's value in `metadata.inspect_scores`, the log's output in
+    `metadata.inspect_output` and the log's metrics per scorer in `metadata.inspect_metrics`. A folder: the
+    samples of each of its logs (`log_files`), an id seen twice refused."""
+    rows: list[dict[str, Any]] = []
+    seen: dict[str, Path] = {}
+    for f in log_files(Path(path), cap, task, model):
+        for row in _samples_of(_read(f, cap)):
+            if row["id"] in seen:
+                raise DataError(f"{path}: sample {row['id']!r} is in {seen[row['id']].name} and {f.name}; choose "
+                                "the logs' task with `inspect_task:`, or keep one log per sample")
+            seen[row["id"]] = f
+            rows.append(row)
+    return rows
+
+
+def _samples_of(log: Any) -> list[dict[str, Any]]:
+    # the log's own figures per scorer, kept beside ours (metric inspect_scores, evalpipe/metrics/inspect_scores.py)
+    own = {sc.name: {"samples": sc.scored_samples, "metrics": {m.name: m.value for m in sc.metrics.values()}}
+           for sc in ((log.results.scores if log.results else None) or [])}
     rows = []
     for s in log.samples or []:
         if int(s.epoch or 1) != 1:
@@ -328,5 +423,9 @@ def read_samples(path: str | Path, cap: FileCap = DEFAULT_CAP) -> list[dict[str,
         else:  # Inspect's list target: any of them is right. Our metrics take one target: the first, all kept
             target = s.target[0] if s.target else ""
             metadata["inspect_targets"] = list(s.target)
+        if s.scores:  # each scorer's own value for the log's own output, read back by metric inspect_scores
+            metadata["inspect_scores"] = {name: sc.value for name, sc in s.scores.items()}
+            metadata["inspect_output"] = s.output.completion if s.output.choices or s.output.completion else None
+            metadata["inspect_metrics"] = own
         rows.append({"id": str(s.id), "input": input_, "target": target, "choices": s.choices, "metadata": metadata})
     return rows

@@ -5,7 +5,12 @@ A run holds, for one (benchmark split, model) partition:
 - metrics: each metric's value on slice `all` under its own name, its interval and counts as `<metric>.ci_low`,
   `.ci_high`, `.stderr`, `.n`, and other slices as `<metric>/<slice>` (names cleaned to MLflow's alphabet);
 - tags: the viewer link, the Dagster run id, which side of each metric is better, the partition and the content
-  version of its metrics frame.
+  version of its metrics frame;
+- the per-sample table as the artifact `eval_results_table.json` (as `mlflow.evaluate` logs its per-row table:
+  one row per sample, its target, prediction and each metric's score and status), and the split as the run's
+  dataset input (`mlflow.data`: name = the split, digest = its dataset fingerprint, context `evaluation`).
+
+A partition that failed (its rollouts never finished) is logged as a FAILED run with its error as a tag.
 
 A partition is logged once per content: a re-materialization that changes no number (the same data version)
 finds its run and logs nothing, so the tracker isn't filled with copies of cached re-runs.
@@ -77,7 +82,7 @@ def metric_values(metrics_frame: Any) -> dict[str, float]:
     for r in metrics_frame.itertuples(index=False):
         base = str(r.metric) if str(r.slice) == "all" else f"{r.metric}/{r.slice}"
         for suffix, value in (("", r.value), (".ci_low", r.ci_low), (".ci_high", r.ci_high),
-                              (".stderr", r.stderr), (".n", r.n)):
+                              (".stderr", r.stderr), (".n", r.n), (".n_errors", getattr(r, "n_errors", None))):
             f = _finite(value)
             if f is not None:
                 out[metric_key(base + suffix)] = f
@@ -108,18 +113,88 @@ def _tags(metrics_frame: Any, viewer_url: str | None, dagster_run_id: str | None
     return tags
 
 
-def log_partition(settings: MlflowSettings, split_key: str, model_key: str, metrics_frame: Any, *,
-                  fingerprints: dict[str, Any], data_version: str, viewer_url: str | None = None,
-                  dagster_run_id: str | None = None) -> str:
-    """Log one metrics partition as an MLflow run in `settings.experiment` (created when missing); returns the
-    MLflow run id. A run of the same partition and the same data version is reused, not logged again."""
-    from mlflow.entities import Metric, Param, RunTag  # an optional extra: imported only when logging
+def sample_table(judgements: Any) -> Any:
+    """One row per sample (mlflow.evaluate's per-row table): sample_id, target, prediction, then `<metric>` (the
+    score) and `<metric>/status` for each metric, in the judgements' order."""
+    import pandas as pd
+
+    if judgements is None or not len(judgements):
+        return pd.DataFrame({"sample_id": []})
+    first = judgements.drop_duplicates("sample_id")[["sample_id", "target", "prediction"]].set_index("sample_id")
+    wide = judgements.pivot_table(index="sample_id", columns="metric", values="score", aggfunc="first", sort=False)
+    status = judgements.pivot(index="sample_id", columns="metric", values="status")
+    status.columns = [f"{c}/status" for c in status.columns]
+    table = first.join(wide).join(status).reset_index()
+    return table.astype(object).where(table.notna(), None)
+
+
+def _client(settings: MlflowSettings) -> tuple[Any, str]:
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=settings.tracking_uri)
     experiment = client.get_experiment_by_name(settings.experiment)
-    experiment_id = (experiment.experiment_id if experiment is not None
-                     else client.create_experiment(settings.experiment))
+    if experiment is not None:
+        return client, experiment.experiment_id
+    # a SQLite store's artifacts (the per-sample tables) beside its file, not in whatever folder the process runs in
+    uri = settings.tracking_uri or ""
+    where = (Path(uri[len(_SQLITE):]).parent / "mlartifacts").as_uri() if uri.startswith(_SQLITE + "/") else None
+    return client, client.create_experiment(settings.experiment, artifact_location=where)
+
+
+def _dataset_input(split_key: str, dataset_digest: str | None, samples: Any) -> Any:
+    """The split as an MLflow dataset input (mlflow.data's pandas dataset over the sample ids and targets)."""
+    import mlflow.data
+    from mlflow.entities import DatasetInput, InputTag
+
+    frame = samples[["sample_id", "target"]] if len(samples) else samples
+    ds = mlflow.data.from_pandas(frame, name=split_key, targets="target" if "target" in frame else None,
+                                 digest=(dataset_digest or None) and str(dataset_digest)[:36])
+    return DatasetInput(dataset=ds._to_mlflow_entity(), tags=[InputTag(key="mlflow.data.context", value="evaluation")])
+
+
+def _log_inputs(client: Any, run_id: str, datasets: list[Any]) -> None:
+    """client.log_inputs, tried again when a partition of the same split, logged at the same moment, inserted the
+    same dataset first (MLflow's SQL store checks, then inserts: the second insert fails its unique key; the next
+    try finds the row)."""
+    from mlflow.exceptions import MlflowException
+
+    for attempt in range(3):
+        try:
+            client.log_inputs(run_id, datasets=datasets)
+            return
+        except MlflowException as exc:
+            if "UNIQUE constraint" not in str(exc) and "Duplicate entry" not in str(exc) or attempt == 2:
+                raise
+            time.sleep(0.2 * (attempt + 1))
+
+
+def log_failed_partition(settings: MlflowSettings, split_key: str, model_key: str, error: str, *,
+                         fingerprints: dict[str, Any], dagster_run_id: str | None = None) -> str:
+    """A partition that failed as a FAILED MLflow run: its params, the error (tag `evalpipe.error`); the run id."""
+    from mlflow.entities import Param
+
+    client, experiment_id = _client(settings)
+    tags = {TAG_PARTITION: f"{split_key}|{model_key}", "evalpipe.error": str(error)[:5000]}
+    if dagster_run_id:
+        tags["evalpipe.dagster_run_id"] = dagster_run_id
+    run = client.create_run(experiment_id, run_name=f"{split_key} x {model_key}", tags=tags)
+    try:
+        params = [Param(k, v) for k, v in _params(split_key, model_key, fingerprints).items()]
+        for i in range(0, len(params), 100):
+            client.log_batch(run.info.run_id, params=params[i:i + 100])
+    finally:
+        client.set_terminated(run.info.run_id, status="FAILED")
+    return run.info.run_id
+
+
+def log_partition(settings: MlflowSettings, split_key: str, model_key: str, metrics_frame: Any, *,
+                  fingerprints: dict[str, Any], data_version: str, viewer_url: str | None = None,
+                  dagster_run_id: str | None = None, samples: Any = None) -> str:
+    """Log one metrics partition as an MLflow run in `settings.experiment` (created when missing); returns the
+    MLflow run id. A run of the same partition and the same data version is reused, not logged again."""
+    from mlflow.entities import Metric, Param  # an optional extra: imported only when logging
+
+    client, experiment_id = _client(settings)
     partition = f"{split_key}|{model_key}"
     # the data version is a hex digest (safe inside the filter's quotes); the partition is compared here, as keys
     # may hold characters MLflow's filter grammar can't quote
@@ -140,6 +215,9 @@ def log_partition(settings: MlflowSettings, split_key: str, model_key: str, metr
             client.log_batch(run_id, params=params[i:i + 100])
         for i in range(0, len(metrics), 1000):
             client.log_batch(run_id, metrics=metrics[i:i + 1000])
+        if samples is not None:  # the per-sample table and the split as the dataset evaluated
+            _log_inputs(client, run_id, [_dataset_input(split_key, fingerprints.get("dataset_sha256"), samples)])
+            client.log_table(run_id, samples, artifact_file="eval_results_table.json")
     except Exception:
         client.set_terminated(run_id, status="FAILED")
         raise

@@ -136,7 +136,8 @@ BUILTIN_MODULES = ("code_execution", "exact_match", "hms", "list_match", "llm_ju
                    "bfcl_ast",  # BFCL's AST checker, issue 10
                    "tool_integration",  # tool-integration harness, issue 10
                    "dabstep", "kaggle",  # DSGym's domain metrics, issue 22
-                   "lm_eval_scoring")  # an lm-evaluation-harness task's own scoring, issue 23
+                   "lm_eval_scoring",  # an lm-evaluation-harness task's own scoring, issue 23
+                   "inspect_scores")  # an Inspect AI log's own scores, issue 32
 _BUILTIN_PATHS = frozenset(f"evalpipe.metrics.{m}" for m in BUILTIN_MODULES)
 _builtins_lock = threading.RLock()
 _builtins_state = "not loaded"  # -> "loading" (this thread importing them) -> "loaded"

@@ -20,8 +20,9 @@ def _loads(value: Any, default: Any) -> Any:
     return default
 
 
-def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[dict[str, Any]]]:
-    """(the task, its samples as lm-eval logs them) from the partition's prompts, rollouts and `lm_eval` judgements."""
+def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[dict[str, Any]], dict[str, Any]]:
+    """(the task, its samples as lm-eval logs them, the settings the requests were built with) from the
+    partition's prompts, rollouts and `lm_eval` judgements."""
     from lm_eval.utils import handle_non_serializable, hash_string
 
     part = {"benchmark_split": split_key, "model": model_key}
@@ -41,8 +42,10 @@ def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[
     task = load_task(*task_spec)
     outputs = {sid: (status, raw) for sid, status, raw in rollouts.itertuples(index=False)}
     samples = []
+    settings: dict[str, Any] = {}
     for sid, meta in zip(prompts["sample_id"], prompts["metadata"]):
         info = _loads(meta, {}).get("lm_eval")
+        settings = settings or (info or {}).get("settings") or {}
         status, raw = outputs.get(sid, (None, None))
         values = (details.get(sid) or {}).get("lm_eval")
         if not info or status != "ok" or not isinstance(values, dict):
@@ -53,14 +56,16 @@ def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[
         for filter_key, filtered_resps in filtered.items():
             metrics = {k.partition(",")[0]: v for k, v in values.items() if k.partition(",")[2] == filter_key}
             arguments = [tuple(a) for a in info["arguments"]]
+            context = arguments[0][0]
+            context = context[0] if isinstance(context, list) else context  # a chat: [its JSON], as lm-eval logs it
             samples.append({
                 "doc_id": info["doc_id"], "doc": info["doc"], "target": info["target"], "arguments": arguments,
                 "resps": raw_resps, "filtered_resps": filtered_resps, "filter": filter_key, "metrics": list(metrics),
                 "doc_hash": hash_string(json.dumps(info["doc"], indent=2, default=handle_non_serializable,
                                                    ensure_ascii=False)),
-                "prompt_hash": hash_string(arguments[0][0]), "target_hash": hash_string(str(info["target"])),
+                "prompt_hash": hash_string(context), "target_hash": hash_string(str(info["target"])),
                 **metrics})
-    return task, samples
+    return task, samples, settings
 
 
 def results_dict(task: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
@@ -83,20 +88,47 @@ def results_dict(task: Any, samples: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def _started_at(split_key: str, model_key: str, wh: Any) -> float | None:
+    """When the partition's rollouts were recorded (its latest fingerprints row), as lm-eval's `date`: epoch seconds."""
+    import pandas as pd
+
+    try:
+        fps = wh.read("fingerprints", {"benchmark_split": split_key, "model": model_key}, columns=["recorded_at"])
+    except WarehouseError:
+        return None
+    if fps.empty or fps["recorded_at"].isna().all():
+        return None
+    return float(pd.Timestamp(fps["recorded_at"].dropna().iloc[-1]).timestamp())
+
+
 def write_results(split_key: str, model_key: str, wh: Any, out_dir: str | Path) -> list[Path]:
-    """Write the partition's results JSON and per-sample JSONL with lm-eval's EvaluationTracker; their paths."""
+    """Write the partition's results JSON and per-sample JSONL with lm-eval's EvaluationTracker; their paths. Every
+    key `lm_eval --output_path --log_samples` writes is there, with this run's values: `config` (lm-eval's keys;
+    ours beside them), the build settings (`fewshot_as_multiturn`, `chat_template`, `system_instruction`), `date`,
+    `git_hash` and lm-eval's environment keys. The tokenizer keys are written only by lm-eval models that hold a
+    tokenizer: our runners keep theirs to themselves, as lm-eval's API models do, so they are absent as there."""
     try:
         from lm_eval.loggers import EvaluationTracker
+        from lm_eval.loggers.utils import add_env_info, get_git_commit_hash
     except ImportError:
         raise ConfigError("--format lm-eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
-    task, samples = lm_eval_samples(split_key, model_key, wh)
+    task, samples, settings = lm_eval_samples(split_key, model_key, wh)
     results = results_dict(task, samples)
     tracker = EvaluationTracker(output_path=str(out_dir))
+    chat = bool(settings.get("apply_chat_template"))
     tracker.general_config_tracker.log_experiment_args(
-        model_source="evalpipe", model_args=f"model={model_key}", system_instruction=None, chat_template=None,
-        fewshot_as_multiturn=False)
-    results["config"] = {"model": "evalpipe", "model_args": f"model={model_key}",
-                         "benchmark_split": split_key}
+        model_source="evalpipe", model_args=f"model={model_key}",
+        system_instruction=settings.get("system_instruction"),
+        chat_template="" if chat else None,  # what lm-eval's API chat models write: the server applies its own
+        fewshot_as_multiturn=bool(settings.get("fewshot_as_multiturn", False)))
+    results["config"] = {
+        "model": model_key, "model_args": f"model={model_key}", "batch_size": None, "batch_sizes": [],
+        "device": None, "use_cache": None, "limit": None, "bootstrap_iters": 100000,
+        "gen_kwargs": None, "random_seed": 0, "numpy_seed": 1234, "torch_seed": 1234,
+        "fewshot_seed": settings.get("fewshot_seed", 1234), "benchmark_split": split_key}
+    results["git_hash"] = get_git_commit_hash()
+    results["date"] = _started_at(split_key, model_key, wh)
+    add_env_info(results)
     tracker.save_results_aggregated(results=results, samples={task.config.task: samples})
     tracker.save_results_samples(task_name=task.config.task, samples=samples)
     folder = Path(out_dir) / tracker.general_config_tracker.model_name_sanitized

@@ -388,12 +388,16 @@ def rollout_requests(runner: Runner, prompts: pd.DataFrame, tools_env: Any = Non
             if tools is None:
                 tools = parsed[raw_tools] = json.loads(raw_tools)
         # canonical_json({"runner": ident, "prompt": ..., "sample": ..., ["tools": tools_id]}): keys in sorted order
-        fp = (f'{{"prompt":{_canonical_value(prompt_fp)},"runner":{ident_json},"sample":{_canonical_value(sample_id)}'
+        # a sample's own generation settings (metadata `request_params`, e.g. an lm_eval task's generation_kwargs)
+        # ride on the request and in its fingerprint; without them the fingerprint is what it always was
+        params = metadata.get("request_params") if isinstance(metadata, dict) else None
+        head = f'"params":{canonical_json(params)},' if params else ""
+        fp = (f'{{{head}"prompt":{_canonical_value(prompt_fp)},"runner":{ident_json},"sample":{_canonical_value(sample_id)}'
               + (f',"tools":{tools_json}}}' if tools is not None else "}"))
         out.append(RolloutRequest(
             sample_id=sample_id, messages=messages, fingerprint=hashlib.sha256(fp.encode("utf-8")).hexdigest()[:32],
             files=files, metadata=metadata,
-            target=target if isinstance(target, str) else None, tools=tools))
+            target=target if isinstance(target, str) else None, tools=tools, params=params or None))
     return out
 
 

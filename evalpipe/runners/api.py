@@ -119,3 +119,12 @@ class ApiRunner(Runner):
         """USD for one reply from the per-token prices; 0 without a price."""
         pin, pout = self._prices if self._prices is not None else self.prices()
         return (input_tokens or 0) * pin + (output_tokens or 0) * pout
+
+
+def merge_request_params(model_params: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
+    """A request's generation settings as sent over the model's `params`: the request's win; a model that sends
+    `max_completion_tokens` (OpenAI's reasoning models refuse `max_tokens`) gets the request's max_tokens there."""
+    out = dict(params)
+    if "max_tokens" in out and "max_completion_tokens" in model_params:
+        out["max_completion_tokens"] = out.pop("max_tokens")
+    return out

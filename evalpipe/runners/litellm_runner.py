@@ -8,7 +8,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, Field
 
 from evalpipe.core.config import ModelConfig
-from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, wants_fast_path
+from evalpipe.runners.api import OPENAI_COMPATIBLE, ApiRunner, merge_request_params, wants_fast_path
 from evalpipe.runners.base import ModelError, RetryableError, Runner, http_error, register_runner
 from evalpipe.runners.pricing import import_litellm
 from evalpipe.tools.base import ChatTurn, ToolCall
@@ -74,10 +74,20 @@ class LiteLLMRunner(ApiRunner):
             return self._kwargs
         return self._priced_kwargs
 
+    def request_params_problem(self, params: dict[str, Any] | None) -> str | None:
+        """A request's own generation settings (RolloutRequest.params) are passed merged over the model's: none."""
+        return None
+
+    def _request_kwargs(self, request: RolloutRequest | None) -> dict[str, Any]:
+        kwargs = self._call_kwargs()
+        if request is None or not request.params:
+            return kwargs
+        return {**kwargs, **merge_request_params(kwargs, request.params)}
+
     async def generate(self, request: RolloutRequest) -> Generation:
         try:
             resp = await self._litellm.acompletion(model=self.model.model, messages=request.messages,
-                                                   **self._call_kwargs())
+                                                   **self._request_kwargs(request))
         except Exception as exc:
             raise self._translate(exc) from None
         choice = resp.choices[0]
@@ -97,7 +107,8 @@ class LiteLLMRunner(ApiRunner):
         """One turn of a tool-using conversation (evalpipe/runners/tool_loop.py) through `litellm.acompletion`."""
         try:
             resp = await self._litellm.acompletion(model=self.model.model, messages=messages,
-                                                   **({"tools": tools} if tools else {}), **self._call_kwargs())
+                                                   **({"tools": tools} if tools else {}),
+                                                   **self._request_kwargs(request))
         except Exception as exc:
             raise self._translate(exc) from None
         choice = resp.choices[0]

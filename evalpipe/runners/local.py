@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import os
 import shutil
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
@@ -194,14 +196,10 @@ class LocalRunner(Runner):
     def __init__(self, model: ModelConfig):
         super().__init__(model)
         self.checkpoint = resolve_checkpoint(model.model)
-        p = dict(model.params)
-        self.max_tokens = int(p.pop("max_tokens", DEFAULT_MAX_TOKENS))
-        self.temperature = float(p.pop("temperature", 0.0) or 0.0)
-        self.top_p = p.pop("top_p", None)
-        self.seed = p.pop("seed", None)
-        stop = p.pop("stop", None)
-        self.stop = [stop] if isinstance(stop, str) else list(stop or [])
-        self.extra = p  # passed to `generate` as is (e.g. repetition_penalty, top_k)
+        d = self._own = Decoding.of(model.params)
+        self.max_tokens, self.temperature, self.top_p, self.seed, self.stop = (
+            d.max_tokens, d.temperature, d.top_p, d.seed, d.stop)
+        self.extra = d.extra  # passed to `generate` as is (e.g. repetition_penalty, top_k)
         # One thread by default: measured here, 2 torch threads on a 2-core machine that is also running the
         # pipeline (or other partitions) were 3-4x slower than 1, as the threads wait on each other.
         self.threads = int(model.options.get("threads", 1))
@@ -258,26 +256,46 @@ class LocalRunner(Runner):
         if torch.get_num_threads() != self.threads:
             torch.set_num_threads(self.threads)
 
+    def decoding_for(self, params: dict[str, Any] | None) -> "Decoding":
+        """The decoding settings of a request: its own generation settings merged over the model's `params`."""
+        return Decoding.of({**self.model.params, **params}) if params else self._own
+
+    def request_params_problem(self, params: dict[str, Any] | None) -> str | None:
+        """Why a request's own generation settings can't be honoured, or None. Batched generation (batch_size > 1,
+        engine vllm) decodes every request of a batch with the model's settings: there they must be the same."""
+        if not params or (self.engine == "transformers" and self.batch_size == 1) \
+                or self.decoding_for(params) == self._own:
+            return None
+        how = f"engine {self.engine}" if self.engine != "transformers" else f"batch_size {self.batch_size}"
+        return (f"model {self.model.key!r} ({how}) decodes every request with its own params: set params: "
+                f"{json.dumps(params, separators=(', ', ': '))} on it, or batch_size: 1 with engine transformers")
+
     async def generate(self, request: RolloutRequest) -> Generation:
         pairs = request.metadata.get("loglikelihood_requests") if request.metadata else None
         if pairs:  # an lm_eval log-likelihood / multiple-choice sample (evalpipe/benchmarks/lm_eval_task.py)
             return await asyncio.get_running_loop().run_in_executor(_executor(), self._loglikelihood_generation, pairs)
+        if request.params:
+            problem = self.request_params_problem(request.params)
+            if problem:
+                raise ConfigError(problem)
         if self.engine == "vllm":
             return await self._vllm_batched(request.messages)
         if self.batch_size > 1:  # [scale] concurrent requests meet in one batch
             return await self._batched(request.messages)
-        return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages)
+        return await asyncio.get_running_loop().run_in_executor(_executor(), self._generate, request.messages,
+                                                                self.decoding_for(request.params))
 
-    def _decode_kwargs(self, tok: Any) -> dict[str, Any]:
-        kwargs: dict[str, Any] = {"max_new_tokens": self.max_tokens, **self.extra}
-        if self.temperature > 0:
-            kwargs.update(do_sample=True, temperature=self.temperature)
-            if self.top_p is not None:
-                kwargs["top_p"] = float(self.top_p)
+    def _decode_kwargs(self, tok: Any, d: "Decoding | None" = None) -> dict[str, Any]:
+        d = d or self._own
+        kwargs: dict[str, Any] = {"max_new_tokens": d.max_tokens, **d.extra}
+        if d.temperature > 0:
+            kwargs.update(do_sample=True, temperature=d.temperature)
+            if d.top_p is not None:
+                kwargs["top_p"] = float(d.top_p)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
-        if self.stop:
-            kwargs.update(stop_strings=self.stop, tokenizer=tok)
+        if d.stop:
+            kwargs.update(stop_strings=d.stop, tokenizer=tok)
         return kwargs
 
     async def _batched(self, messages: list[dict[str, Any]]) -> Generation:
@@ -335,9 +353,10 @@ class LocalRunner(Runner):
                         finish_reason=gen.finish_reason, input_tokens=gen.input_tokens,
                         output_tokens=gen.output_tokens, cost=0.0)
 
-    def _generate(self, messages: list[dict[str, Any]]) -> Generation:
+    def _generate(self, messages: list[dict[str, Any]], d: "Decoding | None" = None) -> Generation:
         import torch
 
+        d = d or self._own
         self._use_threads()
         model, tok = load(self.checkpoint)
         if getattr(tok, "chat_template", None):
@@ -345,15 +364,15 @@ class LocalRunner(Runner):
         else:  # a base checkpoint without a chat template: plain text
             text = "\n\n".join(f"{m.get('role', 'user')}: {m.get('content', '')}" for m in messages) + "\n\nassistant:"
             enc = tok(text, return_tensors="pt")
-        kwargs = self._decode_kwargs(tok)
+        kwargs = self._decode_kwargs(tok, d)
         eos = tok.eos_token_id
         with torch.inference_mode():
-            if self.seed is not None:
-                torch.manual_seed(int(self.seed))
+            if d.seed is not None:
+                torch.manual_seed(int(d.seed))
             out = model.generate(**enc, pad_token_id=eos if tok.pad_token_id is None else tok.pad_token_id, **kwargs)
         n_in = int(enc["input_ids"].shape[1])
         new = out[0, n_in:].tolist()
-        return self._finish(tok, new, n_in)
+        return self._finish(tok, new, n_in, d)
 
     def loglikelihood(self, pairs: list[list[str]]) -> list[tuple[float, bool]]:
         """(log P(continuation | context), whether greedy decoding would give exactly the continuation) for each
@@ -393,14 +412,35 @@ class LocalRunner(Runner):
         return Generation(text=json.dumps([[ll, greedy] for ll, greedy in results]), finish_reason="loglikelihood",
                           input_tokens=n_in, output_tokens=0, cost=0.0)
 
-    def _finish(self, tok: Any, new: list[int], n_in: int) -> Generation:
+    def _finish(self, tok: Any, new: list[int], n_in: int, d: "Decoding | None" = None) -> Generation:
         """The generation from new token ids: decoded, cut at the first stop string, with its finish reason."""
+        d = d or self._own
         eos = tok.eos_token_id
         hit_eos = bool(new) and eos is not None and new[-1] == eos
-        text, stopped = local_batch.cut_at_stop(tok.decode(new, skip_special_tokens=True), self.stop)
-        finish = "stop" if (hit_eos or stopped or len(new) < self.max_tokens) else "length"
+        text, stopped = local_batch.cut_at_stop(tok.decode(new, skip_special_tokens=True), d.stop)
+        finish = "stop" if (hit_eos or stopped or len(new) < d.max_tokens) else "length"
         return Generation(text=text.strip(), finish_reason=finish, input_tokens=n_in, output_tokens=len(new),
                           cost=0.0)
+
+
+@dataclass(frozen=True)
+class Decoding:
+    """A local model's decoding settings, read from `params` (the model's, or a request's merged over them)."""
+
+    max_tokens: int
+    temperature: float
+    top_p: Any
+    seed: Any
+    stop: list[str]
+    extra: dict[str, Any]
+
+    @classmethod
+    def of(cls, params: dict[str, Any]) -> "Decoding":
+        p = dict(params)
+        stop = p.pop("stop", None)
+        return cls(max_tokens=int(p.pop("max_tokens", DEFAULT_MAX_TOKENS)),
+                   temperature=float(p.pop("temperature", 0.0) or 0.0), top_p=p.pop("top_p", None),
+                   seed=p.pop("seed", None), stop=[stop] if isinstance(stop, str) else list(stop or []), extra=p)
 
 
 def _encode_pair(tok: Any, context: str, continuation: str) -> tuple[list[int], list[int]]:

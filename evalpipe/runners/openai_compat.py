@@ -15,7 +15,7 @@ from typing import Any
 import aiohttp
 
 from evalpipe.core.config import ModelConfig
-from evalpipe.runners.api import ApiRunner
+from evalpipe.runners.api import ApiRunner, merge_request_params
 from evalpipe.runners.base import ModelError, RetryableError, http_error, parse_retry_after
 from evalpipe.tools.base import ChatTurn, ToolCall
 from evalpipe.core.types import Generation, RolloutRequest
@@ -77,8 +77,9 @@ class OpenAICompatRunner(ApiRunner):
         # Everything but the messages is the same for every request: encode it once.
         fixed = {"model": self.bare_model if self.provider else model.model, **self.params, **self.extra_body}
         fixed.pop("messages", None)
-        fixed_json = json.dumps(fixed, ensure_ascii=False, separators=(",", ":"), default=str)
-        self._body_head = (fixed_json[:-1] + ',"messages":' if len(fixed) else '{"messages":').encode()
+        self._fixed = fixed
+        self._body_head = _head(fixed)
+        self._heads: dict[str, bytes] = {}  # heads with a request's own generation settings, by their JSON
         self.max_connections = int(model.options.get("max_connections", 256))
         self._session: aiohttp.ClientSession | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -109,10 +110,26 @@ class OpenAICompatRunner(ApiRunner):
             self._loop = loop
         return self._session
 
+    def request_params_problem(self, params: dict[str, Any] | None) -> str | None:
+        """A request's own generation settings (RolloutRequest.params) are sent merged over the model's: none."""
+        return None
+
+    def _head_for(self, params: dict[str, Any] | None) -> bytes:
+        """The body's fixed part with a request's generation settings merged over the model's."""
+        if not params:
+            return self._body_head
+        key = json.dumps(params, sort_keys=True, default=str)
+        head = self._heads.get(key)
+        if head is None:
+            if len(self._heads) > 1024:
+                self._heads.clear()
+            head = self._heads[key] = _head({**self._fixed, **merge_request_params(self._fixed, params)})
+        return head
+
     async def generate(self, request: RolloutRequest) -> Generation:
         session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
             else self._open()
-        body = self._body_head + compact_json(request.messages) + b"}"
+        body = self._head_for(request.params) + compact_json(request.messages) + b"}"
         try:
             async with session.post(self.url, data=body) as resp:
                 payload = await resp.read()
@@ -136,9 +153,10 @@ class OpenAICompatRunner(ApiRunner):
                 self._tools_json.clear()
             tools_json = self._tools_json[id(tools)] = (tools, b',"tools":' + json.dumps(
                 tools, ensure_ascii=False, separators=(",", ":")).encode())
+        head = self._head_for(request.params if request is not None else None)
         cached = getattr(messages, "encoded", False)  # the loop's WireMessages: encode only the new messages
         if cached is False:
-            body = b"".join((self._body_head, compact_json(messages), tools_json[1] if tools else b"", b"}"))
+            body = b"".join((head, compact_json(messages), tools_json[1] if tools else b"", b"}"))
         else:
             n, prefix = cached or (0, b"")
             if len(messages) > n:
@@ -146,7 +164,7 @@ class OpenAICompatRunner(ApiRunner):
                 prefix = b"".join((prefix, b",", new)) if n else new
                 messages.encoded = (len(messages), prefix)  # type: ignore[attr-defined]
             # (one join: no intermediate copies of the growing conversation)
-            body = b"".join((self._body_head, b"[", prefix, b"]", tools_json[1] if tools else b"", b"}"))
+            body = b"".join((head, b"[", prefix, b"]", tools_json[1] if tools else b"", b"}"))
         try:
             async with session.post(self.url, data=body) as resp:
                 payload = await resp.read()
@@ -224,7 +242,7 @@ class OpenAICompatRunner(ApiRunner):
 
         endpoint = urlsplit(self.url).path
         lines = b"\n".join(b'{"custom_id":' + json.dumps(r.fingerprint).encode() + b',"method":"POST","url":'
-                            + json.dumps(endpoint).encode() + b',"body":' + self._body_head
+                            + json.dumps(endpoint).encode() + b',"body":' + self._head_for(r.params)
                             + compact_json(r.messages) + b"}}" for r in requests) + b"\n"
         form = aiohttp.FormData()
         form.add_field("purpose", "batch")
@@ -373,3 +391,10 @@ def parse_chat_turn(text: str, runner: ApiRunner) -> ChatTurn:
     tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
     return ChatTurn(content=content, tool_calls=calls, finish_reason=choice.get("finish_reason"), input_tokens=tin,
                     output_tokens=tout, cost=runner.cost(tin, tout), raw=text)
+
+
+def _head(fixed: dict[str, Any]) -> bytes:
+    """`{...fixed,"messages":` as bytes: everything of a chat body but the messages (and tools), encoded once."""
+    fixed_json = json.dumps(fixed, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (fixed_json[:-1] + ',"messages":' if len(fixed) else '{"messages":').encode()
+

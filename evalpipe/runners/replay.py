@@ -85,7 +85,7 @@ def read_predictions(path: Path, cap: FileCap = DEFAULT_CAP) -> dict[str, dict[s
 class ReplayRunner(Runner):
     name = "replay"
     default_concurrency = 64
-    option_schema = {"path", OPTION}  # `evalpipe validate` flags any other option (e.g. a misspelt `paht:`)
+    option_schema = {"path", "inspect_task", "inspect_model", OPTION}  # `evalpipe validate` flags any other option (e.g. a misspelt `paht:`)
 
     def __init__(self, model: ModelConfig):
         super().__init__(model)
@@ -96,9 +96,18 @@ class ReplayRunner(Runner):
         cap = model_cap(model.key, model.options)
         from evalpipe.interop.inspect_log import is_inspect_log, read_outputs
 
-        self.predictions = (read_outputs(self.path, cap) if is_inspect_log(self.path)
-                            else read_predictions(self.path, cap))
-        self.sha256 = file_sha256(self.path, cap)
+        if is_inspect_log(self.path):  # a log, or a folder of logs (which of them: inspect_task / inspect_model)
+            self.predictions = read_outputs(self.path, cap, model.options.get("inspect_task"),
+                                            model.options.get("inspect_model"))
+        else:
+            self.predictions = read_predictions(self.path, cap)
+        if self.path.is_dir():
+            from evalpipe.core.fingerprint import fingerprint
+
+            self.sha256 = fingerprint({str(f.relative_to(self.path)): file_sha256(f, cap)
+                                       for f in sorted(self.path.rglob("*.eval"))})
+        else:
+            self.sha256 = file_sha256(self.path, cap)
 
     def identity(self) -> dict[str, Any]:
         return {"runner": self.name, "file_sha256": self.sha256}
@@ -113,6 +122,11 @@ class ReplayRunner(Runner):
 
     async def generate(self, request: RolloutRequest) -> Generation:
         line = self._line(request.sample_id)
+        if line.get("tool_records"):  # an Inspect log's conversation: every turn, each call with its result
+            return Generation(text=line["output"], finish_reason="stop", input_tokens=0, output_tokens=0, cost=0.0,
+                              trajectory=[*request.messages, *line["turns"]], tool_calls=line["tool_records"],
+                              turns=sum(1 for m in line["turns"] if m["role"] == "assistant"),
+                              stop_reason="final")
         records = []
         for i, c in enumerate(line["tool_calls"]):
             raw = c.get("arguments")
