@@ -440,6 +440,7 @@ def runners() -> None:
 @main.command(name="metrics")
 def metrics_cmd() -> None:
     """List the metrics (the `metrics:` of a benchmark)."""
+    import evalpipe.benchmarks  # noqa: F401  the adapters register their own metrics (gaia, gaia_strict, qrdata, tau2_reward, ...)
     from evalpipe.metrics import get_metric, list_metrics
 
     _list("metric", list_metrics(), get_metric)
