@@ -290,8 +290,9 @@ def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
 
 def judge_usage_rows(judgements: pd.DataFrame) -> list[dict]:
     """The judges' calls of one partition: calls sent (not cached), tokens, cost and mean latency, summed from
-    each verdict's `details.judges.<judge>.usage` (what `llm_judge`/`llm_score` record per judge call); no rows
-    when no verdict records judge usage."""
+    each verdict's `details.judges.<judge>.usage`: one call's usage (what `llm_judge`/`llm_score` record per
+    judge) or a list of them (`hms_score`'s several calls per sample, by role); no rows when no verdict records
+    judge usage."""
     if judgements is None or judgements.empty or "details" not in judgements:
         return []
     calls = tin = tout = 0
@@ -306,16 +307,17 @@ def judge_usage_rows(judgements: pd.DataFrame) -> list[dict]:
             continue
         for v in judges.values():
             u = v.get("usage") if isinstance(v, dict) else None
-            if not isinstance(u, dict):
-                continue
-            seen = True
-            if u.get("cached"):
-                continue
-            calls += 1
-            tin += int(u.get("input_tokens") or 0)
-            tout += int(u.get("output_tokens") or 0)
-            cost += float(u.get("cost") or 0.0)
-            latency += float(u.get("latency_s") or 0.0)
+            for one in (u if isinstance(u, list) else [u]):
+                if not isinstance(one, dict):
+                    continue
+                seen = True
+                if one.get("cached"):
+                    continue
+                calls += 1
+                tin += int(one.get("input_tokens") or 0)
+                tout += int(one.get("output_tokens") or 0)
+                cost += float(one.get("cost") or 0.0)
+                latency += float(one.get("latency_s") or 0.0)
     if not seen:
         return []
     values = {"judge_calls": float(calls), "judge_input_tokens_total": float(tin),
