@@ -72,3 +72,37 @@ def test_a_judge_counts_against_the_budget_and_stops_with_its_partition(home, tm
         spent = budget.status()[0]["cost_usd"]
     assert spent == pytest.approx(mock.cost()) and 0.2 <= spent < 0.2 + 4 * mock.max_request_cost()
     assert len(mock.served) < 40
+
+
+class HMSMock(PricedMock):
+    """DiscoveryBench's judge calls by prompt kind (split, context, variables, relation); a prediction that holds
+    "unreadable" gets a context reply that is never JSON, so its sample fails after five tries, its calls paid."""
+
+    def answer_for(self, prompt: str) -> str:
+        if "Split the hypothesis" in prompt:
+            ctx = "adults in the US" if "Hypothesis: GOLD" in prompt else "American adults"
+            text = "older adults earn more" + (" unreadable" if "unreadable" in prompt else "")
+            return json.dumps({"sub_hypo": [{"text": text, "context": ctx,
+                                             "variables": ["age", "income"], "relations": "positive"}]})
+        if "same context" in prompt:
+            return "They match." if "unreadable" in prompt else '{"match": true}'
+        if "Count the variables" in prompt:
+            return '{"sizeA": 2, "sizeB": 3, "intersection": 2, "explanation": "age, income"}'
+        return '{"answer": "A) very similar", "explanation": "same"}'
+
+
+def test_hms_score_judge_calls_are_in_the_usage_rows(home):
+    from evalpipe.metrics import build_metric
+
+    with serve_in_thread(HMSMock()) as (mock, url):
+        metric = build_metric({"name": "hms_score", "judge": {"name": "j", "runner": "litellm", "model": "openai/judge",
+                                                              "api_base": url, "options": {"pricing": PRICING}}})
+        items = [JudgeInput(sample_id=f"s{i}", input=f"How does income relate to age? {i}", target=f"GOLD {i}",
+                            prediction=f"PRED {i}" + (" unreadable" if i == 2 else "")) for i in range(3)]
+        scores = asyncio.run(metric.ascore_many(items))
+        assert [s.status for s in scores] == ["scored", "scored", "parse_error"]
+        df = _judgements(scores).assign(metric="hms_score")
+        usage = _usage(df)
+        assert usage["judge_calls"] == len(mock.served)  # every call sent, the failed sample's too
+        assert usage["judge_input_tokens_total"] + usage["judge_output_tokens_total"] == mock.tokens()
+        assert usage["judge_cost_usd_total"] == pytest.approx(mock.cost())

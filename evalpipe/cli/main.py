@@ -257,7 +257,12 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     import pandas as pd
 
     _out(_table(pd.DataFrame(rows)))
-    from evalpipe.cli.view import leaderboard_frame, leaderboard_table
+    from evalpipe.cli.view import leaderboard_frame, leaderboard_table, partition_spend
+
+    for p in result.partitions:  # [spend] the rollouts' tokens and cost, the judges' beside them
+        spend = partition_spend(wh, p.benchmark_split, p.model) if p.success else None
+        if spend:
+            _out(f"{p.benchmark_split} x {p.model} {spend}")
 
     # ranked by each metric's direction (`=1` where tied, counts as counts); --limit runs only when asked
     board = leaderboard_table(leaderboard_frame(wh, include_limited))

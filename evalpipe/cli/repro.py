@@ -63,6 +63,10 @@ def summarize_run_dir(run_dir: str, as_json: bool, all_slices: bool) -> None:
     c = summary.get("counts", {})
     click.echo(f"{summary.get('benchmark_split')} | {summary.get('model')} | run {summary.get('run_id')} | "
                f"finished {summary.get('finished_at')} | {c.get('samples')} samples, {c.get('errors')} errors")
+    if "cost_usd" in c:  # [spend] the rollouts' tokens and cost, the judges' beside them
+        from evalpipe.store.artifacts import spend_text
+
+        click.echo("spend: " + spend_text(c, summary.get("judge_usage")))
     cols = ["metric", "slice", "value", "stderr", "ci_low", "ci_high", "n", "n_unscored", "n_errors"]
     df = pd.DataFrame(rows, columns=cols)
     click.echo(df.to_markdown(index=False, floatfmt=".4f") if len(df) else "(no rows)")

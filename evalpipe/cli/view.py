@@ -200,6 +200,17 @@ def leaderboard_table(board):
     return leaderboard_display(board) if len(board) else board
 
 
+def bradley_terry_table(wh, splits: tuple[str, ...] = ()):
+    """The Bradley-Terry ranking the `reviews` asset last wrote (`review_ranking`, source `all`), best first per
+    split; a refused fit keeps its models with no strength and the reason in `note`."""
+    where, params = "source = 'all'", []
+    if splits:
+        where += " AND benchmark_split IN (" + ", ".join("?" for _ in splits) + ")"
+        params += list(splits)
+    return wh.query("SELECT benchmark_split, rank, model, strength, ci_low, ci_high, wins, comparisons, n, note "
+                    f"FROM review_ranking WHERE {where} ORDER BY benchmark_split, rank NULLS LAST, model", params)
+
+
 @click.command(name="leaderboard")
 @click.option("--split", "splits", multiple=True, help="benchmark_split key (repeatable; default: all).")
 @click.option("--metric", "metric_names", multiple=True, help="Metric name (repeatable; default: all).")
@@ -221,6 +232,11 @@ def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], incl
         raise DataError("no leaderboard rows match; materialize some first (evalpipe run) or check --split/--metric")
     if fmt == "table":
         click.echo(redact(render(leaderboard_table(board), "table")))
+        ranking = bradley_terry_table(_warehouse(), splits)
+        if len(ranking):
+            click.echo("\nBradley-Terry ranking from pairwise preferences (people's and judges', `review_ranking` "
+                       "source all; 95% bootstrap CI):")
+            click.echo(redact(render(ranking, "table")))
         return
     cols = ["benchmark_split", "metric", "rank", "tied", "model", "value", "higher_is_better", "kind", "n",
             "n_unscored", "n_errors", "ci_low", "ci_high"]
@@ -339,13 +355,53 @@ def rebuilt_summary(rf) -> dict[str, Any]:
               "input_tokens": sum(int(u.get("input_tokens") or 0) for u in usage),
               "output_tokens": sum(int(u.get("output_tokens") or 0) for u in usage),
               "cost_usd": round(sum(float(u.get("cost") or 0.0) for u in usage), 6)}
+    from evalpipe.store.artifacts import judge_usage
+
+    judges = judge_usage(metrics)  # [spend] the judges' calls, from the verdicts' details
     manifest = {}
     if rf.folder is not None and (rf.folder / "manifest.json").exists():
         manifest = json.loads((rf.folder / "manifest.json").read_text(encoding="utf-8"))
     return {"benchmark_split": rf.benchmark_split, "model": rf.model, "run_id": manifest.get("run_id"),
             "started_at": manifest.get("started_at"), "finished_at": manifest.get("finished_at"),
             "duration_s": manifest.get("duration_s"), "counts": counts, "metrics": _records(metrics),
-            "rebuilt_from": str(rf.path)}
+            **({"judge_usage": judges} if judges is not None else {}), "rebuilt_from": str(rf.path)}
+
+
+def partition_spend(source, split: str, model: str) -> str | None:
+    """[spend] One line for a partition: the rollouts' tokens and cost and the judges' beside them, from its
+    metrics rows (slice `usage`); None when it has none."""
+    from evalpipe.store.artifacts import judge_usage, spend_text
+
+    rows = source.query("SELECT metric, slice, value FROM metrics WHERE benchmark_split = ? AND model = ? "
+                        "AND slice = 'usage'", [split, model])
+    if not len(rows):
+        return None
+    got = dict(zip(rows["metric"], rows["value"]))
+
+    def whole(metric: str) -> int:
+        v = got.get(metric)
+        return int(v) if v is not None and v == v else 0
+
+    cost = got.get("cost_usd_total")
+    counts = {"input_tokens": whole("input_tokens_total"), "output_tokens": whole("output_tokens_total"),
+              "cost_usd": round(float(cost), 6) if cost is not None and cost == cost else 0.0}
+    return "spend: " + spend_text(counts, judge_usage(rows))
+
+
+def sample_judge_usage(details: Any) -> str | None:
+    """[spend] A verdict's judge calls as text (calls sent, tokens in/out, cost), cached calls counted apart."""
+    from evalpipe.metrics.aggregate import judge_calls_of
+
+    calls = judge_calls_of(details) if isinstance(details, (str, dict)) else []
+    if not calls:
+        return None
+    sent = [c for c in calls if not c.get("cached")]
+    tin = sum(int(c.get("input_tokens") or 0) for c in sent)
+    tout = sum(int(c.get("output_tokens") or 0) for c in sent)
+    cost = sum(float(c.get("cost") or 0.0) for c in sent)
+    cached = len(calls) - len(sent)
+    return (f"{len(sent)} call(s){f' (+{cached} cached)' if cached else ''}, tokens in/out: {tin}/{tout}, "
+            f"cost: {round(cost, 6)}")
 
 
 def read_results(path: str, max_file_mb: float | None = None):
@@ -461,7 +517,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
     sql = """
         SELECT p.sample_index, p.sample_id, j.correct, j.score, j.status AS verdict, r.status, r.prediction, p.target,
                j.reason, p.prompt_text, r.raw_output, r.error, p.metadata, p.slices, r.input_tokens, r.output_tokens,
-               r.latency_s, r.cost
+               r.latency_s, r.cost, j.details AS judge_details
         FROM prompts p
         LEFT JOIN rollouts r USING (benchmark_split, model, sample_id)
         LEFT JOIN judgements j ON j.benchmark_split = p.benchmark_split AND j.model = p.model
@@ -483,6 +539,9 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
         click.echo(df.to_json(orient="records", indent=2))
         return
     click.echo(f"{split} | {model} | metric {metric or '-'} | {len(df)} sample(s)")
+    spend = partition_spend(source, split, model)
+    if spend:
+        click.echo(spend)
     if metric is not None:
         acc = accuracy_frame(source, split, model, metric)
         click.echo(f"{metric} over all samples and per slice (95% CI):" if len(acc) else
@@ -504,4 +563,7 @@ def view_cmd(results, split, model, metric, detailed, level, correct_only, incor
             lines.append(f"error: {r.error}")
         lines.append(f"metadata: {r.metadata}  slices: {r.slices}")
         lines.append(f"tokens in/out: {r.input_tokens}/{r.output_tokens}  latency: {r.latency_s}  cost: {r.cost}")
+        judged = sample_judge_usage(r.judge_details)
+        if judged:
+            lines.append(f"judge ({metric}): {judged}")
         _out("\n".join(lines) + "\n")

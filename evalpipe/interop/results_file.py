@@ -66,6 +66,14 @@ def _counts(wh: Any, split: str, model: str) -> dict[str, Any]:
             "cost_usd": round(float(c.get("cost_usd") or 0.0), 6)}
 
 
+def _judge_usage(by_slice: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """[spend] The judges' calls, tokens, cost and mean latency (from the `usage` slice); None without judges."""
+    from evalpipe.store.artifacts import judge_usage
+
+    return judge_usage([{"metric": m, "slice": "usage", "value": f.get("value")}
+                        for m, f in (by_slice.get("usage") or {}).items()])
+
+
 def _fingerprints(wh: Any, split: str, model: str) -> dict[str, Any]:
     rows = _rows(wh, "SELECT " + ", ".join(FINGERPRINT_FIELDS) + " FROM fingerprints WHERE benchmark_split = ? "
                  "AND model = ? ORDER BY recorded_at", [split, model])
@@ -149,6 +157,7 @@ def write_results_file(path: str | Path, partitions: list[Any], wh: Any, cfg: An
             "benchmark_split": split, "model": model, "status": "ok" if p.success else "failed",
             "error": getattr(p, "error", None), "dagster_run_id": getattr(p, "run_id", None),
             "metrics": overall, "slices": by_slice, "counts": _counts(wh, split, model),
+            "judge_usage": _judge_usage(by_slice),
             "fingerprints": _fingerprints(wh, split, model), "samples": where,
         })
     doc = {

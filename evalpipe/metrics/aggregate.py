@@ -288,34 +288,47 @@ def usage_rows(rollouts: pd.DataFrame) -> list[dict]:
                       for m, v in values.items()])
 
 
+def judge_calls_of(details: Any) -> list[dict[str, Any]]:
+    """The judge calls one verdict records (its `details.judges.<judge>.usage`: one call's usage, as `llm_judge`
+    and `llm_score` record per judge, or a list of them, `hms_score`'s several calls per sample), cached ones
+    included (`cached: true`, nothing paid)."""
+    if isinstance(details, str):
+        if '"usage"' not in details:
+            return []
+        try:
+            details = json.loads(details)
+        except ValueError:
+            return []
+    judges = details.get("judges") if isinstance(details, dict) else None
+    out: list[dict[str, Any]] = []
+    for v in (judges.values() if isinstance(judges, dict) else ()):
+        u = v.get("usage") if isinstance(v, dict) else None
+        out += [one for one in (u if isinstance(u, list) else [u]) if isinstance(one, dict)]
+    return out
+
+
 def judge_usage_rows(judgements: pd.DataFrame) -> list[dict]:
     """The judges' calls of one partition: calls sent (not cached), tokens, cost and mean latency, summed from
-    each verdict's `details.judges.<judge>.usage` (what `llm_judge`/`llm_score` record per judge call); no rows
-    when no verdict records judge usage."""
+    each verdict's `details.judges.<judge>.usage`: one call's usage (what `llm_judge`/`llm_score` record per
+    judge) or a list of them (`hms_score`'s several calls per sample, by role); no rows when no verdict records
+    judge usage."""
     if judgements is None or judgements.empty or "details" not in judgements:
         return []
     calls = tin = tout = 0
     cost = latency = 0.0
     seen = False
     for text in judgements["details"]:
-        if not isinstance(text, str) or '"usage"' not in text:
+        if not isinstance(text, str):
             continue
-        try:
-            judges = (json.loads(text) or {}).get("judges") or {}
-        except (ValueError, AttributeError):
-            continue
-        for v in judges.values():
-            u = v.get("usage") if isinstance(v, dict) else None
-            if not isinstance(u, dict):
-                continue
+        for one in judge_calls_of(text):
             seen = True
-            if u.get("cached"):
+            if one.get("cached"):
                 continue
             calls += 1
-            tin += int(u.get("input_tokens") or 0)
-            tout += int(u.get("output_tokens") or 0)
-            cost += float(u.get("cost") or 0.0)
-            latency += float(u.get("latency_s") or 0.0)
+            tin += int(one.get("input_tokens") or 0)
+            tout += int(one.get("output_tokens") or 0)
+            cost += float(one.get("cost") or 0.0)
+            latency += float(one.get("latency_s") or 0.0)
     if not seen:
         return []
     values = {"judge_calls": float(calls), "judge_input_tokens_total": float(tin),

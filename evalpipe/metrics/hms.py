@@ -328,6 +328,8 @@ class HMSScore(ModelGraded):
                                         "pred": i.prediction or "", "gold_workflow": str(i.metadata.get("workflow") or ""),
                                         "pred_workflow": _workflow_of(i.raw_output)} for i in items]
         failed: dict[int, str] = {}
+        # [spend] each sample's judge calls (its share of every batch), failed samples' too: details.judges.*.usage
+        used: list[dict[str, list[dict[str, Any]]]] = [{"split": [], "pair": []} for _ in range(n)]
 
         def datasets(i: JudgeInput) -> str:
             d = i.metadata.get("datasets")
@@ -341,6 +343,7 @@ class HMSScore(ModelGraded):
             batch.append(_ask(SPLIT_PROMPT, datasets=datasets(i), hypothesis=s["pred"], workflow=s["pred_workflow"]))
         replies = await self.split_client.ask_many(batch)
         for k, s in enumerate(state):
+            used[k]["split"] += [replies[2 * k].usage(), replies[2 * k + 1].usage()]
             try:
                 s["gold_subs"], bad_gold = read_sub_hypotheses(self._text(replies[2 * k]), s["gold"], self.lenient)
                 s["pred_subs"], bad_pred = read_sub_hypotheses(self._text(replies[2 * k + 1]), s["pred"], self.lenient)
@@ -375,6 +378,7 @@ class HMSScore(ModelGraded):
                      gold_context=_context(state[k]["gold_subs"][g]), pred_context=_context(state[k]["pred_subs"][p]))
                 for k, p, g in asked], attempt=attempt)
             for (k, p, g), r in zip(asked, replies):
+                used[k]["split"].append(r.usage())
                 try:
                     verdict: Any = read_match(self._text(r), self.lenient, self.strict)
                 except Unreadable as exc:
@@ -408,6 +412,7 @@ class HMSScore(ModelGraded):
             batch.append(_ask(REL_PROMPT, **pair))
         replies = await self.pair_client.ask_many(batch) if batch else []
         for j, (k, p, g) in enumerate(asks):
+            used[k]["pair"] += [replies[2 * j].usage(), replies[2 * j + 1].usage()]
             if k in failed:
                 continue
             try:
@@ -427,9 +432,11 @@ class HMSScore(ModelGraded):
         out = []
         for k in range(n):
             s = state[k]
+            judges = {role: {"judge": client.model.key, "usage": used[k][role]}
+                      for role, client in (("split", self.split_client), ("pair", self.pair_client)) if used[k][role]}
             if k in failed:
                 status = "error" if failed[k].startswith("judge call failed") else "parse_error"
-                out.append(Score(value=None, status=status, reason=failed[k]))
+                out.append(Score(value=None, status=status, reason=failed[k], details={"judges": judges}))
                 continue
             pair_list = s.get("pairs", [])
             value = hms_final(len(s["gold_subs"]), len(s["pred_subs"]), [x["score"] for x in pair_list])
@@ -440,7 +447,7 @@ class HMSScore(ModelGraded):
                              reason="; ".join([f"recall of contexts x mean pair score = {value:.3f}", *notes]),
                              details={"gold_sub_hypo": s["gold_subs"], "pred_sub_hypo": s["pred_subs"],
                                       "matched": {str(p): g for p, g in s["matched"].items()}, "pairs": pair_list,
-                                      "recall_context": len(pair_list) / len(s["gold_subs"])}))
+                                      "recall_context": len(pair_list) / len(s["gold_subs"]), "judges": judges}))
         return out
 
     @staticmethod

@@ -25,8 +25,9 @@ from evalpipe.pipeline.fingerprints import canonical_sample
 from evalpipe.store.journal import Journal
 from evalpipe.core.jsontext import dumps as _dump
 from evalpipe.core.jsontext import encode_string, raw_decode
-from evalpipe.metrics import JudgeInput, ScoreColumns, aggregate, build_metric
-from evalpipe.metrics.aggregate import reduce_epochs, with_directions
+from evalpipe.metrics import JudgeInput, ScoreColumns, build_metric
+# (`aggregate` from its module: once the submodule is imported, the package attribute is the module itself)
+from evalpipe.metrics.aggregate import aggregate, reduce_epochs, with_directions
 # the leaderboard, in a module of its own that reading it imports without the stages (issue 31); the names stay here
 from evalpipe.pipeline.leaderboard import (build_leaderboard, failed_gates, intended_pairs_status,  # noqa: F401
                                            leaderboard_display, leaderboard_from)

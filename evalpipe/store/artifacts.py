@@ -572,6 +572,8 @@ def build_artifacts(split_key: str, model_key: str, wh: Any, cfg: EvalConfig | N
               "duration_s": round(finished - started, 3) if started else None}
     summary = {"benchmark_split": split_key, "model": model_key, "run_id": run.get("run_id"), **timing,
                "counts": counts, "metrics": metric_rows}
+    if judge_usage(metric_rows) is not None:  # [spend] the judges' calls beside the rollouts' counts
+        summary["judge_usage"] = judge_usage(metric_rows)
 
     split_cfg = model_cfg = None
     if cfg is not None:
@@ -644,6 +646,39 @@ def _file_fp(path: Path) -> str | None:
         return None
 
 
+JUDGE_USAGE_FIELDS = {"judge_calls": "calls", "judge_input_tokens_total": "input_tokens",
+                      "judge_output_tokens_total": "output_tokens", "judge_cost_usd_total": "cost_usd",
+                      "judge_latency_s_mean": "latency_s_mean"}
+
+
+def judge_usage(metric_rows: Any) -> dict[str, Any] | None:
+    """[spend] The judges' usage of a partition from its metrics rows (the `judge_*` rows of slice `usage`):
+    calls sent, input/output tokens, cost in USD, mean latency in s; None when no judge recorded usage."""
+    rows = metric_rows.to_dict("records") if isinstance(metric_rows, pd.DataFrame) else list(metric_rows or [])
+    got = {JUDGE_USAGE_FIELDS[r["metric"]]: r.get("value") for r in rows
+           if r.get("slice") == "usage" and r.get("metric") in JUDGE_USAGE_FIELDS}
+    if not got:
+        return None
+    out: dict[str, Any] = {}
+    for key in JUDGE_USAGE_FIELDS.values():
+        v = got.get(key)
+        v = None if v is None or (isinstance(v, float) and v != v) else float(v)
+        out[key] = (int(v) if v is not None and key in ("calls", "input_tokens", "output_tokens")
+                    else round(v, 6) if v is not None else None)
+    return out
+
+
+def spend_text(counts: dict[str, Any] | None, judges: dict[str, Any] | None) -> str:
+    """One line: the rollouts' tokens and cost, the judges' beside them (when any judge recorded usage)."""
+    c = counts or {}
+    text = (f"rollouts {c.get('input_tokens', 0)} input / {c.get('output_tokens', 0)} output tokens, "
+            f"${c.get('cost_usd', 0.0)}")
+    if judges:
+        text += (f"; judges {judges['calls']} call(s), {judges['input_tokens']} input / {judges['output_tokens']} "
+                 f"output tokens, ${judges['cost_usd']}")
+    return text
+
+
 def summary_markdown(summary: dict[str, Any]) -> str:
     c = summary["counts"]
     lines = [f"# {summary['benchmark_split']} x {summary['model']}", ""]
@@ -652,7 +687,7 @@ def summary_markdown(summary: dict[str, Any]) -> str:
                      f"took {summary.get('duration_s')} s")
         lines.append("")
     lines += [f"{c['samples']} samples: {c['ok']} ok, {c['errors']} errors, {c['from_journal']} from the journal; "
-              f"{c['input_tokens']} input / {c['output_tokens']} output tokens, ${c['cost_usd']}", ""]
+              + spend_text(c, summary.get("judge_usage")), ""]
     by_metric: dict[str, list[dict[str, Any]]] = {}
     for r in summary["metrics"]:
         by_metric.setdefault(r["metric"], []).append(r)

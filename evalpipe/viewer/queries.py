@@ -330,6 +330,21 @@ def interactive(trajectory: Any, prompt_messages: int) -> bool:
     return any(isinstance(m, dict) and m.get("role") == "user" for m in (trajectory or [])[prompt_messages:])
 
 
+def judge_usage_of(details: Any) -> dict[str, Any] | None:
+    """[spend] A verdict's judge calls summed: calls sent, cached, tokens in/out, cost; None without judge usage."""
+    from evalpipe.metrics.aggregate import judge_calls_of
+
+    calls = judge_calls_of(details)
+    if not calls:
+        return None
+    sent = [c for c in calls if not c.get("cached")]
+    return {"calls": len(sent), "cached": len(calls) - len(sent),
+            "input_tokens": sum(int(c.get("input_tokens") or 0) for c in sent),
+            "output_tokens": sum(int(c.get("output_tokens") or 0) for c in sent),
+            "cost": sum(float(c.get("cost") or 0.0) for c in sent),
+            "latency_s": sum(float(c.get("latency_s") or 0.0) for c in sent)}
+
+
 def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> dict[str, Any] | None:
     """Everything about one sample of one model: prompt messages, output, trajectory and tool calls, every
     metric's verdict and reason, finish reason, tokens, cost, latency. Long texts are cut unless `full`."""
@@ -365,6 +380,7 @@ def sample(con, split: str, model: str, sample_id: str, full: bool = False) -> d
     roll.pop("tool_trace", None)  # the same records as the tool_calls table, shown from there
     for v in j:
         v["details"] = _loads(v["details"], None)
+        v["judge_usage"] = judge_usage_of(v["details"])  # [spend] its judge calls, beside the rollout's cost
     messages = _loads(prompt.get("messages"), []) or []
     for m in messages:
         if isinstance(m.get("content"), str):
@@ -511,13 +527,17 @@ def slice_bars(con, split: str, metric: str, include_tries: bool = True) -> list
 
 
 def cost_accuracy(con, split: str, metric: str, include_tries: bool = True) -> list[dict[str, Any]]:
-    """Per model: the metric (slice all) and the partition's total cost and output tokens."""
+    """Per model: the metric (slice all) and the partition's total cost and output tokens, and the judges' calls,
+    tokens and cost beside them ([spend]: null where no judge recorded usage)."""
+    usage = {"cost_usd": "cost_usd_total", "output_tokens": "output_tokens_total", "input_tokens": "input_tokens_total",
+             "judge_calls": "judge_calls", "judge_input_tokens": "judge_input_tokens_total",
+             "judge_output_tokens": "judge_output_tokens_total", "judge_cost_usd": "judge_cost_usd_total"}
+    cols = ", ".join(f"{a}.value AS {a}" for a in usage)
+    joins = "\n".join(f"LEFT JOIN metrics {a} ON {a}.benchmark_split = m.benchmark_split AND {a}.model = m.model "
+                      f"AND {a}.metric = '{name}' AND {a}.slice = ?" for a, name in usage.items())
     return _shown_rows(_records(con.execute(
-        """SELECT m.model, m.value, m.ci_low, m.ci_high, c.value AS cost_usd, t.value AS output_tokens
+        f"""SELECT m.model, m.value, m.ci_low, m.ci_high, {cols}
            FROM metrics m
-           LEFT JOIN metrics c ON c.benchmark_split = m.benchmark_split AND c.model = m.model
-                AND c.metric = 'cost_usd_total' AND c.slice = ?
-           LEFT JOIN metrics t ON t.benchmark_split = m.benchmark_split AND t.model = m.model
-                AND t.metric = 'output_tokens_total' AND t.slice = ?
+           {joins}
            WHERE m.benchmark_split = ? AND m.metric = ? AND m.slice = 'all' ORDER BY m.model""",
-        [USAGE_SLICE, USAGE_SLICE, split, metric])), include_tries)
+        [USAGE_SLICE] * len(usage) + [split, metric])), include_tries)
