@@ -9,7 +9,6 @@ from typing import Any, Callable, ClassVar, Mapping
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.registry import Registry
 from evalpipe.core.types import Score
-from evalpipe.metrics.settings import check_settings
 
 
 @dataclass
@@ -252,6 +251,8 @@ def build_metric(spec: Any, overrides: dict[str, dict[str, Any]] | None = None, 
     shared = {k: v for k, v in ((overrides or {}).get("*") or {}).items() if k in getattr(factory, "shared_settings", ())}
     settings = {**settings, **shared, **((overrides or {}).get(name) or {})}
     extra = {"config": config} if getattr(factory, "takes_config", False) else {}
+    from evalpipe.metrics.settings import check_settings  # pydantic: only where a metric is built, not for reading
+
     check_settings(name, getattr(factory, "option_schema", None), settings)  # typed and ranged, one line
     try:
         return factory(**settings, **extra)
