@@ -465,3 +465,65 @@ def test_the_local_runner_decodes_a_request_with_its_own_settings():
                                              "temperature": None, "top_p": None, "top_k": None,
                                              "stop_strings": ["\n"], "tokenizer": tok}
     assert d.seed == 1234 and runner._decode_kwargs(tok)["max_new_tokens"] == 8
+
+
+GROUP_YAML = """group: tiny_group
+task: [tiny_qa, tiny_mc]
+aggregate_metric_list:
+  - metric: acc
+    weight_by_size: true
+metadata:
+  version: 1.0
+"""
+
+
+def test_a_task_group_by_name_is_aggregated_as_lm_eval_aggregates_it(home, project_from, task_dir):
+    """`tasks: [tiny_group, tiny_qa_filters]`: lm-eval names (a group and a task) resolved by its TaskManager under
+    include_path; per task rows and the group's row by lm-eval's own Group.aggregate, as lm_eval.evaluate gives."""
+    (task_dir / "grp.yaml").write_text(GROUP_YAML.replace("tiny_mc]", "tiny_mc, tiny_qa_filters]").replace(
+        "metric: acc\n", "metric: exact_match\n"))
+    split = split_of(project_from, task_dir, "tiny_group", fewshot_as_multiturn=False, apply_chat_template=False)
+    split.options.pop("task", None)
+    split.options["tasks"] = "tiny_group"
+    script = [{"sample_id": f"{t}/{sid}", "turns": [{"content": text}]}
+              for t in ("tiny_qa", "tiny_qa_filters") for sid, text in QA_OUTPUTS.items()]
+    script += [{"sample_id": f"tiny_mc/{i}", "turns": [{"content": "[[-1.0, true], [-2.0, false]]"}]}
+               for i in range(10)]
+    model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
+    from evalpipe.benchmarks.lm_eval_task import LmEvalAdapter
+
+    adapter = LmEvalAdapter(split)
+    assert set(adapter.leaves()) == {"tiny_qa", "tiny_mc", "tiny_qa_filters"}
+
+
+def test_group_rows_agree_with_lm_evals_own_run(home, project_from, task_dir):
+    (task_dir / "grp.yaml").write_text(GROUP_YAML.replace("tiny_mc]", "tiny_qa_filters]").replace(
+        "metric: acc\n", "metric: exact_match\n"))
+    split = split_of(project_from, task_dir, "tiny_group", fewshot_as_multiturn=False, apply_chat_template=False)
+    script = [{"sample_id": f"{t}/{sid}", "turns": [{"content": text}]}
+              for t in ("tiny_qa", "tiny_qa_filters") for sid, text in QA_OUTPUTS.items()]
+    model = ModelConfig(key="scripted", runner="echo", options={"reply": "script", "script": script})
+    _, _, judgements, ours = run_here(split, model, home)
+    assert len(judgements) == 12
+
+    from lm_eval.api.model import LM
+    from lm_eval.evaluator import evaluate
+    from lm_eval.tasks import TaskManager, get_task_dict
+
+    class Recorded(LM):
+        def generate_until(self, requests):
+            return [QA_OUTPUTS[str(r.doc_id)].split("\n")[0] for r in requests]
+
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+    tasks = get_task_dict(["tiny_group"], TaskManager(include_path=str(task_dir), include_defaults=False))
+    out = evaluate(Recorded(), tasks, log_samples=False)
+    theirs = out["results"]["tiny_group"]
+    row = ours["lm_eval_tiny_group/exact_match,none"]
+    assert row.value == pytest.approx(theirs["exact_match,none"])
+    assert row.stderr == pytest.approx(theirs["exact_match_stderr,none"])
+    assert ours["lm_eval_tiny_qa/exact_match,none"].value == pytest.approx(out["results"]["tiny_qa"]["exact_match,none"])

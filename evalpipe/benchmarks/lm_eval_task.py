@@ -24,7 +24,7 @@ from evalpipe.benchmarks.base import Adapter, files_version, register_adapter
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.file_caps import DEFAULT_CAP, OPTION, FileCap, read_text, split_cap
 from evalpipe.core.types import Sample
-from evalpipe.metrics.lm_eval_scoring import DEFAULT_FEWSHOT_SEED, LOGLIKELIHOOD_TYPES, load_task
+from evalpipe.metrics.lm_eval_scoring import DEFAULT_FEWSHOT_SEED, LOGLIKELIHOOD_TYPES, load_task, load_tasks, task_names
 
 
 def _json_safe(value: Any) -> Any:
@@ -80,14 +80,15 @@ NON_GENERATING = frozenset({"echo", "replay"})
 @register_adapter("lm_eval")
 class LmEvalAdapter(Adapter):
     name = "lm_eval"
-    option_schema = {"task", "include_path", "num_fewshot", "fewshot_seed", "apply_chat_template",
+    option_schema = {"task", "tasks", "include_path", "num_fewshot", "fewshot_seed", "apply_chat_template",
                      "fewshot_as_multiturn", "system_instruction", OPTION}
 
     def __init__(self, split):
         super().__init__(split)
-        if not self.options.get("task"):
-            raise ConfigError(f"{split.key}: adapter lm_eval needs `task: <lm-eval task name>`")
-        self.task_name = str(self.options["task"])
+        self.names = task_names(self.options.get("tasks") or self.options.get("task"))
+        if not self.names:
+            raise ConfigError(f"{split.key}: adapter lm_eval needs `task: <lm-eval task name>` (or `tasks: [names]`)")
+        self.task_name = ",".join(self.names)
         inc = self.options.get("include_path")
         self.include_path = str(split.resolve(inc)) if inc else None
         chat = bool(self.options.get("apply_chat_template", True))
@@ -114,8 +115,18 @@ class LmEvalAdapter(Adapter):
         return [own if m == "lm_eval" else {**own, **m} if isinstance(m, dict) and m.get("name") == "lm_eval" else m
                 for m in self.split.metrics]
 
+    def leaves(self) -> dict[str, Any]:
+        """{task name: lm-eval task} for the named tasks and groups' tasks (lm-eval's TaskManager resolves them)."""
+        if len(self.names) == 1:
+            try:
+                return {self.names[0]: load_task(self.names[0], self.include_path)}
+            except ConfigError as exc:
+                if "is a group" not in str(exc):
+                    raise
+        return load_tasks(self.names, self.include_path)[0]
+
     def task(self) -> Any:
-        return load_task(self.task_name, self.include_path)
+        return next(iter(self.leaves().values()))
 
     def output_type(self) -> str:
         return self.task().OUTPUT_TYPE
@@ -136,31 +147,43 @@ class LmEvalAdapter(Adapter):
         return request_params(self.task().config.generation_kwargs)
 
     def check_runner(self, runner: Any) -> None:
+        """Each task of the split (a group's tasks too), checked as one task (`_check_one`)."""
+        for task in self.leaves().values():
+            self._check_one(task, runner)
+
+    def _check_one(self, task: Any, runner: Any) -> None:
         """Called before any model call: a log-likelihood task needs a runner that computes log-likelihoods; a
         generating one must take the task's generation settings per request (RolloutRequest.params: sent merged
         over the model's `params:`); echo and replay generate nothing and ignore them by design."""
-        if self.output_type() not in LOGLIKELIHOOD_TYPES:
+        output_type = task.OUTPUT_TYPE
+        if output_type not in LOGLIKELIHOOD_TYPES:
             if runner.name in NON_GENERATING:
                 return
-            want = self.generation_settings()
+            want = request_params(task.config.generation_kwargs)
             takes = getattr(runner, "request_params_problem", None)
             problem = takes(want) if callable(takes) else \
                 f"runner {runner.name!r} takes no generation settings per request: use runner: litellm or local"
             if problem:
                 sent = ", ".join(f"{k} {json.dumps(v)}" for k, v in want.items())
-                raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} generates with {sent} (its "
+                raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} generates with {sent} (its "
                                   f"generation_kwargs, as lm-eval sends them); {problem}")
             return
         if not callable(getattr(runner, "loglikelihood", None)):
-            raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()} (scored by "
+            raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is {output_type} (scored by "
                               f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local, or "
                               "runner: litellm with an OpenAI-compatible api_base that returns prompt logprobs")
         problem = getattr(runner, "loglikelihood_problem", lambda: None)()
         if problem:
-            raise ConfigError(f"{self.split.key}: lm_eval task {self.task_name!r} is {self.output_type()}: {problem}")
+            raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is {output_type}: {problem}")
 
     def load(self) -> Iterable[Sample]:
-        task = self.task()
+        leaves = self.leaves()
+        if len(leaves) == 1:
+            return self._load_one(self.task_name, next(iter(leaves.values())), "")
+        # several tasks: sample ids `<task>/<doc id>`, each sample scored by its own task
+        return [s for name, task in leaves.items() for s in self._load_one(name, task, f"{name}/")]
+
+    def _load_one(self, name: str, task: Any, prefix: str) -> list[Sample]:
         if self.options.get("num_fewshot") is not None:
             task.set_config(key="num_fewshot", value=int(self.options["num_fewshot"]))
         output_type = task.OUTPUT_TYPE
@@ -183,7 +206,7 @@ class LmEvalAdapter(Adapter):
             target = task.doc_to_target(doc)
             context = insts[0].arguments[0]
             context = getattr(context, "prompt", context)  # a JsonChatStr: the chat's JSON
-            info: dict[str, Any] = {"task": self.task_name, "doc_id": doc_id, "output_type": output_type,
+            info: dict[str, Any] = {"task": name, "doc_id": doc_id, "output_type": output_type,
                                     "doc": _json_safe(doc), "target": _json_safe(target),
                                     "arguments": _json_safe([list(i.arguments) for i in insts]),
                                     "settings": {**settings, "num_fewshot": task.get_config("num_fewshot") or 0}}
@@ -203,7 +226,7 @@ class LmEvalAdapter(Adapter):
                 messages = json.loads(context) if chat else [{"role": "user", "content": context}]
                 choices, text_target = None, str(target)
             user = next((m["content"] for m in reversed(messages) if m.get("role") == "user"), str(context))
-            samples.append(Sample(id=str(doc_id), input=user, target=text_target, metadata=meta, choices=choices,
+            samples.append(Sample(id=f"{prefix}{doc_id}", input=user, target=text_target, metadata=meta, choices=choices,
                                   messages=messages))
         return samples
 

@@ -39,6 +39,10 @@ def lm_eval_samples(split_key: str, model_key: str, wh: Any) -> tuple[Any, list[
         raise ConfigError(f"{split_key} x {model_key} has no lm_eval judgements; --format lm-eval exports splits of "
                           f"`adapter: lm_eval` only")
     task_spec = next(d["lm_eval_task"] for d in details.values() if d.get("lm_eval_task"))
+    several = sorted({d["lm_eval_task"][0] for d in details.values() if d.get("lm_eval_task")})
+    if len(several) > 1:
+        raise ConfigError(f"{split_key} x {model_key} holds several lm-eval tasks ({', '.join(several)}); "
+                          "--format lm-eval exports one-task splits: give each task its own split")
     task = load_task(*task_spec)
     outputs = {sid: (status, raw) for sid, status, raw in rollouts.itertuples(index=False)}
     samples = []

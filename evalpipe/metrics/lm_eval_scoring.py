@@ -50,6 +50,46 @@ def load_task(task: str, include_path: str | None = None) -> Any:
     return obj
 
 
+def task_names(value: Any) -> tuple[str, ...]:
+    """`task:`/`tasks:` as lm-eval's `--tasks` takes them: a name, a comma-separated string, or a list."""
+    items = value if isinstance(value, (list, tuple)) else str(value or "").split(",")
+    return tuple(str(t).strip() for t in items if str(t).strip())
+
+
+@functools.lru_cache(maxsize=16)
+def load_tasks(names: tuple[str, ...], include_path: str | None = None) -> tuple[dict[str, Any], list[Any]]:
+    """lm-eval task names (tasks or groups, as `lm_eval --tasks` takes them) resolved by lm-eval's TaskManager:
+    ({leaf task name: task object}, [lm-eval Group objects, outermost first])."""
+    try:
+        from lm_eval.tasks import TaskManager, get_task_dict
+    except ImportError:
+        raise ConfigError("adapter lm_eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
+    if include_path is not None and not os.path.isdir(include_path):
+        raise ConfigError(f"lm_eval include_path {include_path} is not a folder; give the folder of your task YAMLs")
+    manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
+    missing = [n for n in names if n not in manager.all_tasks]
+    if missing or not names:
+        where = f"under {include_path}" if include_path else "among lm-eval's tasks"
+        raise ConfigError(f"lm_eval task(s) {missing} not found {where}; check `task:` (or set include_path)")
+    try:
+        found = get_task_dict(list(names), manager)
+    except Exception as exc:  # lm-eval raises bare exceptions for dataset problems
+        raise DataError(f"lm_eval tasks {list(names)}: cannot load them: {' '.join(str(exc).split())[:300]}") from None
+    leaves: dict[str, Any] = {}
+    groups: list[Any] = []
+
+    def walk(tree: dict) -> None:
+        for key, value in tree.items():
+            if isinstance(value, dict):
+                groups.append(key)
+                walk(value)
+            else:
+                leaves[str(key)] = value
+
+    walk(found)
+    return leaves, groups
+
+
 def cut_at_until(text: str, until: list[str]) -> str:
     """The generation up to the first stop string, as lm-eval's HFLM cuts it."""
     for stop in until:
@@ -128,7 +168,9 @@ class LmEvalMetric(Metric):
         info = item.metadata.get("lm_eval")
         if not isinstance(info, dict):
             return Score.error("no lm_eval request in the sample's metadata; the split's adapter must be lm_eval")
-        task = load_task(self.task_name, self.include_path)
+        leaf = str(info.get("task") or self.task_name)
+        names = task_names(self.task_name)
+        task = load_task(leaf, self.include_path) if names != (leaf,) else load_task(self.task_name, self.include_path)
         try:
             resps = responses(info, item.raw_output)
         except (ValueError, TypeError) as exc:
@@ -139,7 +181,8 @@ class LmEvalMetric(Metric):
         return Score(value=value, correct=(bool(value) if value in (0.0, 1.0) else None), reason="lm_eval",
                      normalized_prediction=json.dumps(next(iter(filtered.values()), None), default=str)[:500],
                      normalized_target=str(info.get("target")),
-                     details={"lm_eval": values, "lm_eval_task": [self.task_name, self.include_path]})
+                     details={"lm_eval": values, "lm_eval_task": [leaf, self.include_path],
+                              "lm_eval_tasks": [list(names), self.include_path]})
 
     @staticmethod
     def summary_rows(metric: str, counted: Any, details: list[dict], seed: int) -> list[dict]:
@@ -150,9 +193,40 @@ class LmEvalMetric(Metric):
         details = [d for d in details if isinstance(d, dict) and isinstance(d.get("lm_eval"), dict)]
         if not details:
             return []
-        task = load_task(*details[0]["lm_eval_task"])
-        return [{"metric": f"{metric}_{key}", "slice": "all", **row}
-                for key, row in aggregate_task(task, [d["lm_eval"] for d in details], seed, interval).items()]
+        names, include_path = details[0].get("lm_eval_tasks") or [[details[0]["lm_eval_task"][0]], None]
+        leaves, groups = load_tasks(tuple(names), include_path) if details[0].get("lm_eval_tasks") else ({}, [])
+        if len(leaves) <= 1 and not groups:  # one task: rows `<metric>_<lm-eval metric>,<filter>`
+            task = load_task(*details[0]["lm_eval_task"])
+            return [{"metric": f"{metric}_{key}", "slice": "all", **row}
+                    for key, row in aggregate_task(task, [d["lm_eval"] for d in details], seed, interval).items()]
+        # several tasks (or a group): rows `<metric>_<task>/<lm-eval metric>,<filter>` per task, then each group's
+        # aggregate by lm-eval's own Group.aggregate (aggregate_subtask_metrics, pooled stderr) over them
+        rows: list[dict] = []
+        task_metrics: dict[str, dict[str, Any]] = {}
+        hib: dict[str, Any] = {}
+        for name, task in leaves.items():
+            per_doc = [d["lm_eval"] for d in details if d["lm_eval_task"][0] == name]
+            if not per_doc:
+                continue
+            aggregates, _ = task_aggregates(task, per_doc)
+            task_metrics[name] = {**aggregates, "sample_len": len(per_doc)}
+            hib.update(task.higher_is_better())
+            rows += [{"metric": f"{metric}_{name}/{key}", "slice": "all", **row}
+                     for key, row in aggregate_task(task, per_doc, seed, interval).items()]
+        for group in groups:
+            got = group.aggregate(task_metrics)
+            for key, value in got.items():
+                m, _, filter_key = key.partition(",")
+                if not filter_key or m.endswith("_stderr") or _number(value) is None:
+                    continue
+                stderr = got.get(f"{m}_stderr,{filter_key}")
+                rows.append({"metric": f"{metric}_{group.name}/{key}", "slice": "all", "value": float(value),
+                             "n": int((got.get("sample_count") or {}).get(key, got.get("sample_len", 0))),
+                             "n_unscored": 0, "n_errors": 0,
+                             "stderr": float(stderr) if _number(stderr) is not None else float("nan"),
+                             "ci_low": float("nan"), "ci_high": float("nan"), "higher_is_better": hib.get(m),
+                             "kind": "score"})
+        return rows
 
 
 def task_aggregates(task: Any, per_doc: list[dict[str, Any]]) -> tuple[dict[str, Any], int]:
