@@ -168,6 +168,10 @@ class LmEvalAdapter(Adapter):
                 raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} generates with {sent} (its "
                                   f"generation_kwargs, as lm-eval sends them); {problem}")
             return
+        if output_type == "loglikelihood_rolling":  # one argument per request, not (context, continuation) pairs
+            raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "
+                              "(perplexity), which no evalpipe runner computes yet; run it with lm_eval itself, or "
+                              "choose a loglikelihood, multiple_choice or generate_until task")
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is {output_type} (scored by "
                               f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local, or "
