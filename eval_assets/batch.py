@@ -257,11 +257,19 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
     except Exception as e:  # noqa: BLE001  a partition's failure is recorded; its batch-mates go on
         import traceback
 
-        error = describe_exception(e)
+        from evalpipe.store.run_logs import save_traceback
+
+        from evalpipe.core.redact import redact
+
+        # redacted here: it reaches the failure event's metadata and the batch's Failure description, which
+        # Dagster stores as they are (its error redaction covers exceptions, not a Failure's description)
+        error = redact(describe_exception(e))
         failed_at = CHAIN[len(done)] if len(done) < len(CHAIN) else "metrics checks"
         context.log.error(f"{key} failed at {failed_at}: {error}\n{traceback.format_exc()}")
+        saved = save_traceback(context.run.run_id, f"{failed_at} ({key})", traceback.format_exc(),
+                               res["eval_config"].project.home)
         rec.failed(CHAIN[len(done):], key, f"{failed_at}: {error}")
-        return f"{failed_at}: {error}"
+        return f"{failed_at}: {error}" + (f" (full traceback: {saved})" if saved else "")
 
 
 def evaluate_keys(context: Any, keys: list, res: dict[str, Any], max_concurrent: int | None = None,

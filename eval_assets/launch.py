@@ -349,21 +349,7 @@ def _first_error(result: Any, home: Any = None) -> str:
     return "failed"
 
 
-def save_traceback(run_id: str, step: str | None, text: str, home: Any = None) -> str | None:
-    """Keep a failed step's full traceback (redacted) in `<home>/logs/<run_id>.txt` (default home: the
-    environment's); the run's event log in the UI has it too. Returns the path, or None if it can't be written
-    (a full or read-only disk)."""
-    from evalpipe.core.redact import redact
-
-    try:
-        folder = Path(home or dagster_home()) / "logs"
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{run_id}.txt"
-        with open(path, "a", encoding="utf-8") as fh:
-            fh.write(redact(f"run {run_id} step {step or '-'} failed:\n{text}\n"))
-        return str(path)
-    except OSError:
-        return None
+from evalpipe.store.run_logs import save_traceback  # noqa: E402  (batch runs save theirs too)
 
 
 def _threads_safe(instance: DagsterInstance) -> bool:

@@ -27,6 +27,14 @@ if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+@pytest.fixture(autouse=True)
+def _environment_config(monkeypatch):
+    """Every test starts from the suite's config file: an in-process `evalpipe --config X` sets EVALS_CONFIG for its
+    process (as a CLI should), which leaked into later tests of the same worker (the try rule then compared a
+    Python call's dataset with another test's config)."""
+    monkeypatch.setenv("EVALS_CONFIG", str(TEST_CONFIG))
+
+
 @pytest.fixture
 def home(tmp_path, monkeypatch):
     """A fresh DAGSTER_HOME (instance storage, warehouse, journals) for one test."""

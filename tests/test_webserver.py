@@ -38,7 +38,7 @@ def test_webserver_serves_the_asset_graph(home):
             time.sleep(0.5)
         assert data and data["data"]["assetNodes"], data
         nodes = {"/".join(n["assetKey"]["path"]): n for n in data["data"]["assetNodes"]}
-        assert set(nodes) == {"dataset", "metric_settings", "prompts", "rollouts", "judgements", "metrics", "leaderboard"}
+        assert set(nodes) == {"dataset", "metric_settings", "prompts", "rollouts", "judgements", "metrics", "leaderboard", "pairwise", "reviews"}
         dims = [d["name"] for d in nodes["rollouts"]["partitionDefinition"]["dimensionTypes"]]
         assert dims == ["benchmark_split", "model"]
         assert nodes["leaderboard"]["partitionDefinition"] is None

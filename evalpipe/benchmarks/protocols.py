@@ -61,6 +61,22 @@ def protocol_of(options: dict[str, Any], split_key: str) -> str:
 _ADDED = "_protocol_added"  # what prepare_split added to a split's options (taken back for single_turn)
 
 
+def without_protocol_additions(options: dict[str, Any]) -> dict[str, Any]:
+    """A copy of split options without what `prepare_split` added to them (the `python` tool, `max_turns`): the
+    options as configured, whether or not a stage has prepared the split yet."""
+    added = options.get(_ADDED) or {}
+    out = {k: v for k, v in options.items() if k != _ADDED}
+    if added.get("python") and isinstance(out.get("tools"), dict):
+        tools = {k: v for k, v in out["tools"].items() if k != "python"}
+        if tools:
+            out["tools"] = tools
+        else:
+            out.pop("tools")
+    if added.get("max_turns"):
+        out.pop("max_turns", None)
+    return out
+
+
 def prepare_split(split: Any, options: dict[str, Any]) -> None:
     """multi_turn: make sure the split offers the `python` tool and bounds the conversation at DEFAULT_MAX_TURNS.
     (The split's options are what the tool layer reads; the adapter is built before it in every stage.)"""

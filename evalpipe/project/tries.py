@@ -114,7 +114,11 @@ def dataset_identity(split: SplitConfig, without: tuple[str, ...] = (LIMIT,)) ->
     run-time ones, not `without`), the prompt template."""
     from evalpipe.project.schema import RUN_TIME_SPLIT_OPTIONS
 
-    options = {k: v for k, v in split.options.items() if k not in RUN_TIME_SPLIT_OPTIONS and k not in without}
+    from evalpipe.benchmarks.protocols import without_protocol_additions
+
+    # what an adapter's protocol preparation added to a (shared, cached) split's options is not the split's own
+    options = {k: v for k, v in without_protocol_additions(split.options).items()
+               if k not in RUN_TIME_SPLIT_OPTIONS and k not in without}
     return {"adapter": split.adapter, "split": split.split, "options": _normal(options, split.base_dir),
             "prompt_template": _normal(split.prompt_template, split.base_dir)}
 

@@ -74,7 +74,11 @@ def evaluation_results(split_key: str, model_key: str, wh: Any) -> dict[str, Any
         text.splitlines()) if name == "samples.jsonl" else None)
     results = [sample_result(json.loads(line)) for line in lines if line.strip()]
     results.sort(key=lambda r: (r["sample_index"] is None, r["sample_index"] or 0, str(r["sample_id"])))
-    metadata = {"dataset_name": split_key, "model_name": model_key,
+    from evalpipe.core.run_marks import is_limited
+
+    # DSGym's `model_name` is the name the user gave; a try's key (`@limit<N>`, `@ids-`, `@subset-`) says it is one
+    metadata = {"dataset_name": split_key, "model_name": model_key.split("@", 1)[0] if is_limited(model_key)
+                else model_key, "model_key": model_key, "is_try": is_limited(model_key),
                 "total_execution_time": sum(r["execution_time"] or 0.0 for r in results)}
     return {"sample_results": results, "aggregated_metrics": _aggregates(wh, split_key, model_key),
             "metadata": metadata}
