@@ -401,8 +401,10 @@ def metric_settings_versions(cfg, splits=None) -> dict[str, str]:
 with warnings.catch_warnings():  # observable source assets are a Dagster beta feature we rely on on purpose
     warnings.simplefilter("ignore", BetaWarning)
 
+    # its own group: a source in the `evaluation` group turns the group page's "Materialize all" into a menu that
+    # also observes, and a backfill of the chain would try to observe it per partition
     @observable_source_asset(name=METRIC_SETTINGS.path[-1], partitions_def=benchmark_split_partitions,
-                             group_name=GROUP, required_resource_keys={"eval_config"},
+                             group_name="sources", required_resource_keys={"eval_config"},
                              description="Each benchmark split's metrics, their settings and judges, as a version: "
                                          "observed by every `evalpipe run` and `stale_status()`, or with Observe "
                                          "here after the config changed (docs/reproducibility.md).")
