@@ -73,6 +73,21 @@ def test_every_block_is_run_or_listed():
 @pytest.mark.parametrize("key", sorted(k for k in blocks() if k not in LISTED))
 def test_block_runs(key, home, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
+    # what a block registers (docs/tools.md's `clock` tool, a plugin's adapter) is the block's: later tests in this
+    # worker see the registries as they were
+    from evalpipe.benchmarks.base import _ADAPTERS
+    from evalpipe.metrics.base import _METRICS
+    from evalpipe.runners.base import _RUNNERS
+    from evalpipe.sandbox.base import SANDBOXES
+    from evalpipe.tools.base import _TOOLS
+
+    import evalpipe.benchmarks  # noqa: F401  every built-in registered before the snapshot (the metrics load lazily)
+    import evalpipe.runners  # noqa: F401
+    from evalpipe.metrics import list_metrics
+
+    list_metrics()
+    for registry in (_ADAPTERS, _METRICS, _RUNNERS, SANDBOXES, _TOOLS):
+        monkeypatch.setattr(registry, "_factories", dict(registry._factories))
     code = blocks()[key]
     import ast
     import sys
