@@ -181,29 +181,11 @@ def test_a_missing_or_keyless_user_simulator_is_a_one_line_error(monkeypatch):
 
 @pytest.mark.slow
 def test_evalpipe_run_replays_the_recordings_with_epochs(home, write_config, monkeypatch, judge_url):
-    from evalpipe.store.warehouse import Warehouse
-    from tests.helpers.cli import invoke, restore_cli_env
+    from tests.helpers.tau2 import run_recordings
 
-    restore_cli_env(monkeypatch)
-    write_config(f"""judges:
-  grader: {{runner: litellm, model: openai/judge, api_base: "{judge_url}"}}
-benchmarks:
-  tau2:
-    adapter: tau2
-    splits:
-      retail: {{domain: retail}}
-    metrics: [{{name: tau2_reward, judge: grader}}]
-    options:
-      path: {REPO}/data/tau2
-      epochs: 3
-      user_simulator: {{runner: echo, reply: script, script: {REC}/retail_user.jsonl}}
-models:
-  recorded: {{runner: echo, reply: script, script: {REC}/retail_agent.jsonl}}
-""")
-    r = invoke("run", "--model", "recorded", "--no-progress")
-    assert r.exit_code in (0, 3), r.output
-    m = Warehouse(home / "warehouse.duckdb").query("select metric, value from metrics where slice = 'all'")
-    got = dict(zip(m["metric"], m["value"]))
+    got = run_recordings(home, write_config, monkeypatch, "retail", "{domain: retail}",
+                         extra=f"judges:\n  grader: {{runner: litellm, model: openai/judge, api_base: \"{judge_url}\"}}\n",
+                         metrics="    metrics: [{name: tau2_reward, judge: grader}]\n")
     for k, v in EXPECTED["pass_hat_k"].items():
         assert got[f"tau2_reward_pass^{k}"] == pytest.approx(v)
 
@@ -211,6 +193,7 @@ models:
     # against the expected one where they differ
     from starlette.testclient import TestClient
 
+    from evalpipe.store.warehouse import Warehouse
     from evalpipe.viewer.app import create_app
 
     c = TestClient(create_app(Warehouse(home / "warehouse.duckdb")), base_url="http://127.0.0.1:8585")

@@ -86,25 +86,8 @@ def test_each_conversation_has_its_own_database():
 @pytest.mark.slow
 def test_evalpipe_run_replays_the_airline_recordings_with_epochs(home, write_config, monkeypatch):
     """The whole chain (no judge: the airline tasks are scored on DB and COMMUNICATE) from the CLI to the warehouse."""
-    from evalpipe.store.warehouse import Warehouse
-    from tests.helpers.cli import invoke, restore_cli_env
+    from tests.helpers.tau2 import run_recordings
 
-    restore_cli_env(monkeypatch)
-    write_config(f"""benchmarks:
-  tau2:
-    adapter: tau2
-    splits:
-      airline: {{domain: airline, task_split: train}}
-    options:
-      path: {REPO}/data/tau2
-      epochs: 3
-      user_simulator: {{runner: echo, reply: script, script: {REC}/airline_user.jsonl}}
-models:
-  recorded: {{runner: echo, reply: script, script: {REC}/airline_agent.jsonl}}
-""")
-    r = invoke("run", "--model", "recorded", "--no-progress")
-    assert r.exit_code in (0, 3), r.output
-    m = Warehouse(home / "warehouse.duckdb").query("select metric, value from metrics where slice = 'all'")
-    got = dict(zip(m["metric"], m["value"]))
+    got = run_recordings(home, write_config, monkeypatch, "airline", "{domain: airline, task_split: train}")
     for k, v in EXPECTED["pass_hat_k"].items():
         assert got[f"tau2_reward_pass^{k}"] == pytest.approx(v)

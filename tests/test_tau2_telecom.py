@@ -126,25 +126,8 @@ def test_a_telecom_folder_without_the_user_db_or_with_initial_data_is_refused(tm
 
 @pytest.mark.slow
 def test_evalpipe_run_replays_the_telecom_recordings_with_epochs(home, write_config, monkeypatch):
-    from evalpipe.store.warehouse import Warehouse
-    from tests.helpers.cli import invoke, restore_cli_env
+    from tests.helpers.tau2 import run_recordings
 
-    restore_cli_env(monkeypatch)
-    write_config(f"""benchmarks:
-  tau2:
-    adapter: tau2
-    splits:
-      telecom: {{domain: telecom, task_split: small}}
-    options:
-      path: {REPO}/data/tau2
-      epochs: 3
-      user_simulator: {{runner: echo, reply: script, script: {REC}/telecom_user.jsonl}}
-models:
-  recorded: {{runner: echo, reply: script, script: {REC}/telecom_agent.jsonl}}
-""")
-    r = invoke("run", "--model", "recorded", "--no-progress")
-    assert r.exit_code in (0, 3), r.output
-    m = Warehouse(home / "warehouse.duckdb").query("select metric, value from metrics where slice = 'all'")
-    got = dict(zip(m["metric"], m["value"]))
+    got = run_recordings(home, write_config, monkeypatch, "telecom", "{domain: telecom, task_split: small}")
     for k, v in EXPECTED["pass_hat_k"].items():
         assert got[f"tau2_reward_pass^{k}"] == pytest.approx(v)

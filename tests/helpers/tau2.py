@@ -64,3 +64,30 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def run_recordings(home, write_config, monkeypatch, domain: str, split_entry: str, extra: str = "",
+                   metrics: str = "") -> dict:
+    """`evalpipe run` of `domain`'s shipped recordings (agent and user scripts) with 3 epochs, through the CLI and
+    the warehouse: {metric: value} of the split's `all` slice. `extra`: more top-level config (e.g. `judges:`);
+    `metrics`: the benchmark's `metrics:` line."""
+    from evalpipe.store.warehouse import Warehouse
+    from tests.helpers.cli import invoke, restore_cli_env
+
+    restore_cli_env(monkeypatch)
+    write_config(f"""{extra}benchmarks:
+  tau2:
+    adapter: tau2
+    splits:
+      {domain}: {split_entry}
+{metrics}    options:
+      path: {REPO}/data/tau2
+      epochs: 3
+      user_simulator: {{runner: echo, reply: script, script: {REC}/{domain}_user.jsonl}}
+models:
+  recorded: {{runner: echo, reply: script, script: {REC}/{domain}_agent.jsonl}}
+""")
+    r = invoke("run", "--model", "recorded", "--no-progress")
+    assert r.exit_code in (0, 3), r.output
+    m = Warehouse(home / "warehouse.duckdb").query("select metric, value from metrics where slice = 'all'")
+    return dict(zip(m["metric"], m["value"]))
