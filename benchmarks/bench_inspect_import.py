@@ -7,6 +7,9 @@ make_log for why not `write_eval_log`): `--samples` samples (default 100,000), e
 - `evalpipe stream`: evalpipe/interop/inspect_stream.py `import_log` (each `samples/*.json` member read through
   the size cap's bounded reader, one at a time, written to DuckDB in batches) and one SQL query over the tables
   (accuracy per scorer, samples, errors);
+- `evalpipe import inspect`: the command itself (`evalpipe import inspect LOG --max-file-mb 8192`, a fresh
+  process: the warehouse's Parquet partitions, redacted as every warehouse write), then `evalpipe sql` in another
+  process for the same query (its seconds and peak RSS are the import's; the query's process is not timed);
 - `inspect read_eval_log`: inspect_ai.log.read_eval_log(path) and the same accuracy from its samples;
 - `inspect samples_df`: inspect_ai.analysis.samples_df(path) and the same accuracy from its frame.
 
@@ -31,7 +34,7 @@ from benchmarks.common import machine  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 RSS_TARGET_MB = 1024
-PHASES = ("evalpipe stream", "inspect read_eval_log", "inspect samples_df")
+PHASES = ("evalpipe stream", "evalpipe import inspect", "inspect read_eval_log", "inspect samples_df")
 
 
 def make_log(path: Path, n: int, flush_every: int = 1000) -> None:
@@ -87,6 +90,26 @@ def phase(name: str, log: Path, work: Path) -> dict:
             "SELECT avg(value), count(value), (SELECT count(*) FROM inspect_samples WHERE error IS NOT NULL) "
             "FROM inspect_scores WHERE scorer = 'match'").fetchone()
         con.close()
+    elif name == "evalpipe import inspect":
+        import os
+
+        env = {**os.environ, "DAGSTER_HOME": str(work / "home"), "PYTHONPATH": str(ROOT)}
+        env.pop("EVALS_WAREHOUSE", None)
+        (work / "home").mkdir(exist_ok=True)
+        cmd = [sys.executable, "-m", "evalpipe.cli.main"]
+        t0 = time.perf_counter()
+        out = subprocess.run([*cmd, "import", "inspect", "--max-file-mb", "8192", "--no-progress", str(log)], cwd=ROOT,
+                             env=env, capture_output=True, text=True)
+        seconds = time.perf_counter() - t0
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        if out.returncode:
+            raise SystemExit(out.stderr[-3000:])
+        q = subprocess.run([*cmd, "sql", "--json", "SELECT avg(value) AS acc, count(value) AS scored, (SELECT count(*) "
+                            "FROM inspect_samples) AS n FROM inspect_scores WHERE scorer = 'match'"], cwd=ROOT, env=env,
+                           capture_output=True, text=True, check=True)
+        r = json.loads(q.stdout)[0]
+        return {"phase": name, "seconds": seconds, "samples": int(r["n"]), "accuracy": r["acc"],
+                "scored": int(r["scored"]), "peak_rss_mb": peak}
     elif name == "inspect read_eval_log":
         from inspect_ai.log import read_eval_log
         from inspect_ai.scorer import value_to_float
@@ -142,13 +165,17 @@ def main() -> None:
     for r in rows:
         lines.append(f"| {r['phase']} | {r['seconds']:.1f} | {r['peak_rss_mb']:.0f} | "
                      f"{r['samples'] / r['seconds']:,.0f} |")
-    ours, theirs = rows[0], rows[1]
-    speed = theirs["seconds"] / ours["seconds"]
-    lines += ["", f"- evalpipe stream vs inspect read_eval_log: {speed:.2f}x faster (target > 1x): "
+    by = {r["phase"]: r for r in rows}
+    theirs = by["inspect read_eval_log"]
+    lines.append("")
+    for name in ("evalpipe stream", "evalpipe import inspect"):
+        ours = by[name]
+        speed = theirs["seconds"] / ours["seconds"]
+        lines += [f"- {name} vs inspect read_eval_log: {speed:.2f}x faster (target > 1x): "
                   f"{'met' if speed > 1 else 'NOT met'}",
-              f"- evalpipe stream peak RSS: {ours['peak_rss_mb']:.0f} MB (target <= {RSS_TARGET_MB} MB): "
-              f"{'met' if ours['peak_rss_mb'] <= RSS_TARGET_MB else 'NOT met'}",
-              f"- accuracy (match) from each: {rows[0]['accuracy']:.6f}"]
+                  f"- {name} peak RSS: {ours['peak_rss_mb']:.0f} MB (target <= {RSS_TARGET_MB} MB): "
+                  f"{'met' if ours['peak_rss_mb'] <= RSS_TARGET_MB else 'NOT met'}"]
+    lines.append(f"- accuracy (match) from each: {rows[0]['accuracy']:.6f}")
     print("\n".join(lines))
     if args.json:
         args.json.write_text(json.dumps({"benchmark": "inspect_import", "machine": machine(), "rows": rows,

@@ -300,6 +300,10 @@ def evaluate_keys(context: Any, keys: list, res: dict[str, Any], max_concurrent:
                                                    keys)))
     failed = {k: e for k, e in errors.items() if e}
     if failed:
+        from evalpipe.pipeline.tracking import log_failed_keys  # [interop] each as a FAILED MLflow run (`mlflow:`)
+
+        for line in log_failed_keys(cfg, res["warehouse"].get(), context.run_id, failed):
+            context.log.warning(line)
         first = next(iter(failed))
         raise Failure(f"{len(failed)} of {len(keys)} partition(s) failed, first {first}: {failed[first]} (the "
                       f"others are materialized)", metadata={"errors": MetadataValue.json(failed)})

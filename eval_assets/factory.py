@@ -21,7 +21,7 @@ from eval_assets.checks import eval_checks
 from eval_assets.reviews import pairwise, reviews
 from eval_assets.jobs import dataset_job, evaluate_job, forget_model_job, leaderboard_job
 from eval_assets.schedules import leaderboard_automation_sensor, retry_failed_partitions_schedule
-from eval_assets.sensors import checkpoint_sensor, sync_models_sensor
+from eval_assets.sensors import checkpoint_sensor, mlflow_failed_runs_sensor, sync_models_sensor
 from evalpipe.project import Project
 from resources import project_resources
 
@@ -35,7 +35,8 @@ def build_definitions(project: Project) -> Definitions:
         assets=[*eval_assets(project), pairwise, reviews],  # eval_assets/reviews.py
         asset_checks=eval_checks(project),  # each declared only where it applies (tool gates: tool splits)
         jobs=[evaluate_job, dataset_job, leaderboard_job, forget_model_job, evaluate_batch_job],  # [sweeps] batch.py
-        sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor],
+        sensors=[sync_models_sensor(project), checkpoint_sensor(project), leaderboard_automation_sensor,
+                 *([mlflow_failed_runs_sensor(project)] if project.config.mlflow else [])],  # [interop] MLflow
         schedules=[retry_failed_partitions_schedule],
         resources=project_resources(project),
         # Selections made in the UI (Materialize, backfills) run in Dagster's implicit asset job, whose default is

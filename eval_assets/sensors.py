@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 
-from dagster import DefaultSensorStatus, RunRequest, SensorEvaluationContext, SensorResult, SkipReason, sensor
+from dagster import (DefaultSensorStatus, RunFailureSensorContext, RunRequest, SensorEvaluationContext, SensorResult,
+                     SkipReason, run_failure_sensor, sensor)
 
 from eval_assets.batch import BATCH_JOB, BATCH_TAG, batch_run_config, batch_size, batches, evaluate_batch_job
 from eval_assets.jobs import dataset_job, evaluate_job
@@ -145,3 +146,20 @@ def checkpoint_sensor(project: Project):
         return checkpoint_tick(context, project)
 
     return _checkpoints
+
+
+def mlflow_failed_runs_sensor(project: Project):
+    """[interop] A failed run launched from the UI or by the daemon (a materialization, the `evaluate` job, a batch
+    or a backfill): its failed partitions as FAILED MLflow runs (evalpipe/pipeline/tracking.py; once per Dagster
+    run and partition, whoever logs first). Only in a project with `mlflow:` (eval_assets/factory.py)."""
+    @run_failure_sensor(name="mlflow_failed_runs_sensor", default_status=DefaultSensorStatus.RUNNING,
+                        minimum_interval_seconds=30)
+    def _sensor(context: RunFailureSensorContext):
+        from evalpipe.pipeline.tracking import report_dagster_run
+        from evalpipe.store.warehouse import Warehouse
+
+        for line in report_dagster_run(project.config, Warehouse(project.warehouse), context.instance,
+                                       context.dagster_run):
+            context.log.warning(line)
+
+    return _sensor

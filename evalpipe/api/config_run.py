@@ -189,6 +189,7 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
             rp.after_run(cfg, [s], per_split[s], instance)
     wh = Warehouse(project.warehouse)
     rp.write_results_file(result.partitions, wh, cfg, "evalpipe.evaluate()")  # output_path=: the results file
+    report_tracking(cfg, wh, instance, result.partitions)  # [interop] failed partitions in MLflow, as the CLI logs them
     from evalpipe.store.artifacts import LATEST, artifacts_root, partition_dir
 
     outcomes = []
@@ -204,6 +205,17 @@ def evaluate(benchmarks: Iterable[str] | str | None = None, models: Iterable[str
     metrics = metrics.assign(**{"try": metrics["model"].map(try_kind) if "model" in metrics else None})  # limit, ids, subset; None: a real result
     return EvalResult(partitions=outcomes, metrics=metrics, leaderboard=wh.read_table("leaderboard"), warehouse=wh,
                       limit=limit, sample_ids=rp.sample_ids or None)
+
+
+def report_tracking(cfg: Any, wh: Any, instance: Any, partitions: list[Any]) -> None:
+    """Failed partitions as FAILED MLflow runs (evalpipe/pipeline/tracking.py, as `evalpipe run` logs them), and the
+    tracker's failure in one line on stderr, as the CLI prints it."""
+    import sys
+
+    from evalpipe.pipeline.tracking import report_run
+
+    for line in report_run(cfg, wh, instance, partitions):
+        print(line, file=sys.stderr)
 
 
 async def evaluate_async(benchmarks: Iterable[str] | str | None = None, models: Iterable[str] | str | None = None,

@@ -144,14 +144,18 @@ def _launch(project: Any, splits: list[str], model_key: str, options: dict[str, 
     from evalpipe.store.warehouse import Warehouse
 
     tags = {"evalpipe/run_id": str(options["run_id"])} if options.get("run_id") else None
-    result = launch_evaluate(project, splits, [model_key], instance=project_instance(project, options.get("instance")),
-                             tags=tags, reload_datasets=bool(options.get("reload_datasets")))
+    instance = project_instance(project, options.get("instance"))
+    result = launch_evaluate(project, splits, [model_key], instance=instance, tags=tags,
+                             reload_datasets=bool(options.get("reload_datasets")))
     outcomes = []
     for p in result.partitions:
         d = partition_dir(artifacts_root(project.config), p.benchmark_split, p.model) / LATEST
         outcomes.append(PartitionOutcome(p.benchmark_split, p.model, p.success, p.error, p.run_id,
                                          d.resolve() if p.success and d.exists() else None))
     wh = Warehouse(project.warehouse)
+    from evalpipe.api.config_run import report_tracking
+
+    report_tracking(project.config, wh, instance, result.partitions)  # [interop] failed partitions in MLflow
     if options.get("output_path"):  # the same results file as evaluate(benchmarks=..., output_path=...)
         from evalpipe.repro.run_request import RunOptions
 

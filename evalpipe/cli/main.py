@@ -23,7 +23,8 @@ from evalpipe.cli.helpers import EXIT_FAILED, EXIT_GATE, EXIT_USAGE, kv, out, re
 
 
 # Commands that only read results: they never import Dagster (~1 s of a start; tests/test_reads_without_dagster.py)
-READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize", "gate"})
+# (`import` writes the warehouse only, never Dagster's storage)
+READ_ONLY = frozenset({"list", "sql", "leaderboard", "view", "compare", "summarize", "gate", "import"})
 
 
 class _Group(click.Group):
@@ -385,7 +386,7 @@ def _best_first(df):
 @click.option("--csv", "as_csv", is_flag=True, help="CSV instead of a table.")
 def sql(query: str, as_json: bool, as_csv: bool) -> None:
     """Run a SQL query against the warehouse (tables: datasets, prompts, rollouts, judgements, metrics,
-    leaderboard; view sample_stages: each sample's stage init/rollout/judged) and print the result. Reads Parquet
+    leaderboard; inspect_samples and inspect_scores after `evalpipe import inspect`; view sample_stages: each sample's stage init/rollout/judged) and print the result. Reads Parquet
     directly: never blocks a running evaluation."""
     import duckdb
 
@@ -480,6 +481,8 @@ from evalpipe.cli.forget import forget_cmd  # noqa: E402  `evalpipe forget MODEL
 main.add_command(forget_cmd)
 from evalpipe.cli.pairwise import pairwise_cmd  # noqa: E402  `evalpipe pairwise` (evalpipe/cli/pairwise.py)
 main.add_command(pairwise_cmd)
+from evalpipe.cli.import_logs import import_cmd  # noqa: E402  `evalpipe import inspect LOG_OR_DIR...` (issue 32)
+main.add_command(import_cmd)
 
 
 @main.command()

@@ -95,6 +95,13 @@ TABLES: dict[str, pa.Schema] = {
         ("ci_high", F), ("wins", F), ("comparisons", I), ("n", I), ("resamples", I), ("resamples_fitted", I),
         ("note", S),
     ]),
+    # Inspect `.eval` logs imported by `evalpipe import inspect` (evalpipe/interop/inspect_stream.py, docs/interop.md
+    # "Large logs"): one partition file per log (`log` = the log's file name), replaced whole by a re-import
+    "inspect_samples": pa.schema([
+        ("log", S), ("id", S), ("epoch", I), ("input", S), ("target", S), ("output", S), ("error", S),
+        ("input_tokens", I), ("output_tokens", I), ("total_time", F),
+    ]),
+    "inspect_scores": pa.schema([("log", S), ("id", S), ("epoch", I), ("scorer", S), ("value", F), ("answer", S)]),
 }
 
 # asset name -> warehouse table (the `dataset` asset fills the `datasets` table)

@@ -169,19 +169,37 @@ def _log_inputs(client: Any, run_id: str, datasets: list[Any]) -> None:
 
 
 def log_failed_partition(settings: MlflowSettings, split_key: str, model_key: str, error: str, *,
-                         fingerprints: dict[str, Any], dagster_run_id: str | None = None) -> str:
-    """A partition that failed as a FAILED MLflow run: its params, the error (tag `evalpipe.error`); the run id."""
-    from mlflow.entities import Param
+                         fingerprints: dict[str, Any], dagster_run_id: str | None = None,
+                         counts: dict[str, int] | None = None) -> str:
+    """A partition that failed as a FAILED MLflow run: its params, the error (tag `evalpipe.error`, redacted), the
+    counts known (`n_errors`, `n_samples` as metrics); the run id. Logged once per Dagster run: a FAILED run of the
+    same partition and Dagster run already there is returned as it is (the CLI, the API, a batch op and the run
+    failure sensor may each see the same failure)."""
+    from mlflow.entities import Metric, Param
+
+    from evalpipe.core.redact import redact
 
     client, experiment_id = _client(settings)
-    tags = {TAG_PARTITION: f"{split_key}|{model_key}", "evalpipe.error": str(error)[:5000]}
+    partition = f"{split_key}|{model_key}"
+    if dagster_run_id and re.fullmatch(r"[0-9a-zA-Z-]+", dagster_run_id):
+        for found in client.search_runs([experiment_id], max_results=50,
+                                        filter_string=f"tags.`evalpipe.dagster_run_id` = '{dagster_run_id}' and "
+                                                      "attributes.status = 'FAILED'"):
+            if found.data.tags.get(TAG_PARTITION) == partition:
+                return found.info.run_id
+    tags = {TAG_PARTITION: partition, "evalpipe.error": redact(str(error))[:5000]}
     if dagster_run_id:
         tags["evalpipe.dagster_run_id"] = dagster_run_id
+    if not counts or "n_errors" not in counts:
+        tags["evalpipe.n_errors"] = "unknown: the partition failed before its rollouts were kept"
     run = client.create_run(experiment_id, run_name=f"{split_key} x {model_key}", tags=tags)
     try:
         params = [Param(k, v) for k, v in _params(split_key, model_key, fingerprints).items()]
         for i in range(0, len(params), 100):
             client.log_batch(run.info.run_id, params=params[i:i + 100])
+        if counts:
+            now = int(time.time() * 1000)
+            client.log_batch(run.info.run_id, metrics=[Metric(k, float(v), now, 0) for k, v in counts.items()])
     finally:
         client.set_terminated(run.info.run_id, status="FAILED")
     return run.info.run_id
