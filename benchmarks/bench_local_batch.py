@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_local_batch.py --threads 2   # both modes on 2 torch threads
 
 Both go through the real runner and driver (`pipeline`-free: `run_requests` without a journal), greedy decoding,
-the same prompts; the defaults are the settings README.md states. Both run `--repeat` rounds (default 3) in an
+the same prompts; the defaults are the settings docs/speed.md states. Both run `--repeat` rounds (default 3) in an
 order rotated each round; reported: the batched/unbatched ratio of output tokens per second (taken within each
 round, then the median; target >= 3.5x at batch 8, issue 24), tokens/s with the machine named, and how many
 batched answers equal the unbatched ones.
@@ -60,7 +60,7 @@ def main() -> None:
     ap.add_argument("--model", default=None, help="checkpoint (default: the shipped SmolLM2-135M GGUF)")
     ap.add_argument("--n", type=int, default=16)
     ap.add_argument("--batch-size", type=int, default=8)
-    ap.add_argument("--max-tokens", type=int, default=24, help="output tokens per prompt (README's figure: 24)")
+    ap.add_argument("--max-tokens", type=int, default=24, help="output tokens per prompt (docs/speed.md's figure: 24)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1, help="torch threads, the same for both modes (the runner's "
                     "default: 1)")

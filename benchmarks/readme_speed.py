@@ -1,14 +1,15 @@
 """`make bench`: run the speed benchmarks one after another, print their tables, and (`--write-readme`) put the
-figures just measured into README.md's Speed section, so it never shows stale ones.
+figures just measured into docs/speed.md's tables and README.md's Speed headlines, so neither shows stale ones.
 
     .venv/bin/python benchmarks/readme_speed.py                  # measure and print (make bench)
-    .venv/bin/python benchmarks/readme_speed.py --write-readme   # ... and regenerate README's tables (make bench-readme)
+    .venv/bin/python benchmarks/readme_speed.py --write-readme   # ... and docs/speed.md, README's headlines
     .venv/bin/python benchmarks/readme_speed.py --results DIR --skip-run --write-readme   # from earlier results
 
 Every benchmark writes its figures with `--json`: its table (ratios to a floor or peer from the same run first,
 seconds with the machine named), its parameters, load average and date, and its target lines. Each table replaces
-the block between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in README.md; at the end every target is printed
-again beside its floor or peer, in one list.
+the block between `<!-- bench:NAME -->` and `<!-- /bench:NAME -->` in docs/speed.md, and the target lines that
+HEADLINE picks replace the block between `<!-- headline:NAME -->` and `<!-- /headline:NAME -->` in README.md's
+Speed summary; at the end every target is printed again beside its floor or peer, in one list.
 """
 from __future__ import annotations
 
@@ -22,7 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
-GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale", "sweep")  # README shows each one's table
+SPEED = ROOT / "docs" / "speed.md"
+GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale", "sweep")  # docs/speed.md: each table
+# README's Speed summary: which of a benchmark's target lines (by position) it shows as headlines
+HEADLINE: dict[str, tuple[int, ...]] = {"light_run": (0, 1), "rollouts": (0,), "sandbox": (0,), "local_batch": (0,)}
 OTHERS: tuple[str, ...] = ()
 # arguments a benchmark gets under `make bench` before the common ones (a later --repeat overrides its own)
 ARGS = {"scale": ["--sizes", "10000", "--modes", "cold,warm", "--repeat", "3"]}
@@ -39,7 +43,8 @@ def run_all(results: Path, names: list[str], repeat: int | None, light_run_args:
             cmd += light_run_args
         print(f"\n== {' '.join(cmd[1:])}", flush=True)
         if subprocess.run(cmd, cwd=ROOT).returncode != 0:
-            raise SystemExit(f"bench_{name}.py failed (its output is above); README.md left as it was")
+            raise SystemExit(f"bench_{name}.py failed (its output is above); docs/speed.md and README.md left as "
+                             "they were")
 
 
 def print_targets(results: Path, names: list[str]) -> None:
@@ -53,29 +58,41 @@ def print_targets(results: Path, names: list[str]) -> None:
         print("\n== targets, each beside its floor or peer from the same run\n" + "\n".join(lines))
 
 
+def _replace_block(text: str, file: str, tag: str, name: str, block: str) -> str:
+    begin, end = f"<!-- {tag}:{name} -->", f"<!-- /{tag}:{name} -->"
+    pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
+    if not pattern.search(text):
+        raise SystemExit(f"{file} has no {begin} ... {end} block for the {name} figures: add the two markers "
+                         "where they belong (docs/speed.md: a table; README.md: its Speed summary)")
+    return pattern.sub(lambda _: f"{begin}\n{block}\n{end}", text, count=1)
+
+
 def write_readme(results: Path, names: list[str]) -> None:
-    text = README.read_text()
-    for name in names:
-        if name not in GENERATED:
-            continue
+    """docs/speed.md's table of each benchmark run, and README.md's headline lines picked from its targets; both
+    files are checked for every marker before either is written."""
+    speed, readme = SPEED.read_text(), README.read_text()
+    written = [n for n in names if n in GENERATED]
+    for name in written:
         file = results / f"{name}.json"
         if not file.exists():
             raise SystemExit(f"no results for {name} in {results}: run without --skip-run, or point --results at "
                              "the folder an earlier run wrote")
-        block = json.loads(file.read_text())["markdown"]
-        begin, end = f"<!-- bench:{name} -->", f"<!-- /bench:{name} -->"
-        pattern = re.compile(re.escape(begin) + r".*?" + re.escape(end), re.S)
-        if not pattern.search(text):
-            raise SystemExit(f"README.md has no {begin} ... {end} block for the {name} table: add the two "
-                             "markers in its Speed section")
-        text = pattern.sub(lambda _: f"{begin}\n{block}\n{end}", text, count=1)
-    README.write_text(text)
-    print(f"\nREADME.md: Speed tables regenerated ({', '.join(n for n in names if n in GENERATED)})")
+        figures = json.loads(file.read_text())
+        speed = _replace_block(speed, "docs/speed.md", "bench", name, figures["markdown"])
+        if name in HEADLINE:
+            targets = figures.get("targets", [])
+            lines = [targets[i] for i in HEADLINE[name] if i < len(targets)]
+            readme = _replace_block(readme, "README.md", "headline", name, "\n".join(lines))
+    SPEED.write_text(speed)
+    README.write_text(readme)
+    print(f"\ndocs/speed.md: tables regenerated ({', '.join(written)}); README.md: headlines of "
+          f"{', '.join(n for n in written if n in HEADLINE) or 'none'}")
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--write-readme", action="store_true", help="regenerate README.md's Speed tables")
+    ap.add_argument("--write-readme", action="store_true",
+                    help="regenerate docs/speed.md's tables and README.md's Speed headlines")
     ap.add_argument("--only", default=",".join(GENERATED + OTHERS),
                     help=f"comma list of benchmarks to run (default: {','.join(GENERATED + OTHERS)})")
     ap.add_argument("--results", type=Path, default=None, help="folder for the JSON results (default: a temp one)")

@@ -3,6 +3,7 @@ contenders rotate each round, figures are medians, every table lands between its
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -30,22 +31,46 @@ def test_target_line_names_the_floor_and_the_verdict():
     assert "CPUs" in common.machine()
 
 
-def test_write_readme_replaces_every_block_and_says_which_marker_is_missing(tmp_path, monkeypatch):
-    readme = tmp_path / "README.md"
-    readme.write_text("## Speed\n<!-- bench:tools -->\nold\n<!-- /bench:tools -->\ntail\n")
+def test_write_readme_fills_speed_md_tables_and_readme_headline_and_says_which_marker_is_missing(tmp_path,
+                                                                                                   monkeypatch):
+    speed, readme = tmp_path / "speed.md", tmp_path / "README.md"
+    speed.write_text("# Speed\n<!-- bench:rollouts -->\nold\n<!-- /bench:rollouts -->\ntail\n")
+    readme.write_text("## Speed\n<!-- headline:rollouts -->\n- old\n<!-- /headline:rollouts -->\nmore\n")
+    monkeypatch.setattr(readme_speed, "SPEED", speed)
     monkeypatch.setattr(readme_speed, "README", readme)
-    (tmp_path / "tools.json").write_text(json.dumps({"markdown": "new table", "targets": ["- t: 1.00x floor"]}))
-    readme_speed.write_readme(tmp_path, ["tools"])
-    assert readme.read_text() == "## Speed\n<!-- bench:tools -->\nnew table\n<!-- /bench:tools -->\ntail\n"
+    monkeypatch.setitem(readme_speed.HEADLINE, "rollouts", (1,))
+    (tmp_path / "rollouts.json").write_text(json.dumps({"markdown": "new table\n\n- a: 1x\n- b: 2x",
+                                                         "targets": ["- a: 1x", "- b: 2x"]}))
+    readme_speed.write_readme(tmp_path, ["rollouts"])
+    assert speed.read_text() == "# Speed\n<!-- bench:rollouts -->\nnew table\n\n- a: 1x\n- b: 2x\n" \
+                                "<!-- /bench:rollouts -->\ntail\n"
+    assert readme.read_text() == "## Speed\n<!-- headline:rollouts -->\n- b: 2x\n<!-- /headline:rollouts -->\nmore\n"
     (tmp_path / "sandbox.json").write_text(json.dumps({"markdown": "m", "targets": []}))
-    with pytest.raises(SystemExit, match="no <!-- bench:sandbox -->"):
+    with pytest.raises(SystemExit, match="docs/speed.md has no <!-- bench:sandbox -->"):
+        readme_speed.write_readme(tmp_path, ["sandbox"])
+    speed.write_text("<!-- bench:sandbox -->\n<!-- /bench:sandbox -->\n")
+    monkeypatch.setitem(readme_speed.HEADLINE, "sandbox", (0,))
+    with pytest.raises(SystemExit, match="README.md has no <!-- headline:sandbox -->"):
         readme_speed.write_readme(tmp_path, ["sandbox"])
 
 
-def test_the_repository_readme_has_a_block_for_every_generated_benchmark():
-    text = readme_speed.README.read_text()
+def test_docs_speed_has_a_block_for_every_generated_benchmark_and_readme_none():
+    text = readme_speed.SPEED.read_text()
     for name in readme_speed.GENERATED:
         assert f"<!-- bench:{name} -->" in text and f"<!-- /bench:{name} -->" in text
+    assert "<!-- bench:" not in readme_speed.README.read_text()  # README keeps headlines only, the tables live in docs
+
+
+def test_readme_headline_lines_are_the_target_lines_of_the_docs_speed_tables():
+    """README's Speed summary is what `--write-readme` writes: each headline is one target line of docs/speed.md's
+    table of the same benchmark, so the front door can't show a figure the tables don't."""
+    readme, speed = readme_speed.README.read_text(), readme_speed.SPEED.read_text()
+    for name, picks in readme_speed.HEADLINE.items():
+        head = re.search(rf"<!-- headline:{name} -->\n(.*?)<!-- /headline:{name} -->", readme, re.S)
+        table = re.search(rf"<!-- bench:{name} -->\n(.*?)<!-- /bench:{name} -->", speed, re.S)
+        assert head and table, name
+        targets = [line for line in table.group(1).splitlines() if line.startswith("- ")]
+        assert head.group(1).splitlines() == [targets[i] for i in picks], name
 
 
 def test_light_run_contenders_write_bytecode_like_a_user_interpreter(tmp_path, monkeypatch):

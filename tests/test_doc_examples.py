@@ -31,8 +31,8 @@ LISTED = {
     "docs/runners.md#1": "calls openai/gpt-4o-mini over the network: tests/test_runners.py runs run_requests offline",
     "docs/sandbox.md#2": "opens data/sales.csv, a user's file: tests/test_sandbox_session.py",
     "docs/reproducibility.md#1": "needs a config with `smoke` x `echo`: tests/test_api.py runs the same calls",
-    "README.md#1": "`my_model` is the reader's model and the dataset list is elided (`...`): docs/api.md#1 runs the "
-                   "same call",
+    "docs/api.md#6": "`my_model` is the reader's model and the dataset list is elided (`...`) (the block README "
+                     "showed before it moved here): docs/api.md#1 runs the same call",
 }
 
 

@@ -98,3 +98,18 @@ def test_a_lower_is_better_metric_drops_when_it_rises():
     cand[:60] = 1  # an error rate up by 20 points
     row = paired_test(base, cand, higher_is_better=False, fail_if_drop=0.05)
     assert row.drop == pytest.approx(0.2) and row.failed
+
+
+def test_gate_and_compare_pick_the_split_the_same_way(warehouse, monkeypatch):
+    """Both commands find the one split where both models have results, and refuse a split where they don't in the
+    same words (one helper behind both)."""
+    invoke = cli_in_process(monkeypatch)
+    gate = invoke("gate", "--baseline", "base", "--candidate", "noisy", "--split", "other/x", "--fail-if-drop", "0.05")
+    compare = invoke("compare", "base", "noisy", "--split", "other/x")
+    want = "base and noisy do not both have results on other/x; splits with both: smoke/test"
+    assert gate.exit_code == compare.exit_code == 2
+    assert want in gate.output and want in compare.output
+    gate = invoke("gate", "--baseline", "base", "--candidate", "nobody", "--fail-if-drop", "0.05")
+    compare = invoke("compare", "base", "nobody")
+    want = "pick a split with --split; splits where both base and nobody have results: none"
+    assert want in gate.output and want in compare.output

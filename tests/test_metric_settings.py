@@ -11,21 +11,11 @@ from pydantic import BaseModel
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import)
 from evalpipe.core.errors import ConfigError
 from evalpipe.metrics import build_metric, get_metric, list_metrics
-from tests.helpers.cli import invoke
+from tests.helpers.cli import cli, error_lines, no_model_call
+from tests.helpers.configs import smoke_benchmark
 
 REPO = Path(__file__).parents[1]
-BASE = f"""\
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: "{REPO}/data/smoke/test.jsonl"}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
-  perfect: {{runner: echo, reply: target}}
-"""
+BASE = smoke_benchmark() + "models:\n  perfect: {runner: echo, reply: target}\n"
 CODE_EXECUTION = f"""\
 benchmarks:
   humaneval:
@@ -34,20 +24,6 @@ benchmarks:
 models:
   perfect: {{runner: echo, reply: target}}
 """
-
-
-def cli(*args):
-    return invoke(*args, catch_exceptions=True)
-
-
-def error_lines(r) -> list[str]:
-    lines = [x for x in r.output.splitlines() if x.strip()]
-    assert r.exit_code == 2 and lines and all(x.startswith("error: ") for x in lines), r.output
-    return lines
-
-
-def no_model_call(home: Path) -> None:
-    assert not (home / "warehouse.duckdb").exists() and not (home / "journal").exists()
 
 
 def built_in(factory) -> bool:  # other test files register their own metrics in this process

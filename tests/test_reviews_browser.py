@@ -3,15 +3,14 @@ and a pairwise preference are recorded from the pages' own forms, reloaded, coun
 Bradley-Terry table, and exported with the run folder (`evalpipe export`)."""
 import json
 import os
-import shutil
 import subprocess
 import sys
 
 import pytest
 
+from tests.helpers.browser import browser_page, need_browser
 from tests.helpers.viewer_server import REPO, viewer_server
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SPLIT = "gaia/validation"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -19,9 +18,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("no chromium here (apt-get install -y chromium; .ci/run installs it)")
-    pytest.importorskip("playwright.sync_api")
+    need_browser()
     from evalpipe.metrics.reviews import new_review_id, write_reviews
     from evalpipe.viewer.demo import build
 
@@ -41,16 +38,8 @@ def served(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(served):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pg = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.errors = errors
+    with browser_page() as pg:
         yield pg
-        browser.close()
 
 
 def test_review_and_preference_recorded_reloaded_counted_and_exported(page, served):

@@ -9,35 +9,11 @@ import pytest
 
 import eval_assets.definitions  # noqa: F401  (partitions come from the test config at first import)
 from evalpipe.core.errors import ConfigError
-from tests.helpers.cli import invoke
+from tests.helpers.cli import cli, no_model_call, one_error_line
+from tests.helpers.configs import smoke_benchmark
 
 REPO = Path(__file__).parents[1]
-BASE = f"""\
-benchmarks:
-  smoke:
-    adapter: file
-    splits:
-      extra: {{path: "{REPO}/data/smoke/test.jsonl"}}
-    options:
-      columns: {{prompt: question, target: answer, id: id}}
-    metrics: [exact_match]
-models:
-  perfect: {{runner: echo, reply: target}}
-"""
-
-
-def cli(*args):
-    return invoke(*args, catch_exceptions=True)
-
-
-def one_error_line(r) -> str:
-    lines = [x for x in r.output.splitlines() if x.strip()]
-    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
-    return lines[0]
-
-
-def no_model_call(home: Path) -> None:
-    assert not (home / "warehouse.duckdb").exists() and not (home / "journal").exists()
+BASE = smoke_benchmark() + "models:\n  perfect: {runner: echo, reply: target}\n"
 
 
 # ---- the command line ---------------------------------------------------------------------------------------------

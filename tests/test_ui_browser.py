@@ -5,8 +5,6 @@ whole graph for that split, a backfill over two models, and waits for them; the 
 cannot account for fails the blocking gate `samples_accounted`, and the leaderboard asset's page lists that
 partition as not ranked while the other model ranks."""
 import json
-import os
-import shutil
 import subprocess
 import sys
 import time
@@ -14,10 +12,10 @@ import time
 import pytest
 
 from benchmarks.bench_ui import DagsterDev, gql, make_home
+from tests.helpers.browser import browser_page, need_browser
 from tests.helpers.configs import smoke_benchmark
 from tests.helpers.services import free_port
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SPLIT = "smoke/extra"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -59,9 +57,7 @@ def runs(url):
 
 @pytest.fixture(scope="module")
 def dev(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("no chromium here (apt-get install -y chromium; .ci/run installs it)")
-    pytest.importorskip("playwright.sync_api")
+    need_browser()
     root = tmp_path_factory.mktemp("ui")
     config = (smoke_benchmark(limit=2, metrics="[loses_wrong]") + "plugins: [ui_gate_plugin]\nmodels:\n"
               "  right: {runner: echo, reply: target}\n  wrong: {runner: echo, reply: input}\n")
@@ -77,14 +73,9 @@ def dev(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def page(dev):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pg = browser.new_page(viewport={"width": 1280, "height": 900})
+    with browser_page() as pg:
         pg.set_default_timeout(30_000)
         yield pg
-        browser.close()
 
 
 def click_when_enabled(locator):

@@ -2,20 +2,13 @@
 Playwright against `evalpipe view --web` started on a free port. Set EVALPIPE_SCREENSHOTS=docs/img to refresh
 the screenshots in docs/viewer.md."""
 import os
-import shutil
-import signal
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.services import free_port
+from tests.helpers.browser import browser_page, need_browser
+from tests.helpers.viewer_server import viewer_server
 
-REPO = Path(__file__).parents[1]
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 SPLIT = "gaia/validation"
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow]
@@ -23,51 +16,19 @@ pytestmark = [pytest.mark.browser, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("no chromium here (apt-get install -y chromium; .ci/run installs it)")
-    pytest.importorskip("playwright.sync_api")
+    need_browser()
     from evalpipe.viewer.demo import build
 
     db = tmp_path_factory.mktemp("wh") / "warehouse.duckdb"
     build(db, 60)
-    port = free_port()
-    env = {**os.environ, "EVALS_WAREHOUSE": str(db)}
-    proc = subprocess.Popen([sys.executable, "-m", "evalpipe.cli.main", "view", "--web", "--port", str(port)], cwd=REPO,
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(url + "/index.json", timeout=2).read()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    out = proc.stdout.read().decode() if proc.poll() is not None else "(still running)"
-                    pytest.fail(f"viewer did not start: {out}")
-                time.sleep(0.3)
+    with viewer_server({"EVALS_WAREHOUSE": str(db)}) as url:
         yield url
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
 
 
 @pytest.fixture(scope="module")
 def page(server):
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        pg = browser.new_page(viewport={"width": 1280, "height": 900})
-        errors: list[str] = []
-        pg.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        pg.errors = errors
+    with browser_page() as pg:
         yield pg
-        browser.close()
 
 
 def _shot(page, name: str) -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import asdict, dataclass
-from typing import Any
 
 import click
 import numpy as np
@@ -155,20 +154,12 @@ def gate_cmd(baseline: str, candidate: str, split: str | None, metrics: tuple[st
     import sys
 
     from evalpipe.cli.helpers import EXIT_FAILED, out, warehouse
+    from evalpipe.cli.view import split_with_both
     from evalpipe.core.errors import DataError
-    from evalpipe.viewer import queries
 
     con = warehouse().connect()
     try:
-        both = [s for s in queries.splits(con) if {baseline, candidate} <= set(queries.models(con, s))]
-        if split is None:
-            if len(both) != 1:
-                raise DataError(f"pick a split with --split; splits where both {baseline} and {candidate} have "
-                                f"results: {', '.join(both) or 'none'}")
-            split = both[0]
-        elif split not in both:
-            raise DataError(f"{baseline} and {candidate} do not both have results on {split}; splits with both: "
-                            f"{', '.join(both) or 'none'}")
+        split = split_with_both(con, baseline, candidate, split)
         sql = ("SELECT sample_id, metric, status, score FROM judgements WHERE benchmark_split = ? AND model = ?")
         a = con.execute(sql, [split, baseline]).fetchdf()
         b = con.execute(sql, [split, candidate]).fetchdf()

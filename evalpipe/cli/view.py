@@ -244,6 +244,24 @@ def leaderboard_cmd(splits: tuple[str, ...], metric_names: tuple[str, ...], incl
 
 
 # ---- evalpipe compare ---------------------------------------------------------------------------------------------
+def split_with_both(con: Any, model_a: str, model_b: str, split: str | None) -> str:
+    """The split `compare` and `gate` read: the one given, if both models have results on it, else the only split
+    where both have; a one-line error naming the splits with both otherwise."""
+    from evalpipe.core.errors import DataError
+    from evalpipe.viewer import queries
+
+    both = [s for s in queries.splits(con) if {model_a, model_b} <= set(queries.models(con, s))]
+    if split is None:
+        if len(both) != 1:
+            raise DataError(f"pick a split with --split; splits where both {model_a} and {model_b} have results: "
+                            f"{', '.join(both) or 'none'}")
+        return both[0]
+    if split not in both:
+        raise DataError(f"{model_a} and {model_b} do not both have results on {split}; "
+                        f"splits with both: {', '.join(both) or 'none'}")
+    return split
+
+
 @click.command(name="compare")
 @click.argument("model_a")
 @click.argument("model_b")
@@ -265,15 +283,7 @@ def compare_cmd(model_a: str, model_b: str, split: str | None, metric: str | Non
 
     con = _warehouse().connect()
     try:
-        both = [s for s in queries.splits(con) if {model_a, model_b} <= set(queries.models(con, s))]
-        if split is None:
-            if len(both) != 1:
-                raise DataError(f"pick a split with --split; splits where both {model_a} and {model_b} have results: "
-                                f"{', '.join(both) or 'none'}")
-            split = both[0]
-        elif split not in both:
-            raise DataError(f"{model_a} and {model_b} do not both have results on {split}; "
-                            f"splits with both: {', '.join(both) or 'none'}")
+        split = split_with_both(con, model_a, model_b, split)
         try:
             c = queries.compare(con, split, model_a, model_b, metric, limit=limit)
         except ValueError as exc:

@@ -45,3 +45,28 @@ def run_processes(env: dict[str, str], argvs: list[list[str]], timeout_s: float 
     outs = [r.communicate(timeout=timeout_s)[0] for r in runs]
     assert all(r.returncode == 0 for r in runs), "\n".join(o[-3000:] for o in outs)
     return outs
+
+
+# ---- a setting refused before any model call (tests/test_strict_options.py, tests/test_metric_settings.py) --------
+def cli(*args: str) -> Result:
+    """`evalpipe ARGS` in this process, an exception shown as the CLI shows it rather than raised."""
+    return invoke(*args, catch_exceptions=True)
+
+
+def error_lines(r: Result) -> list[str]:
+    """The output's lines, asserted to be one or more `error: ...` lines and exit 2."""
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2 and lines and all(x.startswith("error: ") for x in lines), r.output
+    return lines
+
+
+def one_error_line(r: Result) -> str:
+    """The output's one line, asserted to be `error: ...` and exit 2."""
+    lines = [x for x in r.output.splitlines() if x.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: "), r.output
+    return lines[0]
+
+
+def no_model_call(home: Path) -> None:
+    """Nothing was evaluated under DAGSTER_HOME `home`: no warehouse, no journal."""
+    assert not (home / "warehouse.duckdb").exists() and not (home / "journal").exists()

@@ -17,7 +17,7 @@ from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, TypeAdapter
 
-from evalpipe.benchmarks.tau2.toolkit import Toolkit, tool
+from evalpipe.benchmarks.tau2.toolkit import Calculator, Toolkit, tool
 
 NOW = "2024-05-15T15:00:00"
 NEW_RESERVATION_IDS = ("HATHAT", "HATHAU", "HATHAV")
@@ -70,7 +70,7 @@ def _models(items: list[Any], model: type[BaseModel]) -> list[dict[str, Any]]:
     return [i.model_dump() if isinstance(i, BaseModel) else i for i in items]
 
 
-class AirlineTools(Toolkit):
+class AirlineTools(Calculator, Toolkit):
     domain = "airline"
 
     # ---- lookups ------------------------------------------------------------------------------------------------
@@ -201,17 +201,6 @@ class AirlineTools(Toolkit):
         self.db["reservations"][reservation_id] = reservation
         user["reservations"].append(reservation_id)
         return reservation
-
-    @tool("generic")
-    def calculate(self, expression: str) -> str:
-        """Evaluate an arithmetic expression and return the result rounded to 2 decimals.
-
-        Args:
-            expression: Digits, + - * /, parentheses, dots and spaces only, e.g. '2 + 2'.
-        """
-        if not all(ch in "0123456789+-*/(). " for ch in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307 (digits/operators only)
 
     @tool("write")
     def cancel_reservation(self, reservation_id: str) -> dict[str, Any]:

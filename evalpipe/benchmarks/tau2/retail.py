@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from evalpipe.benchmarks.tau2.toolkit import Toolkit, tool
+from evalpipe.benchmarks.tau2.toolkit import Calculator, Toolkit, tool
 
 
 def _is_gift_card(method: dict[str, Any]) -> bool:
@@ -16,7 +16,7 @@ def _address(address1: str, address2: str, city: str, state: str, country: str, 
     return {"address1": address1, "address2": address2, "city": city, "country": country, "state": state, "zip": zip}
 
 
-class RetailTools(Toolkit):
+class RetailTools(Calculator, Toolkit):
     domain = "retail"
 
     # ---- lookups (refusals as the official ones word them) -------------------------------------------------------
@@ -51,18 +51,37 @@ class RetailTools(Toolkit):
     def _pending(order: dict[str, Any]) -> bool:
         return "pending" in order["status"]
 
+    @staticmethod
+    def _item(order: dict[str, Any], item_id: str) -> dict[str, Any]:
+        item = next((it for it in order["items"] if it["item_id"] == item_id), None)
+        if item is None:
+            raise ValueError(f"Item {item_id} not found")
+        return item
+
+    def _swap(self, order: dict[str, Any], item_ids: list[str], new_item_ids: list[str], *, held_error: str,
+              count_error: str, distinct: bool) -> tuple[float, dict[str, Any] | None]:
+        """The checks an exchange and an item modification share, in the official tools' order and words (each
+        names its own messages; a modification also refuses an item swapped for itself): every old item held as
+        often as named, as many new ids as old, each new one an available variant of the old one's product.
+        Returns the price difference (unrounded) and the last new variant."""
+        held = [it["item_id"] for it in order["items"]]
+        for item_id in item_ids:
+            if item_ids.count(item_id) > held.count(item_id):
+                raise ValueError(held_error.format(item_id))
+        if len(item_ids) != len(new_item_ids):
+            raise ValueError(count_error)
+        diff, variant = 0.0, None
+        for item_id, new_id in zip(item_ids, new_item_ids):
+            if distinct and item_id == new_id:
+                raise ValueError("The new item id should be different from the old item id")
+            item = self._item(order, item_id)
+            variant = self._variant(item["product_id"], new_id)
+            if not variant["available"]:
+                raise ValueError(f"New item {new_id} not found or available")
+            diff += variant["price"] - item["price"]
+        return diff, variant
+
     # ---- tools --------------------------------------------------------------------------------------------------
-    @tool("generic")
-    def calculate(self, expression: str) -> str:
-        """Evaluate an arithmetic expression and return the result rounded to 2 decimals.
-
-        Args:
-            expression: Digits, + - * /, parentheses, dots and spaces only, e.g. '2 + 2'.
-        """
-        if not all(ch in "0123456789+-*/(). " for ch in expression):
-            raise ValueError("Invalid characters in expression")
-        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307 (digits/operators only)
-
     @tool("write")
     def cancel_pending_order(self, order_id: str, reason: str) -> dict[str, Any]:
         """Cancel a pending order (after the user confirms). Payments are refunded; gift-card payments at once.
@@ -103,21 +122,8 @@ class RetailTools(Toolkit):
         order = self._order(order_id)
         if order["status"] != "delivered":
             raise ValueError("Non-delivered order cannot be exchanged")
-        held = [it["item_id"] for it in order["items"]]
-        for item_id in item_ids:
-            if item_ids.count(item_id) > held.count(item_id):
-                raise ValueError(f"Number of {item_id} not found.")
-        if len(item_ids) != len(new_item_ids):
-            raise ValueError("The number of items to be exchanged should match.")
-        diff = 0.0
-        for item_id, new_id in zip(item_ids, new_item_ids):
-            item = next((it for it in order["items"] if it["item_id"] == item_id), None)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._variant(item["product_id"], new_id)
-            if not variant["available"]:
-                raise ValueError(f"New item {new_id} not found or available")
-            diff += variant["price"] - item["price"]
+        diff, _ = self._swap(order, item_ids, new_item_ids, held_error="Number of {} not found.",
+                             count_error="The number of items to be exchanged should match.", distinct=False)
         diff = round(diff, 2)
         method = self._payment_method(order["user_id"], payment_method_id)
         if _is_gift_card(method) and method["balance"] < diff:
@@ -236,23 +242,8 @@ class RetailTools(Toolkit):
         order = self._order(order_id)
         if order["status"] != "pending":
             raise ValueError("Non-pending order cannot be modified")
-        held = [it["item_id"] for it in order["items"]]
-        for item_id in item_ids:
-            if item_ids.count(item_id) > held.count(item_id):
-                raise ValueError(f"{item_id} not found")
-        if len(item_ids) != len(new_item_ids):
-            raise ValueError("The number of items to be exchanged should match")
-        diff, variant = 0.0, None
-        for item_id, new_id in zip(item_ids, new_item_ids):
-            if item_id == new_id:
-                raise ValueError("The new item id should be different from the old item id")
-            item = next((it for it in order["items"] if it["item_id"] == item_id), None)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
-            variant = self._variant(item["product_id"], new_id)
-            if not variant["available"]:
-                raise ValueError(f"New item {new_id} not found or available")
-            diff += variant["price"] - item["price"]
+        diff, variant = self._swap(order, item_ids, new_item_ids, held_error="{} not found",
+                                   count_error="The number of items to be exchanged should match", distinct=True)
         method = self._payment_method(order["user_id"], payment_method_id)
         if _is_gift_card(method) and method["balance"] < diff:
             raise ValueError("Insufficient gift card balance to pay for the new item")
@@ -261,9 +252,7 @@ class RetailTools(Toolkit):
         if _is_gift_card(method):
             method["balance"] = round(method["balance"] - diff, 2)
         for item_id, new_id in zip(item_ids, new_item_ids):
-            item = next((it for it in order["items"] if it["item_id"] == item_id), None)
-            if item is None:
-                raise ValueError(f"Item {item_id} not found")
+            item = self._item(order, item_id)
             # (as the official tool does: every changed item takes the price and options of the LAST new variant)
             item["item_id"] = new_id
             item["price"] = variant["price"]  # type: ignore[index]

@@ -56,3 +56,18 @@ class Toolkit:
 
     def db_hash(self) -> str:
         return hashlib.sha256(json.dumps(self.db, sort_keys=True, default=str).encode("utf-8")).hexdigest()
+
+
+class Calculator:
+    """The `calculate` tool, as the airline and retail domains both offer it (mixed into their toolkits)."""
+
+    @tool("generic")
+    def calculate(self, expression: str) -> str:
+        """Evaluate an arithmetic expression and return the result rounded to 2 decimals.
+
+        Args:
+            expression: Digits, + - * /, parentheses, dots and spaces only, e.g. '2 + 2'.
+        """
+        if not all(ch in "0123456789+-*/(). " for ch in expression):
+            raise ValueError("Invalid characters in expression")
+        return str(round(float(eval(expression, {"__builtins__": None}, {})), 2))  # noqa: S307 (digits/operators only)
