@@ -173,9 +173,9 @@ class LmEvalAdapter(Adapter):
         if output_type == "loglikelihood_rolling":  # one text per request, scored over rolling windows
             if not callable(getattr(runner, "loglikelihood_rolling", None)):
                 raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "
-                                  f"(perplexity, scored by log-likelihoods); runner {runner.name!r} can't compute them: "
-                                  "use runner: local, or runner: litellm with an OpenAI-compatible api_base that "
-                                  "returns prompt logprobs")
+                                  f"(perplexity, scored by log-likelihoods); runner {runner.name!r} can't compute "
+                                  "them: use runner: local, or runner: litellm with an OpenAI-compatible api_base "
+                                  "that returns prompt logprobs")
             problem = getattr(runner, "loglikelihood_rolling_problem", lambda: None)()
             if problem:
                 raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "

@@ -48,7 +48,15 @@ def load_task(task: str, include_path: str | None = None) -> Any:
     obj = found.get(task)
     if obj is None or not hasattr(obj, "process_results"):
         raise ConfigError(f"lm_eval task {task!r} is a group; name one of its tasks in `task:`")
-    return obj
+    return _default_fewshot(obj)
+
+
+def _default_fewshot(task: Any) -> Any:
+    """A task whose config sets no num_fewshot gets 0, as lm_eval.simple_evaluate sets it (its exported config
+    says so)."""
+    if task.get_config("num_fewshot") is None:
+        task.set_config(key="num_fewshot", value=0)
+    return task
 
 
 def task_names(value: Any) -> tuple[str, ...]:
@@ -85,7 +93,7 @@ def load_tasks(names: tuple[str, ...], include_path: str | None = None) -> tuple
                 groups.append(key)
                 walk(value)
             else:
-                leaves[str(key)] = value
+                leaves[str(key)] = _default_fewshot(value)
 
     walk(found)
     return leaves, groups

@@ -112,6 +112,8 @@ class ModelLogprobsMock:
     def __init__(self, model, tokenizer, logprobs: bool = True):
         self.model, self.tok, self.logprobs = model, tokenizer, logprobs
         self.requests: list[dict] = []
+        self.latency = 0.0  # (what benchmarks.mock_server's protocol reads of a mock)
+        self.keep_bodies = False
 
     def score(self, ids: list[int]) -> dict:
         import torch
