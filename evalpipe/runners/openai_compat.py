@@ -255,10 +255,10 @@ class OpenAICompatRunner(ApiRunner):
             except Exception as exc:  # OSError, ValueError, ...: transformers says why in many ways
                 from evalpipe.core.errors import ConfigError
 
-                what = f"options.tokenizer {name!r}" if name else f"no tokenizer for {key[0]!r} in the local cache"
-                why = " ".join(str(exc).split())[:160]
-                raise ConfigError(f"model {self.model.key!r}: {what} can't be loaded ({type(exc).__name__}: {why}); "
-                                  f"{fix}") from None
+                why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+                what = f"options.tokenizer {name!r} can't be loaded ({why})" if name else \
+                    f"no tokenizer {key[0]!r} in the local Hugging Face cache ({why})"
+                raise ConfigError(f"model {self.model.key!r}: {what}; {fix}") from None
         return _TOKENIZERS[key]
 
     def rolling_max_length(self) -> int:
