@@ -215,3 +215,20 @@ def test_an_endpoint_without_prompt_logprobs_fails_each_sample_with_one_line(hom
     assert "\n" not in error and error.endswith("returned no prompt logprobs (echo: true, logprobs: 1); "
                                                 "log-likelihood tasks need an endpoint that does (vLLM's OpenAI "
                                                 "server), or runner: local")
+
+
+def test_the_window_settings_are_in_the_runners_identity():
+    """A changed max_length (or the endpoint's tokenizer) changes the windows, hence the numbers: a new rollout."""
+    from evalpipe.runners import build_runner, local
+
+    try:
+        local.shipped_gguf()
+    except ConfigError as exc:
+        pytest.skip(str(exc))
+    plain, windowed = (build_runner(ModelConfig(key="l", runner="local", options=o)).identity()
+                       for o in ({}, {"max_length": 16}))
+    assert "max_length" not in plain and windowed == {**plain, "max_length": 16}  # other fingerprints unchanged
+    base = "http://127.0.0.1:9/v1"
+    idents = [build_runner(endpoint_model(base, **o)).identity()
+              for o in ({}, {"max_length": 16}, {"max_length": 16, "tokenizer": "org/tok"})]
+    assert "rolling_windows" not in idents[0] and len({json.dumps(i, sort_keys=True) for i in idents}) == 3
