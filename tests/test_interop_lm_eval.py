@@ -527,21 +527,3 @@ def test_group_rows_agree_with_lm_evals_own_run(home, project_from, task_dir):
     assert row.value == pytest.approx(theirs["exact_match,none"])
     assert row.stderr == pytest.approx(theirs["exact_match_stderr,none"])
     assert ours["lm_eval_tiny_qa/exact_match,none"].value == pytest.approx(out["results"]["tiny_qa"]["exact_match,none"])
-
-
-def test_a_loglikelihood_rolling_task_is_refused_in_one_line_before_any_model_call(project_from, task_dir):
-    """Perplexity tasks send one text per request, not (context, continuation) pairs: refused, never mis-built."""
-    from evalpipe.benchmarks import adapter_for
-    from evalpipe.runners import local
-
-    (task_dir / "tiny_ppl.yaml").write_text(
-        "task: tiny_ppl\ndataset_path: json\ndataset_kwargs:\n  data_files:\n    test: " + str(task_dir / "qa.jsonl")
-        + "\ntest_split: test\noutput_type: loglikelihood_rolling\ndoc_to_text: ''\ndoc_to_target: '{{question}}'\n"
-        "metric_list:\n  - metric: word_perplexity\n", encoding="utf-8")
-    runner = local.LocalRunner.__new__(local.LocalRunner)
-    runner.engine, runner.model = "transformers", ModelConfig(key="t", runner="local")
-    with pytest.raises(ConfigError, match="tiny_ppl' is loglikelihood_rolling \\(perplexity\\), which no evalpipe "
-                                          "runner computes yet") as info:
-        adapter_for(split_of(project_from, task_dir, "tiny_ppl")).check_runner(runner)
-    assert "\n" not in str(info.value)
-

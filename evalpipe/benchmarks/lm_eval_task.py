@@ -12,8 +12,10 @@ the messages' JSON), so the requests' arguments and prompt hashes are lm-eval's.
 lm-eval's TaskManager builds the requests (`task.build_all_requests`: doc_to_text, doc_to_target, few-shot with its
 seed, description, target delimiter). One sample per doc: id = the doc id; metadata `lm_eval` = the task, doc id,
 output type, doc, target, the requests' arguments; a log-likelihood task also sets `loglikelihood_requests`
-([[context, continuation], ...], read by runners with a `loglikelihood` method: the local runner). Scoring: the
-metric `lm_eval` (evalpipe/metrics/lm_eval_scoring.py).
+([[context, continuation], ...], read by runners with a `loglikelihood` method: the local runner, endpoints with
+prompt logprobs); a `loglikelihood_rolling` (perplexity) task sets them as [[text]] with `loglikelihood_rolling: true`
+(read by runners with a `loglikelihood_rolling` method: the text's log-likelihood over rolling windows of the
+model's max length, as lm-eval computes it). Scoring: the metric `lm_eval` (evalpipe/metrics/lm_eval_scoring.py).
 """
 from __future__ import annotations
 
@@ -168,10 +170,17 @@ class LmEvalAdapter(Adapter):
                 raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} generates with {sent} (its "
                                   f"generation_kwargs, as lm-eval sends them); {problem}")
             return
-        if output_type == "loglikelihood_rolling":  # one argument per request, not (context, continuation) pairs
-            raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "
-                              "(perplexity), which no evalpipe runner computes yet; run it with lm_eval itself, or "
-                              "choose a loglikelihood, multiple_choice or generate_until task")
+        if output_type == "loglikelihood_rolling":  # one text per request, scored over rolling windows
+            if not callable(getattr(runner, "loglikelihood_rolling", None)):
+                raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "
+                                  f"(perplexity, scored by log-likelihoods); runner {runner.name!r} can't compute "
+                                  "them: use runner: local, or runner: litellm with an OpenAI-compatible api_base "
+                                  "that returns prompt logprobs")
+            problem = getattr(runner, "loglikelihood_rolling_problem", lambda: None)()
+            if problem:
+                raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is loglikelihood_rolling "
+                                  f"(perplexity): {problem}")
+            return
         if not callable(getattr(runner, "loglikelihood", None)):
             raise ConfigError(f"{self.split.key}: lm_eval task {task.config.task!r} is {output_type} (scored by "
                               f"log-likelihoods); runner {runner.name!r} can't compute them: use runner: local, or "
@@ -215,7 +224,13 @@ class LmEvalAdapter(Adapter):
                                     "arguments": _json_safe([list(i.arguments) for i in insts]),
                                     "settings": {**settings, "num_fewshot": task.get_config("num_fewshot") or 0}}
             meta: dict[str, Any] = {"lm_eval": info}
-            if output_type in LOGLIKELIHOOD_TYPES:
+            if output_type == "loglikelihood_rolling":  # one text per request: the document's log-likelihood
+                info["requests"] = meta["loglikelihood_requests"] = [[str(i.arguments[0])] for i in insts]
+                meta["loglikelihood_rolling"] = True  # runners read the requests as texts over rolling windows
+                messages = [{"role": "user", "content": str(insts[0].arguments[0]),
+                             "loglikelihood_rolling": info["requests"]}]
+                choices, text_target = None, str(target)
+            elif output_type in LOGLIKELIHOOD_TYPES:
                 info["requests"] = meta["loglikelihood_requests"] = [list(i.arguments[:2]) for i in insts]
                 # the requests ride in the message too: the prompt's fingerprint covers the messages only, and a
                 # changed choice must not reuse a journaled answer (runners that compute log-likelihoods read metadata)

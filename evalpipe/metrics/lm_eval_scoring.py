@@ -4,9 +4,10 @@ results"). lm-eval (optional, pinned) is imported only when a task is loaded.
 Per sample, the model's answer becomes lm-eval `Instance` responses (a generation cut at the task's `until`
 strings, or the (log-likelihood, is-greedy) pairs the runner computed), the task's filters run over them, and
 `task.process_results(doc, filtered)` gives the sample's metric values. The judgement's score is the first metric
-under the first filter; `details.lm_eval` holds every `<metric>,<filter>` value. Over a partition, `summary_rows`
-applies the task's own `aggregation()` to each metric (rows `lm_eval_<metric>,<filter>`), with lm-eval's stderr
-and, for right/wrong or mean aggregations, our 95% interval.
+under the first filter (for a `loglikelihood_rolling` task, whose metrics are (log-likelihood, words or bytes)
+pairs: the document's log-likelihood); `details.lm_eval` holds every `<metric>,<filter>` value. Over a partition,
+`summary_rows` applies the task's own `aggregation()` to each metric (rows `lm_eval_<metric>,<filter>`), with
+lm-eval's stderr and, for right/wrong or mean aggregations, our 95% interval.
 """
 from __future__ import annotations
 
@@ -47,7 +48,15 @@ def load_task(task: str, include_path: str | None = None) -> Any:
     obj = found.get(task)
     if obj is None or not hasattr(obj, "process_results"):
         raise ConfigError(f"lm_eval task {task!r} is a group; name one of its tasks in `task:`")
-    return obj
+    return _default_fewshot(obj)
+
+
+def _default_fewshot(task: Any) -> Any:
+    """A task whose config sets no num_fewshot gets 0, as lm_eval.simple_evaluate sets it (its exported config
+    says so)."""
+    if task.get_config("num_fewshot") is None:
+        task.set_config(key="num_fewshot", value=0)
+    return task
 
 
 def task_names(value: Any) -> tuple[str, ...]:
@@ -84,7 +93,7 @@ def load_tasks(names: tuple[str, ...], include_path: str | None = None) -> tuple
                 groups.append(key)
                 walk(value)
             else:
-                leaves[str(key)] = value
+                leaves[str(key)] = _default_fewshot(value)
 
     walk(found)
     return leaves, groups
@@ -100,6 +109,12 @@ def cut_at_until(text: str, until: list[str]) -> str:
 
 def responses(info: dict[str, Any], raw_output: str | None) -> list[Any]:
     """One response per request of the sample (lm-eval's `resps` before filtering)."""
+    if info["output_type"] == "loglikelihood_rolling":  # one log-likelihood per text (is_greedy: none, as lm-eval)
+        values = json.loads(raw_output or "null")
+        if not isinstance(values, list) or len(values) != len(info["requests"]) \
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"expected {len(info['requests'])} log-likelihoods, got {raw_output!r:.80}")
+        return [float(v) for v in values]
     if info["output_type"] in LOGLIKELIHOOD_TYPES:
         pairs = json.loads(raw_output or "null")
         if not isinstance(pairs, list) or len(pairs) != len(info["requests"]):
@@ -177,7 +192,9 @@ class LmEvalMetric(Metric):
             return Score(value=0.0, correct=False, status="parse_error", reason=str(exc))
         values, filtered = score_doc(task, info, resps)
         first = next(iter(values.values()), None)
-        value = _number(first)
+        # a perplexity task's metrics are (log-likelihood, weight) pairs, aggregated over the partition only: the
+        # sample's score is the document's log-likelihood (row `lm_eval`: their mean)
+        value = sum(resps) if info.get("output_type") == "loglikelihood_rolling" else _number(first)
         return Score(value=value, correct=(bool(value) if value in (0.0, 1.0) else None), reason="lm_eval",
                      normalized_prediction=json.dumps(next(iter(filtered.values()), None), default=str)[:500],
                      normalized_target=str(info.get("target")),

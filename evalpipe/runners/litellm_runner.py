@@ -152,6 +152,8 @@ class LiteLLMOptions(BaseModel):
     max_connections: Optional[int] = Field(default=None, ge=1)  # fast path: open connections
     batch: Optional[bool] = None  # [spend] send a partition's requests through the provider's batch API
     batch_poll_s: Optional[float] = Field(default=None, gt=0)  # seconds between two looks at a batch
+    tokenizer: Optional[str] = None  # fast path, lm_eval perplexity tasks: the served model's HF tokenizer
+    max_length: Optional[int] = Field(default=None, ge=3)  # fast path, lm_eval perplexity tasks: tokens per window
 
 
 def build_litellm_runner(model: ModelConfig) -> Runner:

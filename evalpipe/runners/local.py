@@ -185,6 +185,7 @@ class LocalOptions(BaseModel):
     dtype: Optional[str] = None  # auto, float32, bfloat16, ...
     engine: Optional[str] = None  # transformers (default) or vllm; checked by config_problems
     vllm_args: Any = None  # passed to vllm.LLM(...) as they are; checked by config_problems
+    max_length: Optional[int] = Field(default=None, ge=1)  # loglikelihood_rolling windows (default: the model's)
 
 
 @register_runner("local")
@@ -219,6 +220,8 @@ class LocalRunner(Runner):
         if self.batch_size > 1:
             self.default_concurrency = self.batch_size
         self._batcher = None
+        # lm_eval loglikelihood_rolling: tokens per window (lm-eval's HF `max_length`); None: the model's own
+        self.max_length = int(model.options["max_length"]) if model.options.get("max_length") else None
 
     @staticmethod
     def config_problems(options: dict[str, Any]) -> list[tuple[str, str]]:
@@ -237,6 +240,8 @@ class LocalRunner(Runner):
                  "extra": self.extra}
         if self.engine != "transformers":  # only then: fingerprints of transformers runs stay what they were
             ident["engine"] = self.engine
+        if self.max_length:  # (as engine: only when set)
+            ident["max_length"] = self.max_length
         return ident
 
     async def start(self) -> None:
@@ -272,6 +277,9 @@ class LocalRunner(Runner):
 
     async def generate(self, request: RolloutRequest) -> Generation:
         pairs = request.metadata.get("loglikelihood_requests") if request.metadata else None
+        if pairs and request.metadata.get("loglikelihood_rolling"):  # an lm_eval perplexity sample: [[text], ...]
+            return await asyncio.get_running_loop().run_in_executor(_executor(), self._rolling_generation,
+                                                                    [p[0] for p in pairs])
         if pairs:  # an lm_eval log-likelihood / multiple-choice sample (evalpipe/benchmarks/lm_eval_task.py)
             return await asyncio.get_running_loop().run_in_executor(_executor(), self._loglikelihood_generation, pairs)
         if request.params:
@@ -402,6 +410,56 @@ class LocalRunner(Runner):
         if self.engine != "transformers":
             return f"model {self.model.key!r}: log-likelihoods need engine transformers, not {self.engine}"
         return None
+
+    def rolling_max_length(self, model: Any, tok: Any) -> int:
+        """Tokens per rolling window: `max_length` if set, else the model's as lm-eval's HF model reads it
+        (its config's n_positions / max_position_embeddings / n_ctx, the tokenizer's model_max_length, 2048)."""
+        if self.max_length:
+            return self.max_length
+        from lm_eval.models.utils import resolve_max_length
+
+        return int(resolve_max_length(model.config, tok, default=2048))
+
+    def loglikelihood_rolling(self, texts: list[str]) -> list[float]:
+        """log P(text) per text, as lm-eval's HFLM `loglikelihood_rolling` computes it: the text's tokens (the
+        tokenizer's own special tokens, none when the text starts with the prefix token) in rolling windows of
+        `rolling_max_length` tokens (evalpipe/runners/rolling.py), the first conditioned on the BOS (else EOS) token;
+        the sum over the windows of their tokens' log-probabilities. Transformers only."""
+        import torch
+
+        from evalpipe.runners import rolling
+
+        problem = self.loglikelihood_problem()
+        if problem:
+            raise ConfigError(problem)
+        model, tok = load(self.checkpoint)
+        max_length = self.rolling_max_length(model, tok)
+        prefix = rolling.prefix_token_id(tok)
+        bos_text = tok.decode(prefix)
+        out = []
+        with torch.inference_mode():
+            for text in texts:
+                tokens = tok.encode(text, **({"add_special_tokens": False} if text.startswith(bos_text) else {}))
+                total = 0.0
+                for context, predicted in rolling.windows(tokens, prefix, max_length):
+                    ids = (context + predicted)[-(max_length + 1):][:-1]
+                    logits = model(torch.tensor([ids], device=model.device)).logits[0, -len(predicted):]
+                    logprobs = torch.log_softmax(logits.float(), dim=-1)
+                    target = torch.tensor(predicted, device=logprobs.device)
+                    total += float(logprobs.gather(1, target[:, None]).sum())
+                out.append(total)
+        return out
+
+    def loglikelihood_rolling_problem(self) -> str | None:
+        """Why this runner can't compute rolling log-likelihoods (checked before any model call), or None."""
+        return self.loglikelihood_problem()
+
+    def _rolling_generation(self, texts: list[str]) -> Generation:
+        results = self.loglikelihood_rolling(texts)
+        _, tok = load(self.checkpoint)
+        n_in = sum(len(tok(t)["input_ids"]) for t in texts)
+        return Generation(text=json.dumps(results), finish_reason="loglikelihood", input_tokens=n_in, output_tokens=0,
+                          cost=0.0)
 
     def _loglikelihood_generation(self, pairs: list[list[str]]) -> Generation:
         import json

@@ -97,6 +97,15 @@ class OpenAICompatRunner(ApiRunner):
             except ValueError as exc:
                 raise ConfigError(f"model {model.key!r}: options.batch: {exc}") from None
 
+    def identity(self) -> dict[str, Any]:
+        """The API runners' identity; with `options.tokenizer` or `max_length` (they cut perplexity texts into
+        windows) those too (only then: other fingerprints stay what they were)."""
+        ident = super().identity()
+        windows = {k: self.model.options[k] for k in ("tokenizer", "max_length") if self.model.options.get(k)}
+        if windows:
+            ident["rolling_windows"] = windows
+        return ident
+
     def _open(self) -> aiohttp.ClientSession:
         loop = asyncio.get_running_loop()
         if self._session is None or self._session.closed or self._loop is not loop:
@@ -183,18 +192,30 @@ class OpenAICompatRunner(ApiRunner):
 
     async def loglikelihood_generation(self, request: RolloutRequest) -> Generation:
         """An lm_eval log-likelihood sample (its `loglikelihood_requests`) as one rollout: the text is the JSON list
-        of [loglikelihood, is_greedy] pairs the metric `lm_eval` reads (as the local runner writes it)."""
-        results, data, text = await self._loglikelihood_reply(request.metadata["loglikelihood_requests"])
+        of [loglikelihood, is_greedy] pairs the metric `lm_eval` reads (as the local runner writes it); for a
+        perplexity sample (`loglikelihood_rolling`), the JSON list of its texts' log-likelihoods."""
+        requests = request.metadata["loglikelihood_requests"]
+        if request.metadata.get("loglikelihood_rolling"):
+            totals, data, text = await self._rolling_reply([r[0] for r in requests])
+            out = json.dumps(totals)
+        else:
+            results, data, text = await self._loglikelihood_reply(requests)
+            out = json.dumps([[ll, greedy] for ll, greedy in results])
         usage = data.get("usage") or {}
         tin, tout = usage.get("prompt_tokens"), usage.get("completion_tokens")
-        return Generation(text=json.dumps([[ll, greedy] for ll, greedy in results]), finish_reason="loglikelihood",
-                          input_tokens=tin, output_tokens=tout, cost=self.cost(tin, tout), raw=text)
+        return Generation(text=out, finish_reason="loglikelihood", input_tokens=tin, output_tokens=tout,
+                          cost=self.cost(tin, tout), raw=text)
 
     async def _loglikelihood_reply(self, pairs: list[list[str]]) -> tuple[list[tuple[float, bool]], dict, str]:
         """One `/completions` request for all the pairs of a sample (a list of prompts): (results, reply, body)."""
-        url = completions_url(self.api_base)
         prompts, spans = logprob_prompts(pairs, self.model.key)
-        # lm-eval's payload: greedy, one generated token (dropped: only the prompt's tokens are read), echo
+        data, text, url = await self._echo_logprobs(prompts)
+        return echoed_loglikelihoods(data, spans, url), data, text
+
+    async def _echo_logprobs(self, prompts: list[Any]) -> tuple[dict, str, str]:
+        """The legacy `/completions` reply with echoed prompt logprobs for `prompts` (texts or token-id lists), in
+        lm-eval's payload: greedy, one generated token (never read), echo, logprobs 1: (reply, body, url)."""
+        url = completions_url(self.api_base)
         body = {"model": self.bare_model if self.provider else self.model.model, **self.extra_body,
                 "prompt": prompts, "echo": True, "logprobs": 1, "max_tokens": 1, "temperature": 0}
         session = self._session if self._session is not None and self._loop is asyncio.get_running_loop() \
@@ -215,7 +236,78 @@ class OpenAICompatRunner(ApiRunner):
             data = json.loads(text)
         except ValueError:
             raise ModelError(f"{url}: reply is not JSON: {text[:200]!r}") from None
-        return echoed_loglikelihoods(data, spans, url), data, text
+        return data, text, url
+
+    # ---- lm_eval loglikelihood_rolling (perplexity): windows by the endpoint's tokenizer, held here --------------
+    def rolling_tokenizer(self) -> Any:
+        """The served model's tokenizer, loaded here (`options.tokenizer`: a Hugging Face id or a tokenizer folder;
+        without it, the model's name from the local Hugging Face cache, as lm-eval's API models default to it).
+        ConfigError in one line when there is none."""
+        name = self.model.options.get("tokenizer")
+        fix = ("set options.tokenizer: <the served model's Hugging Face id or a local tokenizer folder> (rolling "
+               "windows are cut by the endpoint's tokenizer)")
+        key = (str(name or (self.bare_model if self.provider else self.model.model)), bool(name))
+        if key not in _TOKENIZERS:
+            from transformers import AutoTokenizer
+
+            try:
+                _TOKENIZERS[key] = AutoTokenizer.from_pretrained(key[0], local_files_only=not name)
+            except Exception as exc:  # OSError, ValueError, ...: transformers says why in many ways
+                from evalpipe.core.errors import ConfigError
+
+                why = f"{type(exc).__name__}: {' '.join(str(exc).split())[:160]}"
+                what = f"options.tokenizer {name!r} can't be loaded ({why})" if name else \
+                    f"no tokenizer {key[0]!r} in the local Hugging Face cache ({why})"
+                raise ConfigError(f"model {self.model.key!r}: {what}; {fix}") from None
+        return _TOKENIZERS[key]
+
+    def rolling_max_length(self) -> int:
+        """`options.max_length` (default 2048), as lm-eval's API models take it: they keep one token of it for the
+        generated one, so a request holds at most max_length - 1 tokens and a window predicts max_length - 2."""
+        return int(self.model.options.get("max_length") or 2048)
+
+    def loglikelihood_rolling_problem(self) -> str | None:
+        """Why rolling log-likelihoods can't be computed here (checked before any model call), or None."""
+        from evalpipe.core.errors import ConfigError
+
+        try:
+            self.rolling_tokenizer()
+        except ConfigError as exc:
+            return str(exc)
+        if self.rolling_max_length() < 3:
+            return f"model {self.model.key!r}: options.max_length must be at least 3 (lm-eval's API models keep one " \
+                "token for the generated one and one for the context)"
+        return None
+
+    async def loglikelihood_rolling(self, texts: list[str]) -> list[float]:
+        """log P(text) per text, as lm-eval's API models (`local-completions`) compute it: the text's tokens (no
+        special tokens) in rolling windows of max_length - 2 predicted tokens (evalpipe/runners/rolling.py), the
+        first conditioned on BOS (else EOS); each window sent as token ids (at most max_length - 1) to `/completions`
+        with echoed logprobs, its predicted tokens' logprobs summed; the windows' sums added in order."""
+        return (await self._rolling_reply(texts))[0]
+
+    async def _rolling_reply(self, texts: list[str]) -> tuple[list[float], dict, str]:
+        """One `/completions` request for all the windows of a sample's texts: (log-likelihoods, reply, body)."""
+        from evalpipe.runners import rolling
+
+        tok = self.rolling_tokenizer()
+        max_length = self.rolling_max_length() - 1  # lm-eval's TemplateAPI.max_length: one token for generation
+        prefix = rolling.prefix_token_id(tok)
+        inputs, ctxlens, owners = [], [], []
+        for i, t in enumerate(texts):
+            for context, predicted in rolling.windows(tok(t, add_special_tokens=False)["input_ids"], prefix,
+                                                      max_length - 1):
+                whole = context + predicted
+                inputs.append(whole[-max_length:])
+                ctxlens.append(len(context) - max(0, len(whole) - max_length))
+                owners.append(i)
+        totals = [0.0] * len(texts)
+        if not inputs:  # only empty texts: no token to predict
+            return totals, {}, ""
+        data, text, url = await self._echo_logprobs(inputs)
+        for i, value in zip(owners, echoed_window_loglikelihoods(data, inputs, ctxlens, url)):
+            totals[i] += value
+        return totals, data, text
 
     # ---- [spend] the batch API (OpenAI's files + batches; docs/spend.md#batch-mode) ---------------------------------
     def _api(self, path: str) -> str:
@@ -295,6 +387,9 @@ class OpenAICompatRunner(ApiRunner):
         self._session = None
 
 
+_TOKENIZERS: dict[tuple[str, bool], Any] = {}  # endpoints' tokenizers for rolling windows, loaded once per process
+
+
 def completions_url(api_base: str) -> str:
     """The legacy completions endpoint beside the chat one: `https://h/v1` -> `https://h/v1/completions`."""
     from urllib.parse import urlsplit, urlunsplit
@@ -311,8 +406,8 @@ def logprob_prompts(pairs: list[list[str]], model_key: str) -> tuple[list[str], 
     prompts, spans = [], []
     for context, continuation in pairs:
         if not context:
-            raise ModelError(f"model {model_key!r}: a log-likelihood request with an empty context (e.g. "
-                             "loglikelihood_rolling) can't be scored through an API endpoint; use runner: local")
+            raise ModelError(f"model {model_key!r}: a log-likelihood request with an empty context can't be scored "
+                             "through an API endpoint (its BOS token can't be sent as text); use runner: local")
         n_ctx = len(context.rstrip())
         prompts.append(context + continuation)
         spans.append((n_ctx, len(context) + len(continuation)))
@@ -346,6 +441,29 @@ def echoed_loglikelihoods(data: Any, spans: list[tuple[int, int]], url: str) -> 
                 greedy = False
                 break
         out.append((sum(values), greedy))
+    return out
+
+
+def echoed_window_loglikelihoods(data: Any, inputs: list[list[int]], ctxlens: list[int], url: str) -> list[float]:
+    """The sum of the predicted tokens' logprobs per window (token-id prompt) from a completions reply with `echo`
+    and `logprobs`, as lm-eval's LocalCompletionsAPI.parse_logprobs reads it: the prompt's logprobs after its first
+    `ctxlen` tokens (the generated token is not read). ModelError when the reply has no prompt logprobs, or fewer
+    than the prompt's tokens."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    if not isinstance(choices, list) or len(choices) != len(inputs):
+        got = len(choices) if isinstance(choices, list) else 0
+        raise ModelError(f"{url}: expected {len(inputs)} choices (one per window), got {got}: {str(data)[:200]}")
+    out = []
+    for choice, inp, ctxlen in zip(sorted(choices, key=lambda c: c.get("index", 0)), inputs, ctxlens):
+        token_lps = (choice.get("logprobs") or {}).get("token_logprobs")
+        if not token_lps:
+            raise ModelError(f"{url} returned no prompt logprobs (echo: true, logprobs: 1); log-likelihood tasks need "
+                             "an endpoint that does (vLLM's OpenAI server), or runner: local")
+        values = token_lps[ctxlen:len(inp)]
+        if len(token_lps) < len(inp) or any(v is None for v in values):
+            raise ModelError(f"{url}: {len(token_lps)} prompt logprobs for a window of {len(inp)} tokens; the "
+                             "endpoint must echo a logprob for every prompt token")
+        out.append(sum(values))
     return out
 
 

@@ -100,3 +100,49 @@ class LogprobsMock:
         return 200, js, json.dumps({"id": "cmpl-1", "object": "text_completion", "model": data.get("model"),
                                     "choices": choices, "usage": {"prompt_tokens": n_in, "completion_tokens":
                                                                   len(prompts), "total_tokens": n_in + len(prompts)}})
+
+
+class ModelLogprobsMock:
+    """A loopback OpenAI-compatible `/v1/completions` (served with benchmarks.mock_server's serve_in_thread) whose
+    echoed prompt logprobs come from a real causal LM (the repo's small local model): prompts as token ids (what
+    lm-eval's API models and evalpipe send for rolling windows) or text; `echo` + `logprobs` + `max_tokens 1` as vLLM
+    answers them: each prompt token's logprob given the tokens before it (the first has none), the top-1 token, and
+    one greedy generated token. `logprobs=False` answers without logprobs; `requests` keeps the request bodies."""
+
+    def __init__(self, model, tokenizer, logprobs: bool = True):
+        self.model, self.tok, self.logprobs = model, tokenizer, logprobs
+        self.requests: list[dict] = []
+        self.latency = 0.0  # (what benchmarks.mock_server's protocol reads of a mock)
+        self.keep_bodies = False
+
+    def score(self, ids: list[int]) -> dict:
+        import torch
+
+        with torch.inference_mode():
+            logits = self.model(torch.tensor([ids], device=self.model.device)).logits[0]
+            lps = torch.log_softmax(logits.float(), dim=-1)
+        best = lps.argmax(dim=-1).tolist()
+        toks = [*ids, best[-1]]  # the prompt, then one generated token
+        token_lps = [None] + [float(lps[i - 1, toks[i]]) for i in range(1, len(toks))]
+        tops = [None] + [{self.tok.decode([best[i - 1]]): float(lps[i - 1, best[i - 1]])} for i in range(1, len(toks))]
+        pieces = [self.tok.decode([t]) for t in toks]
+        offsets = [sum(len(p) for p in pieces[:i]) for i in range(len(pieces))]
+        return {"tokens": pieces, "token_logprobs": token_lps, "top_logprobs": tops, "text_offset": offsets}
+
+    def handle(self, method: str, path: str, body: bytes):
+        import json
+
+        if not path.endswith("/completions") or path.endswith("/chat/completions"):
+            return 404, {}, "not found"
+        data = json.loads(body) if body else {}
+        self.requests.append(data)
+        prompts = data["prompt"]
+        if isinstance(prompts, str) or (prompts and isinstance(prompts[0], int)):
+            prompts = [prompts]
+        ids = [p if isinstance(p, list) else self.tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        choices = [{"index": i, "text": "", "finish_reason": "length",
+                    "logprobs": self.score(p) if self.logprobs else None} for i, p in enumerate(ids)]
+        n_in = sum(len(p) for p in ids)
+        return 200, {"Content-Type": "application/json"}, json.dumps(
+            {"id": "cmpl-1", "object": "text_completion", "model": data.get("model"), "choices": choices,
+             "usage": {"prompt_tokens": n_in, "completion_tokens": len(ids), "total_tokens": n_in + len(ids)}})
