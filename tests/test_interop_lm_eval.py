@@ -527,3 +527,40 @@ def test_group_rows_agree_with_lm_evals_own_run(home, project_from, task_dir):
     assert row.value == pytest.approx(theirs["exact_match,none"])
     assert row.stderr == pytest.approx(theirs["exact_match_stderr,none"])
     assert ours["lm_eval_tiny_qa/exact_match,none"].value == pytest.approx(out["results"]["tiny_qa"]["exact_match,none"])
+
+
+@pytest.mark.parametrize("config_shots, option_shots, expected_shots", [(0, 2, 0), (2, 1, 1), (2, None, 2)])
+def test_num_fewshot_follows_lm_evals_rule(project_from, task_dir, config_shots, option_shots, expected_shots):
+    """lm-eval's simple_evaluate overrides a task's `num_fewshot` with its argument unless the task's config sets 0:
+    then the argument is ignored (a zero-shot task stays zero-shot). The prompts here are lm-eval's own."""
+    from lm_eval.api.model import LM
+    from lm_eval.evaluator import simple_evaluate
+    from lm_eval.tasks import TaskManager
+
+    task = f"tiny_qa_{config_shots}shot"
+    (task_dir / f"{task}.yaml").write_text((task_dir / "tiny_qa.yaml").read_text()
+                                           .replace("task: tiny_qa", f"task: {task}")
+                                           .replace("num_fewshot: 2", f"num_fewshot: {config_shots}"))
+    options = {} if option_shots is None else {"num_fewshot": option_shots}
+    split = split_of(project_from, task_dir, task, apply_chat_template=False, **options)
+    from evalpipe.pipeline import stages
+
+    prompts = stages.build_prompts(split, "m", stages.build_dataset(split))
+
+    class Recorded(LM):
+        def generate_until(self, requests):
+            return ["" for _ in requests]
+
+        def loglikelihood(self, requests):
+            raise NotImplementedError
+
+        def loglikelihood_rolling(self, requests):
+            raise NotImplementedError
+
+    out = simple_evaluate(model=Recorded(), tasks=[task], num_fewshot=option_shots, log_samples=True,
+                          task_manager=TaskManager(include_path=str(task_dir), include_defaults=False))
+    theirs = [s["arguments"][0][0] for s in out["samples"][task]]
+    ours = [json.loads(m)[-1]["content"] for m in prompts["messages"]]
+    assert theirs[0].count("Question:") == expected_shots + 1
+    assert [t.removeprefix("Answer each question with one word.\n\n") for t in theirs] == \
+        [o.removeprefix("Answer each question with one word.\n\n") for o in ours]

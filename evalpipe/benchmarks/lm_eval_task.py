@@ -1,7 +1,7 @@
 """`adapter: lm_eval`: an lm-evaluation-harness task, prompted and scored by lm-eval itself (docs/interop.md).
 
 Options: `task` (a task name), `include_path` (a folder of custom task YAMLs; relative to the config file),
-`num_fewshot` (overrides the task's), `fewshot_seed` (default 1234, as lm_eval.simple_evaluate),
+`num_fewshot` (overrides the task's, unless the task's config says 0: lm-eval's rule), `fewshot_seed` (default 1234, as lm_eval.simple_evaluate),
 `apply_chat_template` (default true: lm-eval's chat path builds the messages: the description as the system turn,
 then the few-shot examples and the question; each runner applies its model's chat template),
 `fewshot_as_multiturn` (few-shot examples as alternating user/assistant turns; default: `apply_chat_template`,
@@ -197,7 +197,8 @@ class LmEvalAdapter(Adapter):
         return [s for name, task in leaves.items() for s in self._load_one(name, task, f"{name}/")]
 
     def _load_one(self, name: str, task: Any, prefix: str) -> list[Sample]:
-        if self.options.get("num_fewshot") is not None:
+        # lm-eval's rule (simple_evaluate): the option overrides the task's count unless the task's config says 0
+        if self.options.get("num_fewshot") is not None and task.get_config("num_fewshot") != 0:
             task.set_config(key="num_fewshot", value=int(self.options["num_fewshot"]))
         output_type = task.OUTPUT_TYPE
         settings = self.build_settings(output_type)
