@@ -89,11 +89,11 @@ def test_max_in_flight_on_a_store_that_cannot_keep_it_is_refused(monkeypatch):
     from evalpipe.core.errors import ConfigError
     from evalpipe.store import ratelimit
 
-    class Remote(ratelimit._Store):  # (a Redis or Postgres store: rpm/tpm only so far)
+    class Remote(ratelimit._Store):  # (a store that keeps rpm/tpm only)
         pass
 
     monkeypatch.setitem(ratelimit._stores, "redis://nowhere:6379/0", Remote())
-    with pytest.raises(ConfigError, match="max_in_flight needs the SQLite store"):
+    with pytest.raises(ConfigError, match="max_in_flight needs a store that keeps it"):
         ratelimit.in_flight_budget(["ep"], {"store": "redis://nowhere:6379/0", "limits": {"ep": {"max_in_flight": 4}}})
 
 
@@ -137,11 +137,12 @@ def remote_store_url(request):
 
 
 def test_two_processes_share_the_endpoint_budget_on_a_remote_store(remote_store_url, home, tmp_path):
-    """Two `evalpipe run` processes, one model each (8 in flight allowed each), on one endpoint that takes 4, the
-    budget kept in Redis or Postgres (as on celery workers of several machines): never more than 4, and 4 reached."""
+    """Two `evalpipe run` processes, one model each (8 in flight allowed each), on one endpoint that takes 4 (model
+    m0 alone 1: its slot first, then the endpoint's), the budgets kept in Redis or Postgres (as on celery workers of
+    several machines): never more than 4, and 4 reached."""
     with mock_server_process(latency=LATENCY) as port:
         cfg = _config(tmp_path, port, 2, f"    http://127.0.0.1:{port}/v1: {{max_in_flight: 4}}\n"
-                      f"  store: {remote_store_url}\n")
+                      f"    m0: {{max_in_flight: 1}}\n  store: {remote_store_url}\n")
         env = {**os.environ, "EVALS_CONFIG": cfg, "DAGSTER_HOME": str(home)}
         run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--concurrency", "8",
                              "--benchmark-option", "limit=8"] for i in range(2)])

@@ -147,8 +147,9 @@ class _Store:
         raise NotImplementedError
 
     def enter(self, key: str, max_in_flight: int) -> str | None:
-        raise ConfigError(f"rate_limits.limits.{key}.max_in_flight needs the SQLite store (one machine: leave "
-                          f"rate_limits.store out, or name a SQLite file); {type(self).__name__} keeps rpm/tpm only")
+        raise ConfigError(f"rate_limits.limits.{key}.max_in_flight needs a store that keeps it (a SQLite file, "
+                          f"redis://... or postgresql://... in rate_limits.store); {type(self).__name__} keeps "
+                          f"rpm/tpm only")
 
     def leave(self, key: str, slot: str) -> None:
         raise NotImplementedError
@@ -285,8 +286,10 @@ class PostgresStore(_Store):
 
     def _con(self):
         con = getattr(self._local, "con", None)
-        if con is None or con.closed:
+        if con is None or con.closed or getattr(self._local, "pid", None) != os.getpid():
+            # (a forked child, e.g. a celery prefork worker, opens its own: a connection is not shared across fork)
             con = self._local.con = self._connect()
+            self._local.pid = os.getpid()
         return con
 
     def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
