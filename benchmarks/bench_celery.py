@@ -60,7 +60,10 @@ def instance_yaml(postgres_url: str) -> str:
 def start_workers(env: dict[str, str], root: Path, broker: str, n: int = 2) -> list[subprocess.Popen]:
     bindir = Path(sys.executable).parent
     celery_yaml = root / "celery.yaml"
-    celery_yaml.write_text(f"execution:\n  config:\n    broker: {broker}\n    backend: {broker}\n")
+    # late acknowledgement: a worker busy with a step reserves no second one (with Celery's default early ack, one
+    # worker can hold both runs' steps and run them one after the other while the other worker idles)
+    celery_yaml.write_text(f"execution:\n  config:\n    broker: {broker}\n    backend: {broker}\n"
+                           "    config_source: {task_acks_late: true}\n")
     logs = [root / f"worker{i}.log" for i in range(n)]
     workers = [subprocess.Popen([str(bindir / "dagster-celery"), "worker", "start", "-A", "dagster_celery.app", "-y",
                                  str(celery_yaml), "-n", f"w{i}", "--", "--concurrency=1"], cwd=REPO, env=env,
