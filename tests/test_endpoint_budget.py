@@ -204,3 +204,34 @@ def test_a_killed_holders_slots_come_back_on_a_remote_store(remote_store_url):
     finally:
         child.kill()
         child.wait(10)
+
+
+def test_leases_are_renewed_in_a_forked_child():
+    """A celery prefork worker forks after the store may have been used: the child renews its own slots (its own
+    thread), and a slot given back is no longer renewed."""
+    import time
+
+    from evalpipe.store.ratelimit import _Renewer
+
+    calls: list[tuple[int, dict]] = []
+    renewer = _Renewer(lambda held: calls.append((os.getpid(), held)), lease_s=0.15)
+    renewer.add("ep", "parent-slot")
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: the parent's thread did not come along
+        try:
+            calls.clear()
+            renewer.add("ep", "child-slot")
+            time.sleep(0.4)
+            ok = calls and all(p == os.getpid() and h == {"child-slot": "ep"} for p, h in calls)
+            os.write(write, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(write)
+    assert os.read(read, 1) == b"1"
+    os.waitpid(pid, 0)
+    renewer.drop("parent-slot")
+    time.sleep(0.1)
+    calls.clear()
+    time.sleep(0.3)
+    assert not calls  # nothing held: nothing renewed
