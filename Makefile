@@ -66,6 +66,7 @@ bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target p
 	$(BIN)/python benchmarks/readme_speed.py
 	$(BIN)/python benchmarks/bench_reads.py
 	$(BIN)/python benchmarks/bench_inspect_import.py --samples 100000
+	$(BIN)/python benchmarks/bench_celery.py
 
 bench-readme: install  ## the same, then every table of docs/speed.md and README's Speed headlines regenerated from the figures just measured
 	$(BIN)/python benchmarks/readme_speed.py --write-readme

@@ -27,7 +27,10 @@ The per-run limits (`rpm`/`tpm` under a model's options) still apply on top, in 
 
 `max_in_flight`: requests under way at once for that key, whatever the partitions, runs and worker processes
 (each request holds a slot of its model's key, then of its endpoint's, from before it is sent until its reply or
-failure; a slot of a process that died is taken back). It needs the SQLite store (one machine).
+failure; a slot of a process that died is taken back). On every store: SQLite (one machine; a dead holder's slot is
+taken back at once, by its pid), Redis and Postgres (several machines: a slot is a lease of `LEASE_S` seconds on the
+store's clock, renewed by the holding process every third of it while held; a killed holder's slots come back when
+their lease runs out).
 """
 from __future__ import annotations
 
@@ -47,6 +50,48 @@ from evalpipe.store.sqlite_files import use_wal
 
 STORE_ENV = "EVALS_RATE_LIMIT_STORE"
 SQLITE_WAIT_S = 60.0  # how long a booking waits for the shared SQLite file before it fails
+LEASE_S = 30.0  # an in-flight slot's lease on a Redis or Postgres store (renewed every third of it while held)
+
+
+def _holder() -> str:
+    """Who holds a slot (host:pid), in the slot's id: for reading the store, never for deciding."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class _Renewer:
+    """Renews the leases of the slots this process holds on a remote store, every third of the lease, from a daemon
+    thread (restarted in a forked child: a celery prefork worker). `renew({slot: key})` is the store's."""
+
+    def __init__(self, renew: Any, lease_s: float):
+        self.renew, self.period = renew, lease_s / 3
+        self.held: dict[str, str] = {}
+        self.lock = threading.Lock()
+        self.pid: int | None = None
+
+    def add(self, key: str, slot: str) -> None:
+        with self.lock:
+            if self.pid != os.getpid():  # first slot in this process, or a fork inherited the dict but no thread
+                self.held.clear()
+                self.pid = os.getpid()
+                threading.Thread(target=self._loop, args=(self.pid,), name="evalpipe-lease", daemon=True).start()
+            self.held[slot] = key
+
+    def drop(self, slot: str) -> None:
+        with self.lock:
+            self.held.pop(slot, None)
+
+    def _loop(self, pid: int) -> None:
+        while self.pid == pid:
+            time.sleep(self.period)
+            with self.lock:
+                held = dict(self.held)
+            if held:
+                try:
+                    self.renew(held)
+                except Exception:  # the store unreachable for a moment: the next round tries again
+                    pass
 
 
 @dataclass(frozen=True)
@@ -102,8 +147,9 @@ class _Store:
         raise NotImplementedError
 
     def enter(self, key: str, max_in_flight: int) -> str | None:
-        raise ConfigError(f"rate_limits.limits.{key}.max_in_flight needs the SQLite store (one machine: leave "
-                          f"rate_limits.store out, or name a SQLite file); {type(self).__name__} keeps rpm/tpm only")
+        raise ConfigError(f"rate_limits.limits.{key}.max_in_flight needs a store that keeps it (a SQLite file, "
+                          f"redis://... or postgresql://... in rate_limits.store); {type(self).__name__} keeps "
+                          f"rpm/tpm only")
 
     def leave(self, key: str, slot: str) -> None:
         raise NotImplementedError
@@ -221,20 +267,29 @@ class PostgresStore(_Store):
     """Several machines: a table in Postgres (the Dagster instance's database will do), a transaction-scoped
     advisory lock per key, the server's clock."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, lease_s: float = LEASE_S):
         import psycopg2
 
         self._connect = lambda: psycopg2.connect(url.replace("postgresql+psycopg2://", "postgresql://"))
         self._local = threading.local()
+        self.lease_s = lease_s
+        self._renewer = _Renewer(self._renew, lease_s)
         with self._con() as con, con.cursor() as cur:
+            # (two processes creating the tables at once on a fresh database: one waits on the other's lock)
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('evalpipe-rate:schema'))")
             cur.execute("CREATE TABLE IF NOT EXISTS evalpipe_rate_grants (id TEXT PRIMARY KEY, key TEXT, "
                         "t DOUBLE PRECISION, amount DOUBLE PRECISION)")
             cur.execute("CREATE INDEX IF NOT EXISTS evalpipe_rate_grants_key_t ON evalpipe_rate_grants (key, t)")
+            cur.execute("CREATE TABLE IF NOT EXISTS evalpipe_in_flight (id TEXT PRIMARY KEY, key TEXT NOT NULL, "
+                        "expires DOUBLE PRECISION NOT NULL)")
+            cur.execute("CREATE INDEX IF NOT EXISTS evalpipe_in_flight_key ON evalpipe_in_flight (key)")
 
     def _con(self):
         con = getattr(self._local, "con", None)
-        if con is None or con.closed:
+        if con is None or con.closed or getattr(self._local, "pid", None) != os.getpid():
+            # (a forked child, e.g. a celery prefork worker, opens its own: a connection is not shared across fork)
             con = self._local.con = self._connect()
+            self._local.pid = os.getpid()
         return con
 
     def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
@@ -255,14 +310,86 @@ class PostgresStore(_Store):
         with con, con.cursor() as cur:
             cur.execute("UPDATE evalpipe_rate_grants SET amount = %s WHERE id = %s", (amount, booking))
 
+    def enter(self, key: str, max_in_flight: int) -> str | None:
+        """One in-flight slot of `key` (a row with a lease) if fewer than `max_in_flight` live ones exist, else
+        None; rows whose lease ran out (their holder died) are deleted first. Under the key's advisory lock."""
+        con = self._con()
+        sid = f"{_holder()}:{uuid.uuid4().hex}"
+        with con, con.cursor() as cur:
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", ("evalpipe-in-flight:" + key,))
+            cur.execute("SELECT extract(epoch FROM clock_timestamp())::float8")
+            now = float(cur.fetchone()[0])
+            cur.execute("DELETE FROM evalpipe_in_flight WHERE key = %s AND expires < %s", (key, now))
+            cur.execute("SELECT count(*) FROM evalpipe_in_flight WHERE key = %s", (key,))
+            if int(cur.fetchone()[0]) >= max_in_flight:
+                return None
+            cur.execute("INSERT INTO evalpipe_in_flight VALUES (%s, %s, %s)", (sid, key, now + self.lease_s))
+        self._renewer.add(key, sid)
+        return sid
+
+    def leave(self, key: str, slot: str) -> None:
+        self._renewer.drop(slot)
+        con = self._con()
+        with con, con.cursor() as cur:
+            cur.execute("DELETE FROM evalpipe_in_flight WHERE id = %s", (slot,))
+
+    def _renew(self, held: dict[str, str]) -> None:
+        con = self._con()
+        with con, con.cursor() as cur:
+            cur.execute("UPDATE evalpipe_in_flight SET expires = extract(epoch FROM clock_timestamp())::float8 + %s "
+                        "WHERE id = ANY(%s)", (self.lease_s, list(held)))
+
 
 class RedisStore(_Store):
     """Several machines: a sorted set (time) and a hash (tokens) per key, under a Redis lock; Redis's clock."""
 
-    def __init__(self, url: str):
+    # a slot: a member of the key's sorted set, scored by when its lease ends (Redis's clock); one script, atomic
+    _ENTER = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[1]) then return 0 end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[2])
+redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[3])) + 60)
+return 1
+"""
+    _RENEW = """
+local t = redis.call('TIME')
+local until_ = tonumber(t[1]) + tonumber(t[2]) / 1e6 + tonumber(ARGV[1])
+for i, k in ipairs(KEYS) do
+  redis.call('ZADD', k, 'XX', until_, ARGV[i + 1])
+  redis.call('EXPIRE', k, math.ceil(tonumber(ARGV[1])) + 60)
+end
+return 1
+"""
+
+    def __init__(self, url: str, lease_s: float = LEASE_S):
         import redis
 
         self.r = redis.Redis.from_url(url)
+        self.lease_s = lease_s
+        self._enter, self._renew_script = self.r.register_script(self._ENTER), self.r.register_script(self._RENEW)
+        self._renewer = _Renewer(self._renew, lease_s)
+
+    @staticmethod
+    def _slots(key: str) -> str:
+        return f"evalpipe:in_flight:{key}"
+
+    def enter(self, key: str, max_in_flight: int) -> str | None:
+        """One in-flight slot of `key` if fewer than `max_in_flight` unexpired leases exist, else None (leases that
+        ran out, of holders that died, are dropped first)."""
+        sid = f"{_holder()}:{uuid.uuid4().hex}"
+        if not self._enter(keys=[self._slots(key)], args=[max_in_flight, sid, self.lease_s]):
+            return None
+        self._renewer.add(key, sid)
+        return sid
+
+    def leave(self, key: str, slot: str) -> None:
+        self._renewer.drop(slot)
+        self.r.zrem(self._slots(key), slot)
+
+    def _renew(self, held: dict[str, str]) -> None:
+        self._renew_script(keys=[self._slots(k) for k in held.values()], args=[self.lease_s, *held])
 
     def book(self, key: str, amount: float, limit: Limit) -> tuple[str, float, float]:
         times, amounts = f"evalpipe:rate:{key}:t", f"evalpipe:rate:{key}:a"
