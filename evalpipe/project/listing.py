@@ -305,14 +305,15 @@ def list_rows(cfg: Any, warehouse: Any = None, cache: ListCache | None = None,
     loaded = loaded_counts(warehouse, cache)
     benches = []
     for key, s in cfg.splits.items():
+        n = loaded.get(key)
+        # counted first: asking an adapter for its metrics may fill in the split's options, which key the count
+        samples = n if n is not None else cached_count(s, cache)
         names = known.get(key)
         if names is None:
             names = _metric_names(s)
             if metric_names is not None:
                 metric_names[key] = names
-        n = loaded.get(key)
-        benches.append({"benchmark_split": key, "adapter": s.adapter,
-                        "samples": n if n is not None else cached_count(s, cache),
+        benches.append({"benchmark_split": key, "adapter": s.adapter, "samples": samples,
                         "metrics": ", ".join(names), "default": s.benchmark in cfg.default_benchmarks,
                         "description": _benchmark_description(cfg, s.benchmark)})
     models = [{"model": k, "runner": m.runner, "model_string": m.model, "default": k in cfg.default_models,
