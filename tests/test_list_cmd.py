@@ -223,3 +223,17 @@ def test_plain_tables_are_the_ones_rich_draws():
         assert _plain_table(header, rows, [False], 100_000) is None
     assert _plain_table(["a", "b"], [["x" * 10, "y" * 10]], [False, False], 22) is not None
     assert _plain_table(["a", "b"], [["x" * 10, "y" * 10]], [False, False], 21) is None
+
+
+def test_options_that_json_cannot_key_are_counted_unremembered(tmp_path):
+    from evalpipe.core.config import SplitConfig
+    from evalpipe.project.listing import ListCache, cached_count
+
+    data = tmp_path / "items.jsonl"
+    data.write_text(_lines(4))
+    _age(data, 100)
+    split = SplitConfig(key="da/extra", benchmark="da", split="extra", adapter="file",
+                        options={"path": str(data), "columns": {1: "q", "prompt": "q"}}, metrics=None,
+                        prompt_template=None, base_dir=tmp_path)
+    cache = ListCache(None)
+    assert cached_count(split, cache) == 4 and cache.data["samples"] == {}

@@ -240,7 +240,10 @@ def cached_count(split: Any, cache: ListCache) -> int | None:
     if p is None or not p.exists():
         return count_samples(split)
     before = tree_identity(p)
-    key = _digest("samples", split.adapter, split.key, split.options, split.metrics, str(p), before, code_identity())
+    try:
+        key = _digest("samples", split.adapter, split.key, split.options, split.metrics, str(p), before, code_identity())
+    except (TypeError, ValueError):  # options JSON can't key (mixed key types): counted, not remembered
+        return count_samples(split)
     hit = cache.get("samples", key)
     if isinstance(hit, int) or (hit is None and key in cache.data["samples"]):
         return hit
