@@ -237,3 +237,22 @@ def test_options_that_json_cannot_key_are_counted_unremembered(tmp_path):
                         prompt_template=None, base_dir=tmp_path)
     cache = ListCache(None)
     assert cached_count(split, cache) == 4 and cache.data["samples"] == {}
+
+
+def test_a_config_rewritten_during_its_check_is_not_remembered(home, write_config, tmp_path, monkeypatch):
+    """The fingerprint is of the bytes read first; if the file the check read was another one, nothing is kept."""
+    from evalpipe.project import listing, loader
+
+    data = tmp_path / "items.jsonl"
+    data.write_text(_lines(3))
+    path = write_config(ONE_SPLIT.format(data=data))
+    real = loader.load_config
+
+    def rewritten(p):
+        path.write_text(ONE_SPLIT.format(data=data) + "# edited\n")
+        return real(p)
+
+    monkeypatch.setattr(loader, "load_config", rewritten)
+    cache = listing.ListCache(None)
+    _, metrics, remember = listing.checked_config(path, cache)
+    assert metrics is None and remember is None

@@ -182,7 +182,11 @@ def checked_config(config_path: Path, cache: ListCache) -> tuple[Any, dict[str, 
     from evalpipe.project import plugins
 
     entry_points = any(not k.startswith("module:") for k in plugins.LOADED)
-    return cfg, None, (None if entry_points else fp)
+    try:  # what was checked is what was fingerprinted (not a file rewritten in between)
+        same = config_path.read_bytes() == text
+    except OSError:
+        same = False
+    return cfg, None, (fp if same and not entry_points else None)
 
 
 # ---- samples ---------------------------------------------------------------------------------------------------------
