@@ -100,7 +100,8 @@ def large_config(folder: Path, benchmarks: int, models: int, samples: int = 50) 
         data = folder / f"bench{b:02d}.jsonl"
         data.write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {i} of {b}", "answer": str(i)}) + "\n"
                                 for i in range(samples)))
-        lines += [f"  bench{b:02d}:", "    adapter: file", f"    description: Synthetic benchmark {b} of the list benchmark.",
+        lines += [f"  bench{b:02d}:", "    adapter: file",
+                  f"    description: Synthetic benchmark {b} of the list benchmark.",
                   f"    splits: {{test: {{path: {data}}}}}",
                   "    options: {columns: {prompt: question, target: answer, id: id}}", "    metrics: [exact_match]"]
     lines.append("models:")
@@ -198,7 +199,8 @@ def main() -> None:
     target = f"<= {READ_TARGET:g}x"
     lines = [f"machine: {machine()}; load {load()}", "",
              "| command | CPU s | wall s | CPU x import floor | target |", "|---|---|---|---|---|",
-             f"| import floor (`import pandas, duckdb`) | {reads[FLOOR]['cpu_s']:.2f} | {reads[FLOOR]['wall_s']:.2f} | 1.00 | |"]
+             f"| import floor (`import pandas, duckdb`) | {reads[FLOOR]['cpu_s']:.2f} | {reads[FLOOR]['wall_s']:.2f} "
+             "| 1.00 | |"]
 
     def label(name: str) -> str:
         return (f"`evalpipe list`, {args.list_size.replace('x', ' benchmarks x ')} models" if name == LIST_LARGE

@@ -245,7 +245,8 @@ def cached_count(split: Any, cache: ListCache) -> int | None:
         return count_samples(split)
     before = tree_identity(p)
     try:
-        key = _digest("samples", split.adapter, split.key, split.options, split.metrics, str(p), before, code_identity())
+        key = _digest("samples", split.adapter, split.key, split.options, split.metrics, str(p), before,
+                      code_identity())
     except (TypeError, ValueError):  # options JSON can't key (mixed key types): counted, not remembered
         return count_samples(split)
     hit = cache.get("samples", key)
