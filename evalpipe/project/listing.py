@@ -160,7 +160,8 @@ def _raw_yaml(text: bytes) -> Any:
 
 
 def checked_config(config_path: Path, cache: ListCache) -> tuple[Any, dict[str, list[str]] | None, str | None]:
-    """(config, {split: metric names} when known from the cache, fingerprint to remember it under or None).
+    """(config, {split: metric names} when known from the cache, fingerprint to remember it under or None). The
+    cache entry holds the data's digest too: what is parsed on a hit is what was checked.
     A config not known to have passed is loaded as every command loads it (the whole check; ConfigError on a
     mistake)."""
     from evalpipe.project.loader import load_config
@@ -174,7 +175,7 @@ def checked_config(config_path: Path, cache: ListCache) -> tuple[Any, dict[str, 
         return load_config(config_path), None, None
     fp = check_fingerprint(config_path, text)
     hit = cache.get("checked", fp)
-    if isinstance(hit, dict) and isinstance(hit.get("metrics"), dict):
+    if isinstance(hit, dict) and isinstance(hit.get("metrics"), dict) and hit.get("data") == _data_digest(data):
         from evalpipe.project.loader import parse_config
 
         return parse_config(data or {}, config_path), hit["metrics"], None
@@ -186,7 +187,16 @@ def checked_config(config_path: Path, cache: ListCache) -> tuple[Any, dict[str, 
         same = config_path.read_bytes() == text
     except OSError:
         same = False
+    # the check's YAML reader (line numbers, duplicate keys) and libyaml's, read here, must give the same data
+    same = same and _data_digest(cfg.raw or {}) == _data_digest(data or {}) is not None
     return cfg, None, (fp if same and not entry_points else None)
+
+
+def _data_digest(data: Any) -> str | None:
+    try:
+        return _digest("data", data)
+    except (TypeError, ValueError):  # keys JSON can't sort (mixed types): not remembered
+        return None
 
 
 # ---- samples ---------------------------------------------------------------------------------------------------------
@@ -337,6 +347,6 @@ def listing(config_path: Path, warehouse: Any = None, cache_path: str | os.PathL
     names: dict[str, list[str]] = dict(metric_names or {})
     benches, models = list_rows(cfg, warehouse, cache, names)
     if remember is not None:
-        cache.put("checked", remember, {"metrics": names})
+        cache.put("checked", remember, {"metrics": names, "data": _data_digest(cfg.raw or {})})
     cache.save()
     return cfg, benches, models
