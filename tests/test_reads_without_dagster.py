@@ -41,7 +41,7 @@ def small_home(tmp_path_factory) -> Path:
 # what checking a config, or running an evaluation, imports: a command that only reads results needs none of it
 HEAVY = ("pydantic", "evalpipe.project.schema", "evalpipe.project.loader", "evalpipe.benchmarks", "evalpipe.runners",
          "evalpipe.pipeline.stages", "evalpipe.sandbox", "evalpipe.tools", "evalpipe.metrics.code_execution",
-         "evalpipe.metrics.llm_judge")
+         "evalpipe.metrics.llm_judge", "rich")
 
 
 def _probe(home: Path, *argv: str, config: Path | None = None) -> tuple[dict[str, list[str]], str]:
@@ -84,6 +84,25 @@ def test_sql_and_leaderboard_check_no_config(small_home, argv):
     found, output = _probe(small_home, *argv, config=ROOT / "evals.yaml")
     assert found["HEAVY"] == [], f"evalpipe {' '.join(argv)} imported {found['HEAVY']}\n{output[-2000:]}"
     assert ("24" if argv[0] == "sql" else "model-000") in output, output[-2000:]
+
+
+def test_a_repeated_list_checks_nothing_it_already_knows(small_home, tmp_path):
+    """`evalpipe list` remembers that the config passed its check, the metrics of its splits and the samples of its
+    files (evalpipe/project/listing.py): a second list of the same config, code and files imports neither the schema
+    nor a registry, nor rich for its tables, and prints the same."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(small_home, home)
+    first, out1 = _probe(home, "list", config=ROOT / "evals.yaml")
+    second, out2 = _probe(home, "list", config=ROOT / "evals.yaml")
+    assert "pydantic" in first["HEAVY"]  # the first one checked the config
+    # (the loader parses the config it knows passed: parse_config, no schema)
+    heavy = [m for m in second["HEAVY"] if m != "evalpipe.project.loader"]
+    assert heavy == [], f"the second list imported {heavy}\n{out2[-2000:]}"
+    assert second["DAGSTER"] == []
+    strip = lambda out: out.split("\nDAGSTER=")[0]  # noqa: E731
+    assert strip(out1) == strip(out2) and "gaia/validation" in out2 and " 29 " in out2
 
 
 def test_sql_reads_the_warehouse(small_home):

@@ -11,8 +11,10 @@ from evalpipe.core.config import (_MODEL_FIELDS, _OPTION_FIELDS, _SPLIT_FIELDS, 
                                   SplitConfig, config_path)
 from evalpipe.core.errors import ConfigError
 from evalpipe.core.keys import folder_name, sanitize_key, split_key
-from evalpipe.project.schema import validate_config, validate_file
 from evalpipe.store.models_registry import discovered_models
+
+# (the schema, evalpipe/project/schema.py, is imported where a config is checked: it pulls in pydantic, ~0.1 s, which
+# parsing a config already known to have passed its check does not need: evalpipe/project/listing.py)
 
 # the file name an in-memory config reports in messages (its folder is the base of relative paths)
 IN_MEMORY_NAME = "<in-memory config>"
@@ -120,6 +122,8 @@ def load_config(path: str | os.PathLike | None = None) -> EvalConfig:
     mtime = p.stat().st_mtime if p.exists() else -1.0
     cached = _CACHE.get((str(p), mtime))
     if cached is None:
+        from evalpipe.project.schema import validate_file
+
         cached = parse_config(validate_file(p), p)
         _CACHE[(str(p), mtime)] = cached
     return cached
@@ -130,5 +134,7 @@ def config_from_dict(raw: dict[str, Any], base_dir: str | os.PathLike) -> EvalCo
     `base_dir`; messages name `<base_dir>/<in-memory config>` where a file's would name the file."""
     path = Path(base_dir).expanduser().resolve() / IN_MEMORY_NAME
     data = copy.deepcopy(dict(raw or {}))
+    from evalpipe.project.schema import validate_config
+
     validate_config(data, path)
     return parse_config(data, path)
