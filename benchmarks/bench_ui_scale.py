@@ -308,8 +308,21 @@ def post(url: str, body: dict, timeout: float = 300) -> tuple[float, int]:
     return dt, len(raw)
 
 
+def label(op: str, variables: dict | None) -> str:
+    """A query's name in the tables: its operation, and what it asks about where the UI sends it several ways."""
+    v = variables or {}
+    keys = v.get("assetKeys")
+    if keys is None and isinstance(v.get("assetKey"), dict):
+        keys = [v["assetKey"]]
+    if keys:
+        return f"{op} ({len(keys)} asset{'s' if len(keys) != 1 else ''})" if len(keys) != 1 else \
+            f"{op} ({'/'.join(keys[0].get('path', []))})"
+    return op
+
+
 def distinct(recorded: dict[str, list[dict]]) -> dict[str, dict]:
-    """Each distinct (operation, variables) once, named `op` or `op#n`, with the pages that sent it."""
+    """Each distinct (operation, variables, text) once, with the pages that sent it, named by `label` (and `#n`
+    where two still read alike)."""
     out: dict[str, dict] = {}
     seen: dict[str, str] = {}
     for page, rows in recorded.items():
@@ -318,10 +331,10 @@ def distinct(recorded: dict[str, list[dict]]) -> dict[str, dict]:
             if sig in seen:
                 out[seen[sig]]["pages"].add(page)
                 continue
-            name = row["op"]
+            name = base = label(row["op"], row["body"].get("variables"))
             n = 2
             while name in out:
-                name, n = f"{row['op']}#{n}", n + 1
+                name, n = f"{base} #{n}", n + 1
             seen[sig] = name
             out[name] = {"body": row["body"], "pages": {page}, "first_ms": row["ms"]}
     return out
@@ -335,13 +348,43 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cached_home(cache: Path | None, root: Path, splits: int, models: int, args) -> tuple[dict[str, str], dict, float]:
+    """`build_home` into root, or a copy of the same build kept under `cache` (keyed by the size, the sweep's
+    settings, Dagster's version and this file: a build is minutes at 10,000 partitions); (env, counts, seconds)."""
+    import inspect
+
+    from dagster import __version__ as dagster_version
+
+    assets = args.assets.split(",")
+    sig = hashlib.sha256(json.dumps([splits, models, args.batch, assets, dagster_version,
+                                     inspect.getsource(sys.modules[__name__])]).encode()).hexdigest()[:16]
+    kept = cache / f"{splits}x{models}-{sig}" if cache else None
+    t0 = time.perf_counter()
+    if kept is not None and (kept / "built.json").exists():
+        shutil.copytree(kept, root)
+        env = make_home_env(root)
+        return env, json.loads((kept / "built.json").read_text())["counts"], time.perf_counter() - t0
+    env, counts = build_home(root, splits, models, args.batch, assets, args.writers)
+    built_s = time.perf_counter() - t0
+    if kept is not None:
+        shutil.rmtree(kept, ignore_errors=True)
+        shutil.copytree(root, kept)
+        (kept / "built.json").write_text(json.dumps({"counts": counts, "built_s": built_s}))
+    return env, counts, built_s
+
+
+def make_home_env(root: Path) -> dict[str, str]:
+    """The services' environment for a home made by bench_ui.make_home under root (as it returns it)."""
+    env = {**os.environ, "DAGSTER_HOME": str(root / "home"), "EVALS_CONFIG": str(root / "evals.yaml"),
+           "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env.pop("EVALS_WAREHOUSE", None)
+    return env
+
+
 def measure(splits: int, models: int, args, root: Path) -> dict:
     """Build the instance of one size, start the services, record the pages' queries, replay them."""
-    t0 = time.perf_counter()
-    env, counts = build_home(root / f"{splits}x{models}", splits, models, args.batch, args.assets.split(","),
-                             args.writers)
-    built_s = time.perf_counter() - t0
-    print(f"{splits}x{models}: instance built in {built_s:.0f} s {counts}", flush=True)
+    env, counts, built_s = cached_home(args.cache, root / f"{splits}x{models}", splits, models, args)
+    print(f"{splits}x{models}: instance {'copied from the cache' if args.cache and 'built.json' in os.listdir(root / f'{splits}x{models}') else 'built'} in {built_s:.0f} s {counts}", flush=True)
     key = partition_key(splits, models)
     with DagsterDev(env, free_port(), log=root / f"dev-{splits}x{models}.log") as dev:
         wait_idle(dev.url)
@@ -359,7 +402,7 @@ def measure(splits: int, models: int, args, root: Path) -> dict:
                 times[q].append(dt)
                 sizes[q] = size
     rows = {q: {"median_s": statistics.median(times[q]), "first_ms": queries[q]["first_ms"], "bytes": sizes[q],
-                "pages": sorted(queries[q]["pages"])} for q in names}
+                "pages": sorted(queries[q]["pages"]), "request": queries[q]["body"]} for q in names}
     return {"partitions": splits * models, "counts": counts, "built_s": built_s, "key": key, "queries": rows,
             "recorded": {page: [row["op"] for row in got] for page, got in recorded.items()}}
 
@@ -394,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="the chain assets the sweep's events are written for (prompts,rollouts,judgements,metrics "
                          "for all: about twice the build time)")
     ap.add_argument("--writers", type=int, default=2, help="processes writing the sweep's events")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="keep each size's built instance here and copy it on later runs (the build is minutes)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (homes, webserver logs)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
