@@ -36,6 +36,7 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -254,7 +255,7 @@ def pages(url: str, key: str) -> dict[str, str]:
             "e_checks": f"{url}/assets/metrics?view=checks"}
 
 
-def record_queries(url: str, key: str, settle_s: float = 2.0, timeout_s: float = 120) -> dict[str, list[dict]]:
+def record_queries(url: str, key: str, settle_s: float = 3.0, timeout_s: float = 90) -> dict[str, list[dict]]:
     """Open each page in headless Chromium and record the /graphql requests it sends: {page: [{op, body, ms}]},
     ms the browser's own wait for that first answer (request sent to response end)."""
     from urllib.parse import urlsplit
@@ -272,14 +273,16 @@ def record_queries(url: str, key: str, settle_s: float = 2.0, timeout_s: float =
                 "/graphql") else None)
             page.on("request", listener)
             page.goto(address)
+            # until every request is answered and none new (a query or variables not seen on this page) for
+            # settle_s: the UI polls some queries every few seconds, which are the same requests again
             deadline = time.monotonic() + timeout_s
-            last = -1
-            while time.monotonic() < deadline:  # until no new request for settle_s and all answered
+            known: set[str] = set()
+            while time.monotonic() < deadline:
                 page.wait_for_timeout(settle_s * 1000)
-                pending = [r for r in seen if r.response() is None]
-                if len(seen) == last and not pending:
+                sigs = {(r.post_data or "") for r in seen}
+                if sigs <= known and all(r.response() is not None for r in seen):
                     break
-                last = len(seen)
+                known |= sigs
             page.remove_listener("request", listener)
             rows = []
             for req in seen:
@@ -340,6 +343,25 @@ def distinct(recorded: dict[str, list[dict]]) -> dict[str, dict]:
     return out
 
 
+def _stock_check_states_class():
+    from dagster._core.storage.event_log.base import EventLogStorage
+
+    from evalpipe.store.instance_storage import FastSqliteEventLogStorage
+
+    class StockCheckStates(FastSqliteEventLogStorage):
+        """The product's event log storage with Dagster's own computation of asset check states (the baseline of
+        `--baseline`: every call from every partition's record)."""
+        get_asset_check_state = EventLogStorage.get_asset_check_state
+
+    return StockCheckStates
+
+
+def __getattr__(name: str):  # the baseline's storage class, made only when the webserver loads it
+    if name == "StockCheckStates":
+        return _stock_check_states_class()
+    raise AttributeError(name)
+
+
 def free_port() -> int:
     import socket
 
@@ -356,8 +378,9 @@ def cached_home(cache: Path | None, root: Path, splits: int, models: int, args) 
     from dagster import __version__ as dagster_version
 
     assets = args.assets.split(",")
-    sig = hashlib.sha256(json.dumps([splits, models, args.batch, assets, dagster_version,
-                                     inspect.getsource(sys.modules[__name__])]).encode()).hexdigest()[:16]
+    code = [inspect.getsource(f) for f in (record_sweep, scale_config, fate, _metadata, build_home, _write_part)]
+    sig = hashlib.sha256(json.dumps([splits, models, args.batch, assets, dagster_version, code]).encode()
+                         ).hexdigest()[:16]
     kept = cache / f"{splits}x{models}-{sig}" if cache else None
     t0 = time.perf_counter()
     if kept is not None and (kept / "built.json").exists():
@@ -384,27 +407,86 @@ def make_home_env(root: Path) -> dict[str, str]:
 def measure(splits: int, models: int, args, root: Path) -> dict:
     """Build the instance of one size, start the services, record the pages' queries, replay them."""
     env, counts, built_s = cached_home(args.cache, root / f"{splits}x{models}", splits, models, args)
-    print(f"{splits}x{models}: instance {'copied from the cache' if args.cache and 'built.json' in os.listdir(root / f'{splits}x{models}') else 'built'} in {built_s:.0f} s {counts}", flush=True)
+    copied = (root / f"{splits}x{models}" / "built.json").exists()
+    print(f"{splits}x{models}: instance {'copied from the cache' if copied else 'built'} in {built_s:.0f} s {counts}",
+          flush=True)
     key = partition_key(splits, models)
+    stock = args.baseline and (splits, models) == args.sizes_list[-1]
     with DagsterDev(env, free_port(), log=root / f"dev-{splits}x{models}.log") as dev:
         wait_idle(dev.url)
         recorded = record_queries(dev.url, key)
         queries = distinct(recorded)
         if not queries:
             raise RuntimeError(f"the UI sent no GraphQL request (log: {root})")
-        times: dict[str, list[float]] = {q: [] for q in queries}
-        sizes: dict[str, int] = {}
-        names = list(queries)
-        for r in range(args.repeat):
-            wait_idle(dev.url)
-            for q in names[r % len(names):] + names[:r % len(names)]:
-                dt, size = post(dev.url, queries[q]["body"])
-                times[q].append(dt)
+        urls = {"ours": dev.url}
+        with (stock_webserver(env, root / f"dev-{splits}x{models}-stock.log") if stock else nullcontext()) as base:
+            if base:
+                urls["stock"] = base
+            times, sizes = replay(urls, queries, args.repeat, dev.url)
+    rows = {q: {"median_s": statistics.median(times["ours"][q]), "first_s": (queries[q]["first_ms"] or 0) / 1000,
+                "bytes": sizes[q], "pages": sorted(queries[q]["pages"]), "request": queries[q]["body"]}
+            for q in queries}
+    if stock:
+        for q in rows:
+            rows[q]["stock_check_states_s"] = statistics.median(times["stock"][q])
+    return {"partitions": splits * models, "counts": counts, "built_s": built_s, "copied": copied, "key": key,
+            "queries": rows, "recorded": {page: [row["op"] for row in got] for page, got in recorded.items()}}
+
+
+@contextmanager
+def stock_webserver(env: dict[str, str], log: Path):
+    """A second webserver on the same instance whose event log storage computes asset check states as Dagster's
+    own does (`StockCheckStates`), beside the product's: the baseline of `--baseline`, measured in the same rounds."""
+    import subprocess
+
+    from evalpipe.cli.dev import commands, stop
+
+    home = Path(env["DAGSTER_HOME"])
+    yaml = (home / "dagster.yaml").read_text()
+    ours = "module: evalpipe.store.instance_storage\n  class: FastSqliteEventLogStorage"
+    if ours not in yaml:
+        raise RuntimeError(f"{home / 'dagster.yaml'} names no {ours!r}: the baseline can't swap it")
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    (home / "dagster.yaml").write_text(yaml.replace(ours, "module: benchmarks.bench_ui_scale\n  class: StockCheckStates"))
+    procs = []
+    try:
+        with open(log, "ab") as out:
+            procs = [subprocess.Popen(commands("127.0.0.1", port, "workspace.yaml")[0], cwd=REPO, env=env,
+                                      stdout=out, stderr=subprocess.STDOUT, start_new_session=True)]
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if gql(url, "{ assetNodes { id } }").get("assetNodes"):
+                    break
+            except OSError:
+                pass
+            if time.monotonic() > deadline or procs[0].poll() is not None:
+                raise RuntimeError(f"the baseline webserver did not come up on {url} (log: {log})")
+            time.sleep(0.5)
+    finally:
+        (home / "dagster.yaml").write_text(yaml)  # read at its start: the product's again for everything else
+    try:
+        yield url
+    finally:
+        stop(procs)
+
+
+def replay(urls: dict[str, str], queries: dict[str, dict], repeat: int, daemon_url: str
+           ) -> tuple[dict[str, dict[str, list[float]]], dict[str, int]]:
+    """Each query `repeat` times on each webserver of `urls` (one after the other, so both see the same load), in an
+    order rotated each round, each round once no run is queued or in progress."""
+    times: dict[str, dict[str, list[float]]] = {u: {q: [] for q in queries} for u in urls}
+    sizes: dict[str, int] = {}
+    names = list(queries)
+    for r in range(repeat):
+        wait_idle(daemon_url)
+        for q in names[r % len(names):] + names[:r % len(names)]:
+            for u, url in (list(urls.items()) if r % 2 == 0 else list(urls.items())[::-1]):
+                dt, size = post(url, queries[q]["body"])
+                times[u][q].append(dt)
                 sizes[q] = size
-    rows = {q: {"median_s": statistics.median(times[q]), "first_ms": queries[q]["first_ms"], "bytes": sizes[q],
-                "pages": sorted(queries[q]["pages"]), "request": queries[q]["body"]} for q in names}
-    return {"partitions": splits * models, "counts": counts, "built_s": built_s, "key": key, "queries": rows,
-            "recorded": {page: [row["op"] for row in got] for page, got in recorded.items()}}
+    return times, sizes
 
 
 PAGE_TITLES = {"a_graph": "(a) asset graph", "a_catalog": "(a) asset catalog", "b_asset": "(b) metrics asset",
@@ -412,19 +494,23 @@ PAGE_TITLES = {"a_graph": "(a) asset graph", "a_catalog": "(a) asset catalog", "
 
 
 def table(results: list[dict]) -> list[str]:
-    """One row per page and query: its median at each size, side by side."""
+    """One row per page and query: its median at each size side by side, the first answer at the largest, and the
+    baseline's median where measured."""
     small, big = results[0], results[-1]
-    head = " | ".join(f"{r['partitions']:,} partitions (s)" for r in results)
-    lines = [f"| page | query | {head} | x | answer at {big['partitions']:,} (KB) |",
-             "|---|---|" + "---|" * len(results) + "---|---|"]
+    stock = any("stock_check_states_s" in r for r in big["queries"].values())
+    head = " | ".join(f"{r['partitions']:,} (s)" for r in results)
+    lines = [f"| page | query | {head} | first answer at {big['partitions']:,} (s) |"
+             + (" Dagster's check states (s) |" if stock else "") + " answer (KB) |",
+             "|---|---|" + "---|" * (len(results) + 2 + stock)]
+    shown = set()
     for page, title in PAGE_TITLES.items():
         for q, row in big["queries"].items():
-            if page not in row["pages"] or row["pages"][0] != page:
+            if page not in row["pages"] or q in shown:
                 continue
-            base = small["queries"].get(q)
-            cells = " | ".join(f"{r['queries'][q]['median_s']:.3f}" if q in r["queries"] else "-" for r in results)
-            ratio = f"{row['median_s'] / base['median_s']:.1f}" if base else "-"
-            lines.append(f"| {title} | {q} | {cells} | {ratio} | {row['bytes'] / 1024:.0f} |")
+            shown.add(q)
+            cells = " | ".join(f"{r['queries'][q]['median_s']:.2f}" if q in r["queries"] else "-" for r in results)
+            extra = f" {row['stock_check_states_s']:.2f} |" if stock else ""
+            lines.append(f"| {title} | {q} | {cells} | {row['first_s']:.2f} |{extra} {row['bytes'] / 1024:.0f} |")
     return lines
 
 
@@ -439,6 +525,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--writers", type=int, default=2, help="processes writing the sweep's events")
     ap.add_argument("--cache", type=Path, default=None,
                     help="keep each size's built instance here and copy it on later runs (the build is minutes)")
+    ap.add_argument("--baseline", action="store_true",
+                    help="at the largest size, also replay the queries with Dagster's own computation of asset check "
+                         "states (what the product's instance storage keeps between calls)")
     ap.add_argument("--keep", action="store_true", help="keep the temp folder (homes, webserver logs)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -449,6 +538,7 @@ def main(argv: list[str] | None = None) -> int:
     if set(args.assets.split(",")) - set(CHAIN):
         raise SystemExit(f"--assets {args.assets!r}: choose from {','.join(CHAIN)}")
     sizes = [tuple(int(x) for x in s.split("x")) for s in args.sizes.split(",") if s]
+    args.sizes_list = sizes
     root = Path(tempfile.mkdtemp(prefix="bench_ui_scale_"))
     load_before = load()
     try:
@@ -465,13 +555,17 @@ def main(argv: list[str] | None = None) -> int:
              *table(results), ""]
     for r in results:
         lines.append(f"- {r['partitions']:,} partitions: {r['counts']['materialized']:,} materialized, "
-                     f"{r['counts']['failed']:,} failed, {r['counts']['missing']:,} missing; instance built in "
-                     f"{r['built_s']:.0f} s; partition opened: {r['key']}")
+                     f"{r['counts']['failed']:,} failed, {r['counts']['missing']:,} missing; instance "
+                     f"{'copied from --cache' if r['copied'] else 'built'} in {r['built_s']:.0f} s; partition opened: "
+                     f"{r['key']}")
     worst = max(big["queries"].items(), key=lambda kv: kv[1]["median_s"])
     target = (f"- slowest query at {big['partitions']:,} partitions: {worst[0]} {worst[1]['median_s']:.2f} s (target "
               f"<= {TARGET_S:g} s per query): {'met' if not slow else 'MISSED: ' + ', '.join(slow)}")
-    print("\n".join(lines + [target]))
-    write_json(args.json, "ui_scale", "\n".join(lines), [target], results=results, repeat=args.repeat)
+    first = max(big["queries"].items(), key=lambda kv: kv[1]["first_s"])
+    cold = (f"- slowest first answer at {big['partitions']:,} partitions (the page opened once, caches empty): "
+            f"{first[0]} {first[1]['first_s']:.2f} s")
+    print("\n".join(lines + [target, cold]))
+    write_json(args.json, "ui_scale", "\n".join(lines), [target, cold], results=results, repeat=args.repeat)
     return 0
 
 

@@ -537,16 +537,26 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
     # partition keys. Otherwise Dagster's own computation runs, from scratch, as before.
     def get_asset_check_state(self, keys: Any) -> Any:
         cache = self.__dict__.setdefault("_check_states", {})
-        out: dict = {}
+        tokens: dict = {}  # per partitions definition, once per call
+        hits: dict = {}
         todo: list = []
         for key, partitions_def in keys:
-            token = self._partitions_token(partitions_def)
+            token = tokens.get(partitions_def) if partitions_def in tokens else tokens.setdefault(
+                partitions_def, self._partitions_token(partitions_def))
             hit = cache.get(key)
-            if (hit is not None and hit[0] == partitions_def and hit[1] == token and not hit[2].in_progress_runs
-                    and not self.get_asset_check_partition_info([key], after_storage_id=hit[2].latest_storage_id)):
-                out[key] = hit[2]
+            if hit is not None and hit[0] == partitions_def and hit[1] == token and not hit[2].in_progress_runs:
+                hits[key] = hit[2]
             else:
                 todo.append((key, partitions_def, token))
+        if hits:  # one query: which of them has a check event or materialization stored since
+            since = min(state.latest_storage_id for state in hits.values())
+            for info in self.get_asset_check_partition_info(list(hits), after_storage_id=since):
+                state = hits.get(info.check_key)
+                if state is not None and max(info.latest_check_event_storage_id,
+                                             info.latest_materialization_storage_id or 0) > state.latest_storage_id:
+                    del hits[info.check_key]
+                    todo.append((info.check_key, dict(keys)[info.check_key], tokens[dict(keys)[info.check_key]]))
+        out = dict(hits)
         if todo:
             got = super().get_asset_check_state([(k, p) for k, p, _ in todo])
             for key, partitions_def, token in todo:
