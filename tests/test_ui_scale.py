@@ -158,3 +158,21 @@ def test_check_states_follow_a_new_evaluation_a_new_materialization_and_a_delete
     gone = _states(instance)
     assert not any(k.endswith("|model-003") for k in _keys_of(gone["samples_accounted"], "SUCCEEDED"))
     assert gone == _fresh(instance)
+
+
+def test_check_states_follow_a_deleted_run_and_a_wiped_asset(swept):
+    """Deletions leave no newer storage id behind: the kept statuses must still go (a run deleted in the UI, the
+    asset's materializations wiped from the CLI)."""
+    from dagster import AssetKey, AssetRecordsFilter, MultiPartitionKey
+
+    instance, calls = swept
+    before = _states(instance)
+    key = MultiPartitionKey({"benchmark_split": split_keys(1)[0], "model": model_keys(1)[0]})
+    run_id = instance.fetch_materializations(AssetRecordsFilter(asset_key=AssetKey("metrics"),
+                                                                asset_partitions=[str(key)]), limit=1).records[0].run_id
+    instance.delete_run(run_id)  # (its materializations go; Dagster keeps the check's statuses as they were)
+    assert _states(instance) == _fresh(instance)
+    instance.wipe_assets([AssetKey("metrics")])  # the checks' executions go too
+    wiped = _states(instance)
+    assert _keys_of(before["samples_accounted"], "SUCCEEDED") and not _keys_of(wiped["samples_accounted"], "SUCCEEDED")
+    assert wiped == _fresh(instance)
