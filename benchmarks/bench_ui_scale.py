@@ -6,21 +6,24 @@ models, with:
 - every partition key registered (evalpipe/store/partition_keys.add_in_chunks, as the sensors and `run` do);
 - the events a finished sweep leaves in the instance, written through the instance as the batch code writes them
   (eval_assets/batch.py): one `evaluate_batch` run per `--batch` partitions (RUN_START, STEP_START, per partition
-  ASSET_MATERIALIZATION_PLANNED for prompts..metrics, then ASSET_MATERIALIZATION of each with the data-version and
-  multi-partition tags and metadata like the assets', the `error_rate` check on rollouts and `samples_accounted`
-  on metrics; a partition that fails does so at rollouts: prompts materialized, ASSET_FAILED_TO_MATERIALIZE for the
-  rest, the run ends in failure). 2% of partitions fail, 5% are never run (missing), the rest are materialized.
-  No model is called: the events are what a sweep of cached partitions writes, without the work.
+  ASSET_MATERIALIZATION_PLANNED for each asset of `--assets`, then its ASSET_MATERIALIZATION with the data-version
+  and multi-partition tags and metadata like the assets', the `error_rate` check on rollouts and
+  `samples_accounted` on metrics; a partition that fails does so at rollouts: prompts materialized,
+  ASSET_FAILED_TO_MATERIALIZE for the rest, the run ends in failure). 2% of partitions fail, 5% are never run
+  (missing), the rest are materialized. `--assets` defaults to judgements and metrics (the whole chain doubles the
+  build, ~9 ms of CPU per event on SQLite). No model is called: the events are what a sweep writes, without the work.
 Then the webserver and daemon as `make dev` starts them (benchmarks/bench_ui.py `DagsterDev`), and headless
 Chromium (Playwright, as tests/test_ui_browser.py) opens the pages a user opens while every /graphql request the UI
 sends is recorded: (a) the asset graph of the `evaluation` group and the asset catalog, (b) the `metrics` asset's
-page, (c) its Partitions tab, (d) one partition's page (a failed one: its error is shown), (e) its Checks tab.
-Each recorded query (its exact text and variables, once per distinct pair) is then replayed against the webserver
-`--repeat` times (rotated order, no daemon run in progress: bench_ui.wait_idle) and its median latency reported,
-with the first (cold) answer of the Partitions tab's partition-status queries beside it (the first answer at a
-size builds Dagster's asset status cache).
+page, (c) its Partitions tab, (d) one partition's page (a failed one), (e) its Checks tab. Each distinct recorded
+query (its exact text and variables) is then replayed `--repeat` times (rotated order, each round once no run is
+queued or in progress: bench_ui.wait_idle) and its median reported, beside the browser's wait for its first answer
+(on a freshly started webserver: Dagster's caches empty). `--baseline`: at the largest size, a second webserver on
+the same instance whose event log storage computes asset check statuses as stock Dagster does (`StockCheckStates`),
+each query replayed on both in the same rounds. `--cache DIR` keeps each size's built instance and copies it on
+later runs (the 10,000-partition build takes minutes). docs/scale.md "The UI at 10,000 partitions".
 
-    .venv/bin/python benchmarks/bench_ui_scale.py [--sizes 10x10,100x100] [--repeat 5] [--json FILE]
+    .venv/bin/python benchmarks/bench_ui_scale.py [--sizes 10x10,100x100] [--repeat 5] [--baseline] [--cache DIR]
 
 Needs Chromium (`apt-get install chromium`); without it the script says so and exits 2.
 """
@@ -50,7 +53,7 @@ TARGET_S = 2.0  # "usable": no query the UI sends to open a page takes longer
 CHAIN = ("prompts", "rollouts", "judgements", "metrics")
 FAIL_EVERY, FAIL_AT = 50, 7  # partition i fails (at rollouts) when i % 50 == 7: 2%
 SKIP_EVERY, SKIP_AT = 20, 19  # partition i is never run when i % 20 == 19: 5%
-BATCH_JOB = "evaluate_batch"  # eval_assets/batch.py BATCH_JOB (not imported: benchmarks read the product, not Dagster's code location)
+BATCH_JOB = "evaluate_batch"  # eval_assets/batch.py's BATCH_JOB (importing it would load the whole code location)
 LOCATION = "eval_assets.definitions"
 
 
@@ -113,10 +116,12 @@ def record_sweep(instance, splits: list[str], models: list[str], batch: int = 64
     (module docstring), for the chain assets `assets` only (a subset writes fewer events: quicker to build);
     `part` (i, n): only the i-th of every n runs (n writers in parallel); `swept`: module docstring of `fate`.
     Returns the partitions' counts by fate."""
-    from dagster import AssetCheckEvaluation, AssetKey, AssetMaterialization, DagsterEvent, DagsterRun, MultiPartitionKey
+    from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, DagsterEvent, DagsterRun,
+                         MultiPartitionKey)
     from dagster._core.definitions.asset_checks.asset_check_evaluation import (
         AssetCheckEvaluationTargetMaterializationData)
-    from dagster._core.definitions.data_version import CODE_VERSION_TAG, DATA_VERSION_TAG, DATA_VERSION_IS_USER_PROVIDED_TAG
+    from dagster._core.definitions.data_version import (CODE_VERSION_TAG, DATA_VERSION_IS_USER_PROVIDED_TAG,
+                                                        DATA_VERSION_TAG)
     from dagster._core.definitions.events import (AssetMaterializationFailure, AssetMaterializationFailureReason,
                                                   AssetMaterializationFailureType)
     from dagster._core.definitions.partitions.utils.multi import get_tags_from_multi_partition_key
@@ -448,7 +453,8 @@ def stock_webserver(env: dict[str, str], log: Path):
         raise RuntimeError(f"{home / 'dagster.yaml'} names no {ours!r}: the baseline can't swap it")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    (home / "dagster.yaml").write_text(yaml.replace(ours, "module: benchmarks.bench_ui_scale\n  class: StockCheckStates"))
+    stock = "module: benchmarks.bench_ui_scale\n  class: StockCheckStates"
+    (home / "dagster.yaml").write_text(yaml.replace(ours, stock))
     procs = []
     try:
         with open(log, "ab") as out:
