@@ -62,11 +62,12 @@ ci-broker-smoke: install  ## the tool broker's fixture hit rate >= 95% under nor
 ci-tool-gates: ci-broker-smoke  ## all four (the three model gates on one run of the set each way)
 	$(CI_GATES) runner-parity locale teacher-heavy
 
-bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md)
+bench: install  ## speed benchmarks (medians of 3 rotated rounds), each target printed beside its floor or peer from the same run (benchmarks/README.md); UI_SCALE=1 adds the UI at 10,000 partitions (docs/scale.md)
 	$(BIN)/python benchmarks/readme_speed.py
 	$(BIN)/python benchmarks/bench_reads.py
 	$(BIN)/python benchmarks/bench_inspect_import.py --samples 100000
 	$(BIN)/python benchmarks/bench_celery.py
+	$(if $(UI_SCALE),$(BIN)/python benchmarks/bench_ui_scale.py --baseline --cache "$${TMPDIR:-/tmp}/evalpipe-bench-ui-scale")
 
 bench-readme: install  ## the same, then every table of docs/speed.md and README's Speed headlines regenerated from the figures just measured
 	$(BIN)/python benchmarks/readme_speed.py --write-readme
