@@ -862,6 +862,8 @@ REVIEWS_FILE = "reviews.jsonl"
 def partition_reviews(wh: Any, split_key: str, model_key: str) -> list[dict[str, Any]]:
     """The `reviews` rows of a partition, whole history, oldest first: verdicts on its samples and pairwise
     preferences with this model on either side."""
+    if hasattr(wh, "may_have_rows") and not wh.may_have_rows("reviews"):  # [sweeps] none at all: no DuckDB query
+        return []
     df = wh.query("SELECT * FROM reviews WHERE benchmark_split = ? AND (model = ? OR model_b = ?) "
                   "ORDER BY created_at, review_id", [split_key, model_key, model_key])
     return [{k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in row.items()}

@@ -275,6 +275,14 @@ class Warehouse:
                 out.append(f)
         return out
 
+    def may_have_rows(self, table: str) -> bool:
+        """False when a local table has no file its view reads but the zero-row schema placeholder (so a query
+        of it returns no rows, without DuckDB); True otherwise (on object storage: not listed, assumed)."""
+        if self.store:
+            return True
+        d = self.table_dir(table)
+        return any(f != d / SCHEMA_FILE for f in d.rglob(PART_FILE)) if d.is_dir() else False
+
     def partitions(self, table: str) -> list[dict[str, str]]:
         if self.store:
             return self.store.partitions(table)
@@ -449,9 +457,20 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     return data
 
 
+def _same_bytes(new: Path, old: Path) -> bool:
+    """Whether the file `old` holds exactly the bytes of `new` (False when it is missing or can't be read)."""
+    import filecmp
+
+    try:
+        return os.path.getsize(new) == os.path.getsize(old) and filecmp.cmp(new, old, shallow=False)
+    except OSError:
+        return False
+
+
 class PartitionWriter:
     """One partition's next version, written batch by batch (each `write` appends a Parquet row group to a temp
-    file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one.
+    file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one
+    (a new version byte for byte the file already there leaves that file as it is).
     On object storage the temp file is local and `close()` uploads it as one object (an atomic PUT).
     Use it as a context manager: an exception inside the block discards the temp file (`abort()`)."""
 
@@ -514,6 +533,10 @@ class PartitionWriter:
             self._writer = None
             if self.wh.store:
                 self.path = self.wh.store.put(self.table, self._tmp, self.partition, self.schema)
+            elif _same_bytes(self._tmp, self.path):
+                # [sweeps] byte for byte the partition already there (a cached re-run): left as it is, no fsync or
+                # rename; readers, the rollups' change check (inode, mtime, size) and the views see no change
+                return self.path
             else:
                 with open(self._tmp, "rb") as fh:
                     os.fsync(fh.fileno())
