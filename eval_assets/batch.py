@@ -18,7 +18,8 @@ partition (dagster#18852), some grids split into several runs (#23996), `context
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List, NamedTuple
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, List, NamedTuple
 
 from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
                      Failure, MetadataValue, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
@@ -47,6 +48,7 @@ DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts
 SPLIT_DEPS = {"dataset", "metric_settings"}  # partitioned by benchmark_split alone
 OBSERVED = {"metric_settings"}  # observable source assets: their input tags come from the latest observation
 CHAIN = list(DEPS)
+PLANNED_PER_TRANSACTION = 64  # partitions whose planned events are written in one transaction (a short one)
 READS = {a: [d for d in deps if d not in OBSERVED] for a, deps in DEPS.items()}  # the asset bodies' inputs
 
 
@@ -102,10 +104,19 @@ class _Recorder:
 
     def __init__(self, context: OpExecutionContext, code_versions: dict[str, str]):
         self.context, self.code_versions = context, code_versions
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()  # (re-entrant: `grouped` holds it around materialized/checked)
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
         self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
         self.cache: dict[Any, Any] = {}
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """The events recorded inside the block written in one transaction per database where the instance's
+        storage can (evalpipe/store/instance_storage.py `grouped`), else one by one as before. The recorder's lock
+        is taken first, then the storage's: the order every event written here takes."""
+        group = getattr(self.context.instance.event_log_storage, "grouped", None)
+        with self.lock, (group() if group is not None else nullcontext()):
+            yield
 
     def shared(self, key: Any, make: Any) -> Any:
         """What every partition of the batch reads alike (a split's dataset reader), made once."""
@@ -170,11 +181,14 @@ class _Recorder:
         partition planned in a failed run and not materialized is what Dagster shows as failed (SQLite storage keeps
         no ASSET_FAILED_TO_MATERIALIZE events)."""
         run = self.context.run
-        for key in keys:
-            for asset in CHAIN:
-                event = DagsterEvent.build_asset_materialization_planned_event(
-                    run.job_name, "evaluate_partitions", AssetMaterializationPlannedData(AssetKey(asset), str(key)))
-                self.context.instance.report_dagster_event(event, run_id=self.context.run_id)
+        for chunk in batches(list(keys), PLANNED_PER_TRANSACTION):
+            with self.grouped():
+                for key in chunk:
+                    for asset in CHAIN:
+                        event = DagsterEvent.build_asset_materialization_planned_event(
+                            run.job_name, "evaluate_partitions",
+                            AssetMaterializationPlannedData(AssetKey(asset), str(key)))
+                        self.context.instance.report_dagster_event(event, run_id=self.context.run_id)
 
     def failed(self, assets: list[str], key: MultiPartitionKey, error: str) -> None:
         with self.lock:
@@ -240,19 +254,26 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
                 outputs[asset] = out.value
             meta = {**view.metadata, **(out.metadata or {}), "warehouse_table": table,
                     "partition_file": MetadataValue.path(str(path))}
-            rec.materialized(asset, key, out.data_version.value, meta)
+            try:  # the asset's checks, evaluated before its events are written, so that both go in one group
+                if asset == "rollouts":
+                    checked = [(error_rate_check(_PartitionView(context, key), res["eval_config"],
+                                                 reader("rollouts")), "error_rate")]
+                elif asset == "metrics":
+                    view = _PartitionView(context, key, metrics_check_keys)
+                    checked = [(r, None) for r in metrics_check(view, res["eval_config"], res["warehouse"],
+                                                                 out.value, reader("prompts"), reader("judgements"))]
+                else:
+                    checked = []
+            except Exception:  # the asset is materialized all the same, and the partition fails at its checks
+                rec.materialized(asset, key, out.data_version.value, meta)
+                done.append(asset)
+                raise
+            # the materialization and its checks' evaluations (tied to it) in one transaction per database
+            with rec.grouped():
+                rec.materialized(asset, key, out.data_version.value, meta)
+                for result, name in checked:
+                    rec.checked(asset, key, result, name)
             done.append(asset)
-            if asset == "rollouts":
-                rec.checked("rollouts", key, error_rate_check(_PartitionView(context, key), res["eval_config"],
-                                                              reader("rollouts")), "error_rate")
-            if asset == "metrics":
-                from eval_assets.checks import _record_gates
-
-                view = _PartitionView(context, key, metrics_check_keys)
-                results = list(metrics_check(view, res["eval_config"], res["warehouse"], out.value,
-                                             reader("prompts"), reader("judgements")))
-                for r in results:
-                    rec.checked("metrics", key, r)
         return None
     except Exception as e:  # noqa: BLE001  a partition's failure is recorded; its batch-mates go on
         import traceback

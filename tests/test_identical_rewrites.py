@@ -77,3 +77,34 @@ def test_a_partitions_reviews_are_read_without_duckdb_when_the_warehouse_has_non
     got = partition_reviews(wh, "qa/dev", "m1")
     assert [r["review_id"] for r in got] == [review["review_id"]] and calls
     assert partition_reviews(wh, "qa/dev", "m2") == []
+
+
+def _rollouts(n: int, prediction: str = "x") -> pd.DataFrame:
+    return pd.DataFrame({"sample_id": [f"q{i}" for i in range(n)], "status": ["ok"] * n,
+                         "prediction": [f"{prediction}{i}" for i in range(n)]})
+
+
+def test_a_small_partition_is_decoded_once_for_its_readers(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import evalpipe.store.warehouse as warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    with wh.writer("rollouts", P) as w:  # three row groups: batches as the file's reader cuts them
+        for part in range(3):
+            w.write(_rollouts(5, f"p{part}-").assign(sample_id=[f"q{part}-{i}" for i in range(5)]))
+    want = [b.to_pandas() for b in pq.ParquetFile(wh.partition_file("rollouts", P)).iter_batches(
+        batch_size=4, columns=["sample_id", "prediction"], use_threads=False)]
+    opened = []
+    real = pq.ParquetFile
+    monkeypatch.setattr(warehouse.pq, "ParquetFile", lambda *a, **k: (opened.append(a), real(*a, **k))[1])
+    for _ in range(3):  # (the stages, the checks and the run folder each read it)
+        r = wh.reader("rollouts", P)
+        got = list(r.batches(4, ["sample_id", "prediction"]))
+        assert len(got) == len(want) and all(g.equals(w) for g, w in zip(got, want))
+        assert r.to_pandas(["prediction"])["prediction"].tolist() == [f"p{p}-{i}" for p in range(3) for i in range(5)]
+        assert len(r) == 15
+    assert len(opened) <= 2  # (its footer, and its batches once)
+    wh.write("rollouts", _rollouts(2, "new"), P)  # a new version is read, not the one held
+    assert wh.read("rollouts", P)["prediction"].tolist() == ["new0", "new1"]
+    assert len(wh.reader("rollouts", P)) == 2

@@ -577,6 +577,60 @@ class PartitionWriter:
             self.abort()
 
 
+SMALL_PARTITION_BYTES = 1 << 20  # partition files up to this size are held decoded for their next readers
+READ_CACHE_BYTES = 64 << 20  # at most this much decoded data held per process (least recently used goes first)
+
+
+class _Decoded:
+    """[sweeps] Small partition files as pyarrow decoded them, for the next reader of the same file: a cached
+    partition's prompts, rollouts and judgements are each read by several stages, its checks and its run folder.
+    Keyed by the file's path, inode, mtime and size: a new version (written by rename, docs/scale.md) is another
+    key; a version written with the same bytes is left in place (PartitionWriter.close) and keeps its key. Arrow
+    data is immutable, so readers share it; each gets its own DataFrame."""
+
+    def __init__(self, limit: int):
+        self.limit, self.size = limit, 0
+        self.lock = threading.Lock()
+        self.items: dict[tuple, dict[Any, Any]] = {}  # (insertion order = least recently used first)
+
+    def entry(self, path: Any) -> dict[Any, Any] | None:
+        """The cache entry of a local partition file small enough to hold (a dict: "meta", ("batches", n),
+        "table"), else None."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if st.st_size > SMALL_PARTITION_BYTES:
+            return None
+        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        with self.lock:
+            got = self.items.pop(key, None)
+            if got is None:
+                got = {"_bytes": 0}
+            self.items[key] = got
+            return got
+
+    def any_batches(self, entry: dict[Any, Any]) -> list | None:
+        """Some non-empty list of the file's batches already held, or None."""
+        with self.lock:
+            return next((v for k, v in entry.items() if isinstance(k, tuple) and v), None)
+
+    def put(self, entry: dict[Any, Any], name: Any, value: Any, nbytes: int) -> Any:
+        with self.lock:
+            if name not in entry:
+                entry[name] = value
+                entry["_bytes"] += nbytes
+                self.size += nbytes
+            while self.size > self.limit and self.items:
+                _, old = next(iter(self.items.items()))
+                self.items.pop(next(iter(self.items)))
+                self.size -= old["_bytes"]
+            return entry[name]
+
+
+_decoded = _Decoded(READ_CACHE_BYTES)
+
+
 class PartitionReader:
     """One partition read lazily: `batches()` yields DataFrames of at most `batch_rows` rows of the columns asked
     for (pyarrow `iter_batches`), so a stage holds one batch at a time. The file's footer is read on creation:
@@ -589,9 +643,14 @@ class PartitionReader:
             where = ", ".join(f"{k}={v}" for k, v in partition.items())
             raise WarehouseError(f"no {table} for partition {where} in {wh.store.uri if wh.store else wh.root}; "
                                  "materialize it first")
-        with self._open() as pf:
-            self.num_rows = pf.metadata.num_rows
-            self.columns = list(pf.schema_arrow.names)
+        self._held = None if wh.store else _decoded.entry(self.path)  # a small local file: decoded once
+        meta = self._held.get("meta") if self._held is not None else None
+        if meta is None:
+            with self._open() as pf:
+                meta = (pf.metadata.num_rows, list(pf.schema_arrow.names), pf.schema_arrow)
+            if self._held is not None:
+                _decoded.put(self._held, "meta", meta, 0)
+        self.num_rows, self.columns, self._schema = meta[0], list(meta[1]), meta[2]
 
     @contextmanager
     def _open(self) -> Iterator[pq.ParquetFile]:
@@ -626,6 +685,17 @@ class PartitionReader:
         want = list(columns) if columns is not None else self.columns
         have = [c for c in want if c in self.columns]
         n = max(1, int(batch_rows or DEFAULT_BATCH_ROWS))
+        if self._held is not None:  # the file's batches as its reader cuts them, every column, decoded once
+            held = self._held.get(("batches", n))
+            if held is None:
+                with self._open() as pf:
+                    held = list(pf.iter_batches(batch_size=n, use_threads=False))
+                held = _decoded.put(self._held, ("batches", n), held, sum(b.nbytes for b in held))
+            for batch in held:
+                yield self._frame(batch.select(have).to_pandas(), want)
+            if not held:
+                yield self._frame(self._schema.empty_table().select(have).to_pandas(), want)
+            return
         with self._open() as pf:
             empty = True
             for batch in pf.iter_batches(batch_size=n, columns=have, use_threads=False):
@@ -637,8 +707,21 @@ class PartitionReader:
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The whole partition (or some of its columns) as one DataFrame: for small partitions and tests."""
         want = list(columns) if columns is not None else self.columns
+        have = [c for c in want if c in self.columns]
+        if self._held is not None:
+            table = self._held.get("table")
+            if table is None:
+                cut = _decoded.any_batches(self._held)
+                if cut is not None:  # the batches already held, as one table (the same rows and values)
+                    table = pa.Table.from_batches(cut)
+                    table = _decoded.put(self._held, "table", table, 0)
+                else:
+                    with self._open() as pf:
+                        table = pf.read(use_threads=False)
+                    table = _decoded.put(self._held, "table", table, table.nbytes)
+            return self._frame(table.select(have).to_pandas(), want)
         with self._open() as pf:
-            df = pf.read(columns=[c for c in want if c in self.columns], use_threads=False).to_pandas()
+            df = pf.read(columns=have, use_threads=False).to_pandas()
         return self._frame(df, want)
 
     def select(self, keep: Any, batch_rows: int | None = None, columns: list[str] | None = None) -> pd.DataFrame:
