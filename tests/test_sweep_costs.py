@@ -1,6 +1,6 @@
-"""[sweeps] A partition file whose new content is byte for byte the one on disk is left as it is (no fsync, no
-rename): a cached re-run of a sweep rewrites nothing, a changed input or a deleted file is written
-(docs/scale.md "Sweeps")."""
+"""[sweeps] What a cached partition costs (docs/scale.md "Sweeps"): a partition file whose new content is byte for
+byte the one on disk is left as it is (a changed input or a deleted file is written), small partition files are
+decoded once for their readers, a write scans its text columns for secrets in one pass."""
 import os
 
 import pandas as pd
@@ -108,3 +108,27 @@ def test_a_small_partition_is_decoded_once_for_its_readers(tmp_path, monkeypatch
     wh.write("rollouts", _rollouts(2, "new"), P)  # a new version is read, not the one held
     assert wh.read("rollouts", P)["prediction"].tolist() == ["new0", "new1"]
     assert len(wh.reader("rollouts", P)) == 2
+
+
+def test_a_write_scans_its_text_columns_in_one_pass_and_masks_the_same_cells(monkeypatch):
+    import pyarrow as pa
+
+    from evalpipe.core.redact import Redactor, get_redactor
+    from evalpipe.store.warehouse import redact_arrow, to_arrow
+
+    key = "sk-" + "a1B2" * 10  # an API-key-shaped string
+    df = pd.DataFrame({"sample_id": ["q1", "q2", "q3"], "prediction": ["fine", f"leaked {key}", None],
+                       "error": [None, None, f"auth failed for {key}"], "status": ["ok", "ok", "error"]})
+    data = to_arrow("rollouts", df, fill=P)
+    r = get_redactor()
+    one_by_one = {f.name: [r.for_field(f.name)(v) if isinstance(v, str) and r.could_match(v) else v
+                           for v in data.column(f.name).to_pylist()]
+                  for f in data.schema if pa.types.is_string(f.type) and f.name not in P}
+    scans = []
+    real = Redactor.could_match_cells
+    monkeypatch.setattr(Redactor, "could_match_cells", lambda self, cells, *a, **k: (scans.append(len(cells)),
+                                                                                      real(self, cells, *a, **k))[1])
+    out = redact_arrow(data, keep=P)
+    assert len(scans) == 1
+    assert {name: out.column(name).to_pylist() for name in one_by_one} == one_by_one
+    assert key not in str(out.to_pylist()) and out.column("benchmark_split").to_pylist() == [P["benchmark_split"]] * 3
