@@ -132,3 +132,28 @@ def test_a_write_scans_its_text_columns_in_one_pass_and_masks_the_same_cells(mon
     assert len(scans) == 1
     assert {name: out.column(name).to_pylist() for name in one_by_one} == one_by_one
     assert key not in str(out.to_pylist()) and out.column("benchmark_split").to_pylist() == [P["benchmark_split"]] * 3
+
+
+def test_the_run_folders_redaction_check_scans_each_kind_of_column_once(monkeypatch):
+    import json
+
+    import pyarrow as pa
+
+    from evalpipe.core.redact import Redactor, get_redactor
+    from evalpipe.store.artifacts import _might_redact
+
+    key = "sk-" + "a1B2" * 10
+    df = pd.DataFrame({"sample_id": ["q1", "q2", "q3", "q4"], "target": ["a", None, "c", "d"],
+                       "messages": [json.dumps([{"content": "hi"}]), json.dumps([{"content": key}]), None, "[]"],
+                       "metadata": ["{}", "{}", json.dumps({"api_key": "x"}), "{}"]})
+    r = get_redactor()
+    per_column = [False] * len(df)
+    for c, as_json in (("sample_id", False), ("target", False), ("messages", True), ("metadata", True)):
+        flags = r.could_match_cells(pa.array(df[c], type=pa.string(), from_pandas=True), json_text=as_json)
+        per_column = [a or bool(b) for a, b in zip(per_column, flags)]
+    scans = []
+    real = Redactor.could_match_cells
+    monkeypatch.setattr(Redactor, "could_match_cells", lambda self, cells, *a, **k: (scans.append(len(cells)),
+                                                                                      real(self, cells, *a, **k))[1])
+    got = _might_redact(r, df, ("sample_id", "target"), ("messages", "metadata"))
+    assert got.tolist() == per_column and per_column == [False, True, True, False] and len(scans) == 2

@@ -380,15 +380,17 @@ def _might_redact(r: Any, df: pd.DataFrame, plain: tuple[str, ...], json_text: t
 
     hit = np.zeros(len(df), dtype=bool)
     for names, as_json in ((plain, False), (json_text, True)):
+        columns = []
         for c in names:
             if c not in df.columns or not len(df) or df[c].dtype != object:
                 continue
             try:
-                cells = pa.array(df[c], type=pa.string(), from_pandas=True)
+                columns.append(pa.array(df[c], type=pa.string(), from_pandas=True))
             except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text (a file of another schema): walk its rows
                 hit |= df[c].notna().to_numpy()
-                continue
-            hit |= r.could_match_cells(cells, json_text=as_json)
+        if columns:  # [sweeps] the columns scanned as one array: one pattern compiled, not one per column
+            flags = r.could_match_cells(pa.concat_arrays(columns), json_text=as_json)
+            hit |= np.asarray(flags, dtype=bool).reshape(len(columns), len(df)).any(axis=0)
     return hit
 
 
