@@ -157,3 +157,16 @@ def test_the_run_folders_redaction_check_scans_each_kind_of_column_once(monkeypa
                                                                                       real(self, cells, *a, **k))[1])
     got = _might_redact(r, df, ("sample_id", "target"), ("messages", "metadata"))
     assert got.tolist() == per_column and per_column == [False, True, True, False] and len(scans) == 2
+
+
+def test_the_decoded_files_held_stay_within_their_budget(tmp_path, monkeypatch):
+    import evalpipe.store.warehouse as warehouse
+
+    held = warehouse._Decoded(limit=3 * 4096)
+    monkeypatch.setattr(warehouse, "_decoded", held)
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    for m in range(20):
+        part = {"benchmark_split": "qa/dev", "model": f"m{m}"}
+        wh.write("rollouts", _rollouts(50, f"m{m}-"), part)
+        assert wh.read("rollouts", part)["prediction"].tolist()[:1] == [f"m{m}-0"]
+    assert held.size <= held.limit and 0 < len(held.items) < 20

@@ -613,7 +613,7 @@ class _Decoded:
         with self.lock:
             got = self.items.pop(key, None)
             if got is None:
-                got = {"_bytes": 0}
+                got = {"_bytes": 0, "_key": key}
             self.items[key] = got
             return got
 
@@ -626,8 +626,9 @@ class _Decoded:
         with self.lock:
             if name not in entry:
                 entry[name] = value
-                entry["_bytes"] += nbytes
-                self.size += nbytes
+                if self.items.get(entry["_key"]) is entry:  # (an entry let go meanwhile lives on with its reader)
+                    entry["_bytes"] += nbytes
+                    self.size += nbytes
             while self.size > self.limit and self.items:
                 _, old = next(iter(self.items.items()))
                 self.items.pop(next(iter(self.items)))
@@ -655,8 +656,9 @@ class PartitionReader:
         if meta is None:
             with self._open() as pf:
                 meta = (pf.metadata.num_rows, list(pf.schema_arrow.names), pf.schema_arrow)
-            if self._held is not None:
-                _decoded.put(self._held, "meta", meta, 0)
+            if self._held is not None:  # (its size: about what the schema and names take, so that a process
+                # that opens many files and reads few still holds a bounded number of them)
+                _decoded.put(self._held, "meta", meta, 1024 + 64 * len(meta[1]))
         self.num_rows, self.columns, self._schema = meta[0], list(meta[1]), meta[2]
 
     @contextmanager
