@@ -104,16 +104,18 @@ class _Recorder:
 
     def __init__(self, context: OpExecutionContext, code_versions: dict[str, str]):
         self.context, self.code_versions = context, code_versions
-        self.lock = threading.RLock()  # (re-entrant: `grouped` holds it around materialized/checked)
+        self.lock = threading.Lock()
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
         self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
         self.cache: dict[Any, Any] = {}
 
     @contextmanager
     def grouped(self) -> Iterator[None]:
-        """The events recorded inside the block written in one transaction per database where the instance's
-        storage can (evalpipe/store/instance_storage.py `grouped`), else one by one as before. The recorder's lock
-        is taken first, then the storage's: the order every event written here takes."""
+        """The events written inside the block in one transaction per database where the instance's storage can
+        (evalpipe/store/instance_storage.py `grouped`), else one by one as before. Only for events handed to the
+        instance directly (`report_dagster_event`), never for `context.log_event`: that goes through Python's
+        logging handlers, whose locks a thread logging a message holds while it waits for the storage, so a group
+        holding the storage while taking a handler's lock would deadlock with it."""
         group = getattr(self.context.instance.event_log_storage, "grouped", None)
         with self.lock, (group() if group is not None else nullcontext()):
             yield
@@ -254,26 +256,17 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
                 outputs[asset] = out.value
             meta = {**view.metadata, **(out.metadata or {}), "warehouse_table": table,
                     "partition_file": MetadataValue.path(str(path))}
-            try:  # the asset's checks, evaluated before its events are written, so that both go in one group
-                if asset == "rollouts":
-                    checked = [(error_rate_check(_PartitionView(context, key), res["eval_config"],
-                                                 reader("rollouts")), "error_rate")]
-                elif asset == "metrics":
-                    view = _PartitionView(context, key, metrics_check_keys)
-                    checked = [(r, None) for r in metrics_check(view, res["eval_config"], res["warehouse"],
-                                                                 out.value, reader("prompts"), reader("judgements"))]
-                else:
-                    checked = []
-            except Exception:  # the asset is materialized all the same, and the partition fails at its checks
-                rec.materialized(asset, key, out.data_version.value, meta)
-                done.append(asset)
-                raise
-            # the materialization and its checks' evaluations (tied to it) in one transaction per database
-            with rec.grouped():
-                rec.materialized(asset, key, out.data_version.value, meta)
-                for result, name in checked:
-                    rec.checked(asset, key, result, name)
+            rec.materialized(asset, key, out.data_version.value, meta)
             done.append(asset)
+            if asset == "rollouts":
+                rec.checked("rollouts", key, error_rate_check(_PartitionView(context, key), res["eval_config"],
+                                                              reader("rollouts")), "error_rate")
+            if asset == "metrics":
+                view = _PartitionView(context, key, metrics_check_keys)
+                results = list(metrics_check(view, res["eval_config"], res["warehouse"], out.value,
+                                             reader("prompts"), reader("judgements")))
+                for r in results:
+                    rec.checked("metrics", key, r)
         return None
     except Exception as e:  # noqa: BLE001  a partition's failure is recorded; its batch-mates go on
         import traceback

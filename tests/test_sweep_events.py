@@ -1,4 +1,4 @@
-"""[sweeps] A batch's events in fewer SQLite transactions (evalpipe/store/instance_storage.py `grouped`): the same
+"""[sweeps] A batch's planned events in fewer SQLite transactions (evalpipe/store/instance_storage.py `grouped`): the same
 records as one transaction per event, fewer commits, and a failure inside a group writes none of it."""
 import pytest
 import sqlalchemy

@@ -479,8 +479,9 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
         """[sweeps] The events this thread stores inside the block share one transaction per database (the run's
         event log, the asset index), committed together when the block ends, or rolled back together when it
         raises: the same rows as one transaction per event and statement, in ~2 commits instead of ~2-3 per event
-        (eval_assets/batch.py groups a materialization with its checks' evaluations, and a batch's planned events).
-        Other threads' writes to this storage wait for the block, as they wait for any transaction here."""
+        (eval_assets/batch.py: a batch's planned events). Other threads' writes to this storage wait for the block,
+        as they wait for any transaction here; so nothing inside may wait for another thread (a logging handler's
+        lock: events logged through `context.log_event` are not for a group)."""
         if getattr(_group, "value", None) is not None:  # (nested: the outer block's transactions)
             yield
             return
