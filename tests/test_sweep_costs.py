@@ -170,3 +170,15 @@ def test_the_decoded_files_held_stay_within_their_budget(tmp_path, monkeypatch):
         wh.write("rollouts", _rollouts(50, f"m{m}-"), part)
         assert wh.read("rollouts", part)["prediction"].tolist()[:1] == [f"m{m}-0"]
     assert held.size <= held.limit and 0 < len(held.items) < 20
+
+
+def test_large_text_is_scanned_a_column_at_a_time_with_the_same_cells(monkeypatch):
+    import evalpipe.store.warehouse as warehouse
+    from evalpipe.store.warehouse import redact_arrow, to_arrow
+
+    key = "sk-" + "a1B2" * 10
+    df = pd.DataFrame({"sample_id": ["q1", "q2"], "prediction": [f"leaked {key}", "fine"], "error": [None, key]})
+    data = to_arrow("rollouts", df, fill=P)
+    together = redact_arrow(data, keep=P)
+    monkeypatch.setattr(warehouse, "ONE_SCAN_BYTES", 0)  # (what a batch of more text than that takes)
+    assert redact_arrow(data, keep=P).equals(together) and key not in str(together.to_pylist())

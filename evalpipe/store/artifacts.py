@@ -378,6 +378,8 @@ def _might_redact(r: Any, df: pd.DataFrame, plain: tuple[str, ...], json_text: t
     import numpy as np
     import pyarrow as pa
 
+    from evalpipe.store.warehouse import ONE_SCAN_BYTES
+
     hit = np.zeros(len(df), dtype=bool)
     for names, as_json in ((plain, False), (json_text, True)):
         columns = []
@@ -388,9 +390,13 @@ def _might_redact(r: Any, df: pd.DataFrame, plain: tuple[str, ...], json_text: t
                 columns.append(pa.array(df[c], type=pa.string(), from_pandas=True))
             except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text (a file of another schema): walk its rows
                 hit |= df[c].notna().to_numpy()
-        if columns:  # [sweeps] the columns scanned as one array: one pattern compiled, not one per column
+        if columns and sum(c.nbytes for c in columns) < ONE_SCAN_BYTES:
+            # [sweeps] the columns scanned as one array: one pattern compiled, not one per column
             flags = r.could_match_cells(pa.concat_arrays(columns), json_text=as_json)
             hit |= np.asarray(flags, dtype=bool).reshape(len(columns), len(df)).any(axis=0)
+        else:
+            for cells in columns:  # (large text: a column at a time, as one array's offsets can't pass 2 GB)
+                hit |= r.could_match_cells(cells, json_text=as_json)
     return hit
 
 

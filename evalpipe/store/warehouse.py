@@ -434,6 +434,9 @@ class Warehouse:
 DEFAULT_BATCH_ROWS = 20_000  # rows per batch when the config has no `stream_batch_rows`
 
 
+ONE_SCAN_BYTES = 64 << 20  # text columns up to this size together are scanned for secrets as one array
+
+
 def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     """`redact.redact_frame`, the same cells masked, on a conformed batch: each text column (but those named in
     `keep`) is scanned once in C (`Redactor.could_match_cells`), and only the cells that could hold a secret go
@@ -449,11 +452,15 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     # [sweeps] the text columns scanned as one array: the scan's cost is mostly compiling its pattern, once per
     # call (a partition of a few rows paid it once per column); a cell's flag does not depend on its neighbours
     chunks = [c for i in texts for c in data.column(i).chunks]
-    flags = r.could_match_cells(pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string()))
-    bounds = np.cumsum([0] + [len(data.column(i)) for i in texts])
+    if sum(c.nbytes for c in chunks) < ONE_SCAN_BYTES:
+        flags = r.could_match_cells(pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string()))
+        bounds = np.cumsum([0] + [len(data.column(i)) for i in texts])
+        column_flags = [flags[bounds[k]:bounds[k + 1]] for k in range(len(texts))]
+    else:  # (large text: a column at a time, as one array's offsets can't pass 2 GB)
+        column_flags = [r.could_match_cells(data.column(i)) for i in texts]
     for k, i in enumerate(texts):
         field = data.schema.field(i)
-        flagged = np.flatnonzero(flags[bounds[k]:bounds[k + 1]])
+        flagged = np.flatnonzero(column_flags[k])
         if not len(flagged):
             continue
         redact = r.for_field(field.name)  # model output: known secrets only; scored fields and ids: no PII masking
