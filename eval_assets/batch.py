@@ -18,7 +18,8 @@ partition (dagster#18852), some grids split into several runs (#23996), `context
 import inspect
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, List, NamedTuple
+from contextlib import contextmanager, nullcontext
+from typing import Any, Iterator, List, NamedTuple
 
 from dagster import (AssetCheckEvaluation, AssetKey, AssetMaterialization, AssetRecordsFilter, Config, DagsterEvent,
                      Failure, MetadataValue, MultiPartitionKey, OpExecutionContext, in_process_executor, job, op)
@@ -47,6 +48,7 @@ DEPS = {"prompts": ["dataset"], "rollouts": ["prompts"], "judgements": ["prompts
 SPLIT_DEPS = {"dataset", "metric_settings"}  # partitioned by benchmark_split alone
 OBSERVED = {"metric_settings"}  # observable source assets: their input tags come from the latest observation
 CHAIN = list(DEPS)
+PLANNED_PER_TRANSACTION = 64  # partitions whose planned events are written in one transaction (a short one)
 READS = {a: [d for d in deps if d not in OBSERVED] for a, deps in DEPS.items()}  # the asset bodies' inputs
 
 
@@ -106,6 +108,17 @@ class _Recorder:
         self.latest: dict[tuple[str, str], tuple[str, int | None]] = {}  # (asset, partition) -> (version, storage id)
         self.records: dict[tuple[str, str], Any] = {}  # (asset, partition) -> its materialization's record
         self.cache: dict[Any, Any] = {}
+
+    @contextmanager
+    def grouped(self) -> Iterator[None]:
+        """The events written inside the block in one transaction per database where the instance's storage can
+        (evalpipe/store/instance_storage.py `grouped`), else one by one as before. Only for events handed to the
+        instance directly (`report_dagster_event`), never for `context.log_event`: that goes through Python's
+        logging handlers, whose locks a thread logging a message holds while it waits for the storage, so a group
+        holding the storage while taking a handler's lock would deadlock with it."""
+        group = getattr(self.context.instance.event_log_storage, "grouped", None)
+        with self.lock, (group() if group is not None else nullcontext()):
+            yield
 
     def shared(self, key: Any, make: Any) -> Any:
         """What every partition of the batch reads alike (a split's dataset reader), made once."""
@@ -170,11 +183,14 @@ class _Recorder:
         partition planned in a failed run and not materialized is what Dagster shows as failed (SQLite storage keeps
         no ASSET_FAILED_TO_MATERIALIZE events)."""
         run = self.context.run
-        for key in keys:
-            for asset in CHAIN:
-                event = DagsterEvent.build_asset_materialization_planned_event(
-                    run.job_name, "evaluate_partitions", AssetMaterializationPlannedData(AssetKey(asset), str(key)))
-                self.context.instance.report_dagster_event(event, run_id=self.context.run_id)
+        for chunk in batches(list(keys), PLANNED_PER_TRANSACTION):
+            with self.grouped():
+                for key in chunk:
+                    for asset in CHAIN:
+                        event = DagsterEvent.build_asset_materialization_planned_event(
+                            run.job_name, "evaluate_partitions",
+                            AssetMaterializationPlannedData(AssetKey(asset), str(key)))
+                        self.context.instance.report_dagster_event(event, run_id=self.context.run_id)
 
     def failed(self, assets: list[str], key: MultiPartitionKey, error: str) -> None:
         with self.lock:
@@ -246,8 +262,6 @@ def run_partition(context: OpExecutionContext, key: MultiPartitionKey, rec: _Rec
                 rec.checked("rollouts", key, error_rate_check(_PartitionView(context, key), res["eval_config"],
                                                               reader("rollouts")), "error_rate")
             if asset == "metrics":
-                from eval_assets.checks import _record_gates
-
                 view = _PartitionView(context, key, metrics_check_keys)
                 results = list(metrics_check(view, res["eval_config"], res["warehouse"], out.value,
                                              reader("prompts"), reader("judgements")))

@@ -378,17 +378,25 @@ def _might_redact(r: Any, df: pd.DataFrame, plain: tuple[str, ...], json_text: t
     import numpy as np
     import pyarrow as pa
 
+    from evalpipe.store.warehouse import ONE_SCAN_BYTES
+
     hit = np.zeros(len(df), dtype=bool)
     for names, as_json in ((plain, False), (json_text, True)):
+        columns = []
         for c in names:
             if c not in df.columns or not len(df) or df[c].dtype != object:
                 continue
             try:
-                cells = pa.array(df[c], type=pa.string(), from_pandas=True)
+                columns.append(pa.array(df[c], type=pa.string(), from_pandas=True))
             except (pa.ArrowInvalid, pa.ArrowTypeError):  # not all text (a file of another schema): walk its rows
                 hit |= df[c].notna().to_numpy()
-                continue
-            hit |= r.could_match_cells(cells, json_text=as_json)
+        if columns and sum(c.nbytes for c in columns) < ONE_SCAN_BYTES:
+            # [sweeps] the columns scanned as one array: one pattern compiled, not one per column
+            flags = r.could_match_cells(pa.concat_arrays(columns), json_text=as_json)
+            hit |= np.asarray(flags, dtype=bool).reshape(len(columns), len(df)).any(axis=0)
+        else:
+            for cells in columns:  # (large text: a column at a time, as one array's offsets can't pass 2 GB)
+                hit |= r.could_match_cells(cells, json_text=as_json)
     return hit
 
 
@@ -862,6 +870,8 @@ REVIEWS_FILE = "reviews.jsonl"
 def partition_reviews(wh: Any, split_key: str, model_key: str) -> list[dict[str, Any]]:
     """The `reviews` rows of a partition, whole history, oldest first: verdicts on its samples and pairwise
     preferences with this model on either side."""
+    if hasattr(wh, "may_have_rows") and not wh.may_have_rows("reviews"):  # [sweeps] none at all: no DuckDB query
+        return []
     df = wh.query("SELECT * FROM reviews WHERE benchmark_split = ? AND (model = ? OR model_b = ?) "
                   "ORDER BY created_at, review_id", [split_key, model_key, model_key])
     return [{k: (None if v is None or (isinstance(v, float) and v != v) else v) for k, v in row.items()}

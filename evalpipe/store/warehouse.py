@@ -275,6 +275,14 @@ class Warehouse:
                 out.append(f)
         return out
 
+    def may_have_rows(self, table: str) -> bool:
+        """False when a local table has no file its view reads but the zero-row schema placeholder (so a query
+        of it returns no rows, without DuckDB); True otherwise (on object storage: not listed, assumed)."""
+        if self.store:
+            return True
+        d = self.table_dir(table)
+        return any(f != d / SCHEMA_FILE for f in d.rglob(PART_FILE)) if d.is_dir() else False
+
     def partitions(self, table: str) -> list[dict[str, str]]:
         if self.store:
             return self.store.partitions(table)
@@ -426,6 +434,9 @@ class Warehouse:
 DEFAULT_BATCH_ROWS = 20_000  # rows per batch when the config has no `stream_batch_rows`
 
 
+ONE_SCAN_BYTES = 64 << 20  # text columns up to this size together are scanned for secrets as one array
+
+
 def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     """`redact.redact_frame`, the same cells masked, on a conformed batch: each text column (but those named in
     `keep`) is scanned once in C (`Redactor.could_match_cells`), and only the cells that could hold a secret go
@@ -435,10 +446,21 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     from evalpipe.core.redact import get_redactor
 
     r = get_redactor()
-    for i, field in enumerate(data.schema):
-        if not pa.types.is_string(field.type) or field.name in keep:
-            continue
-        flagged = np.flatnonzero(r.could_match_cells(data.column(i)))
+    texts = [i for i, field in enumerate(data.schema) if pa.types.is_string(field.type) and field.name not in keep]
+    if not texts:
+        return data
+    # [sweeps] the text columns scanned as one array: the scan's cost is mostly compiling its pattern, once per
+    # call (a partition of a few rows paid it once per column); a cell's flag does not depend on its neighbours
+    chunks = [c for i in texts for c in data.column(i).chunks]
+    if sum(c.nbytes for c in chunks) < ONE_SCAN_BYTES:
+        flags = r.could_match_cells(pa.concat_arrays(chunks) if chunks else pa.array([], type=pa.string()))
+        bounds = np.cumsum([0] + [len(data.column(i)) for i in texts])
+        column_flags = [flags[bounds[k]:bounds[k + 1]] for k in range(len(texts))]
+    else:  # (large text: a column at a time, as one array's offsets can't pass 2 GB)
+        column_flags = [r.could_match_cells(data.column(i)) for i in texts]
+    for k, i in enumerate(texts):
+        field = data.schema.field(i)
+        flagged = np.flatnonzero(column_flags[k])
         if not len(flagged):
             continue
         redact = r.for_field(field.name)  # model output: known secrets only; scored fields and ids: no PII masking
@@ -449,9 +471,20 @@ def redact_arrow(data: pa.Table, keep: Any = ()) -> pa.Table:
     return data
 
 
+def _same_bytes(new: Path, old: Path) -> bool:
+    """Whether the file `old` holds exactly the bytes of `new` (False when it is missing or can't be read)."""
+    import filecmp
+
+    try:
+        return os.path.getsize(new) == os.path.getsize(old) and filecmp.cmp(new, old, shallow=False)
+    except OSError:
+        return False
+
+
 class PartitionWriter:
     """One partition's next version, written batch by batch (each `write` appends a Parquet row group to a temp
-    file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one.
+    file); `close()` fsyncs it and renames it into place, so readers see the old partition or the whole new one
+    (a new version byte for byte the file already there leaves that file as it is).
     On object storage the temp file is local and `close()` uploads it as one object (an atomic PUT).
     Use it as a context manager: an exception inside the block discards the temp file (`abort()`)."""
 
@@ -514,6 +547,10 @@ class PartitionWriter:
             self._writer = None
             if self.wh.store:
                 self.path = self.wh.store.put(self.table, self._tmp, self.partition, self.schema)
+            elif _same_bytes(self._tmp, self.path):
+                # [sweeps] byte for byte the partition already there (a cached re-run): left as it is, no fsync or
+                # rename; readers, the rollups' change check (inode, mtime, size) and the views see no change
+                return self.path
             else:
                 with open(self._tmp, "rb") as fh:
                     os.fsync(fh.fileno())
@@ -554,6 +591,61 @@ class PartitionWriter:
             self.abort()
 
 
+SMALL_PARTITION_BYTES = 1 << 20  # partition files up to this size are held decoded for their next readers
+READ_CACHE_BYTES = 64 << 20  # at most this much decoded data held per process (least recently used goes first)
+
+
+class _Decoded:
+    """[sweeps] Small partition files as pyarrow decoded them, for the next reader of the same file: a cached
+    partition's prompts, rollouts and judgements are each read by several stages, its checks and its run folder.
+    Keyed by the file's path, inode, mtime and size: a new version (written by rename, docs/scale.md) is another
+    key; a version written with the same bytes is left in place (PartitionWriter.close) and keeps its key. Arrow
+    data is immutable, so readers share it; each gets its own DataFrame."""
+
+    def __init__(self, limit: int):
+        self.limit, self.size = limit, 0
+        self.lock = threading.Lock()
+        self.items: dict[tuple, dict[Any, Any]] = {}  # (insertion order = least recently used first)
+
+    def entry(self, path: Any) -> dict[Any, Any] | None:
+        """The cache entry of a local partition file small enough to hold (a dict: "meta", ("batches", n),
+        "table"), else None."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if st.st_size > SMALL_PARTITION_BYTES:
+            return None
+        key = (str(path), st.st_ino, st.st_mtime_ns, st.st_size)
+        with self.lock:
+            got = self.items.pop(key, None)
+            if got is None:
+                got = {"_bytes": 0, "_key": key}
+            self.items[key] = got
+            return got
+
+    def any_batches(self, entry: dict[Any, Any]) -> list | None:
+        """Some non-empty list of the file's batches already held, or None."""
+        with self.lock:
+            return next((v for k, v in entry.items() if isinstance(k, tuple) and v), None)
+
+    def put(self, entry: dict[Any, Any], name: Any, value: Any, nbytes: int) -> Any:
+        with self.lock:
+            if name not in entry:
+                entry[name] = value
+                if self.items.get(entry["_key"]) is entry:  # (an entry let go meanwhile lives on with its reader)
+                    entry["_bytes"] += nbytes
+                    self.size += nbytes
+            while self.size > self.limit and self.items:
+                _, old = next(iter(self.items.items()))
+                self.items.pop(next(iter(self.items)))
+                self.size -= old["_bytes"]
+            return entry[name]
+
+
+_decoded = _Decoded(READ_CACHE_BYTES)
+
+
 class PartitionReader:
     """One partition read lazily: `batches()` yields DataFrames of at most `batch_rows` rows of the columns asked
     for (pyarrow `iter_batches`), so a stage holds one batch at a time. The file's footer is read on creation:
@@ -566,9 +658,15 @@ class PartitionReader:
             where = ", ".join(f"{k}={v}" for k, v in partition.items())
             raise WarehouseError(f"no {table} for partition {where} in {wh.store.uri if wh.store else wh.root}; "
                                  "materialize it first")
-        with self._open() as pf:
-            self.num_rows = pf.metadata.num_rows
-            self.columns = list(pf.schema_arrow.names)
+        self._held = None if wh.store else _decoded.entry(self.path)  # a small local file: decoded once
+        meta = self._held.get("meta") if self._held is not None else None
+        if meta is None:
+            with self._open() as pf:
+                meta = (pf.metadata.num_rows, list(pf.schema_arrow.names), pf.schema_arrow)
+            if self._held is not None:  # (its size: about what the schema and names take, so that a process
+                # that opens many files and reads few still holds a bounded number of them)
+                _decoded.put(self._held, "meta", meta, 1024 + 64 * len(meta[1]))
+        self.num_rows, self.columns, self._schema = meta[0], list(meta[1]), meta[2]
 
     @contextmanager
     def _open(self) -> Iterator[pq.ParquetFile]:
@@ -603,6 +701,17 @@ class PartitionReader:
         want = list(columns) if columns is not None else self.columns
         have = [c for c in want if c in self.columns]
         n = max(1, int(batch_rows or DEFAULT_BATCH_ROWS))
+        if self._held is not None:  # the file's batches as its reader cuts them, every column, decoded once
+            held = self._held.get(("batches", n))
+            if held is None:
+                with self._open() as pf:
+                    held = list(pf.iter_batches(batch_size=n, use_threads=False))
+                held = _decoded.put(self._held, ("batches", n), held, sum(b.nbytes for b in held))
+            for batch in held:
+                yield self._frame(batch.select(have).to_pandas(), want)
+            if not held:
+                yield self._frame(self._schema.empty_table().select(have).to_pandas(), want)
+            return
         with self._open() as pf:
             empty = True
             for batch in pf.iter_batches(batch_size=n, columns=have, use_threads=False):
@@ -614,8 +723,21 @@ class PartitionReader:
     def to_pandas(self, columns: list[str] | None = None) -> pd.DataFrame:
         """The whole partition (or some of its columns) as one DataFrame: for small partitions and tests."""
         want = list(columns) if columns is not None else self.columns
+        have = [c for c in want if c in self.columns]
+        if self._held is not None:
+            table = self._held.get("table")
+            if table is None:
+                cut = _decoded.any_batches(self._held)
+                if cut is not None:  # the batches already held, as one table (the same rows and values)
+                    table = pa.Table.from_batches(cut)
+                    table = _decoded.put(self._held, "table", table, 0)
+                else:
+                    with self._open() as pf:
+                        table = pf.read(use_threads=False)
+                    table = _decoded.put(self._held, "table", table, table.nbytes)
+            return self._frame(table.select(have).to_pandas(), want)
         with self._open() as pf:
-            df = pf.read(columns=[c for c in want if c in self.columns], use_threads=False).to_pandas()
+            df = pf.read(columns=have, use_threads=False).to_pandas()
         return self._frame(df, want)
 
     def select(self, keep: Any, batch_rows: int | None = None, columns: list[str] | None = None) -> pd.DataFrame:
