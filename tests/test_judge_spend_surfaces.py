@@ -126,3 +126,37 @@ def test_web_viewer_shows_judge_cost_beside_rollout_cost(run):
     sid = warehouse().query("SELECT sample_id FROM judgements WHERE metric = 'llm_judge' LIMIT 1")["sample_id"][0]
     sample = client.get("/sample", params={"split": SPLIT, "model": MODEL, "id": sid})
     assert sample.status_code == 200 and "judge llm_judge: calls" in sample.text
+
+
+def test_the_spend_lines_of_many_partitions_come_from_one_query():
+    """`evalpipe run` prints a spend line per partition; a sweep reads them all in one query, each line its own
+    partition's (a pair outside the ones asked for, made by crossing splits and models, is left out)."""
+    import duckdb
+    import pandas as pd
+
+    from evalpipe.cli.view import partitions_spend
+
+    rows = []
+    for split, model, tokens, cost in [("a/x", "m1", 10, 0.5), ("b/y", "m2", 20, 0.25), ("a/x", "m2", 99, 9.0)]:
+        rows += [{"benchmark_split": split, "model": model, "metric": "input_tokens_total", "slice": "usage",
+                  "value": float(tokens)},
+                 {"benchmark_split": split, "model": model, "metric": "output_tokens_total", "slice": "usage",
+                  "value": 1.0},
+                 {"benchmark_split": split, "model": model, "metric": "cost_usd_total", "slice": "usage",
+                  "value": cost},
+                 {"benchmark_split": split, "model": model, "metric": "exact_match", "slice": "all", "value": 1.0}]
+    metrics = pd.DataFrame(rows)
+
+    class Source:
+        queries = 0
+
+        def query(self, sql, params):
+            Source.queries += 1
+            con = duckdb.connect()
+            con.register("metrics", metrics)
+            return con.execute(sql, params).df()
+
+    got = partitions_spend(Source(), [("a/x", "m1"), ("b/y", "m2"), ("c/z", "m3")])
+    assert Source.queries == 1
+    assert got == {("a/x", "m1"): "spend: rollouts 10 input / 1 output tokens, $0.5",
+                   ("b/y", "m2"): "spend: rollouts 20 input / 1 output tokens, $0.25"}

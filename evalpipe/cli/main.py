@@ -258,10 +258,12 @@ def run(ctx: click.Context, benchmarks: tuple[str, ...], splits: tuple[str, ...]
     import pandas as pd
 
     _out(_table(pd.DataFrame(rows)))
-    from evalpipe.cli.view import leaderboard_frame, leaderboard_table, partition_spend
+    from evalpipe.cli.view import leaderboard_frame, leaderboard_table, partitions_spend
 
-    for p in result.partitions:  # [spend] the rollouts' tokens and cost, the judges' beside them
-        spend = partition_spend(wh, p.benchmark_split, p.model) if p.success else None
+    # [spend] the rollouts' tokens and cost, the judges' beside them
+    spends = partitions_spend(wh, [(p.benchmark_split, p.model) for p in result.partitions if p.success])
+    for p in result.partitions:
+        spend = spends.get((p.benchmark_split, p.model)) if p.success else None
         if spend:
             _out(f"{p.benchmark_split} x {p.model} {spend}")
 

@@ -345,22 +345,37 @@ def rebuilt_summary(rf) -> dict[str, Any]:
 def partition_spend(source, split: str, model: str) -> str | None:
     """[spend] One line for a partition: the rollouts' tokens and cost and the judges' beside them, from its
     metrics rows (slice `usage`); None when it has none."""
+    return partitions_spend(source, [(split, model)]).get((split, model))
+
+
+def partitions_spend(source, pairs: list[tuple[str, str]]) -> dict[tuple[str, str], str]:
+    """[spend] `partition_spend`'s line for each (split, model) pair that has usage rows, read in one query (a sweep
+    of hundreds of partitions paid one query per partition)."""
     from evalpipe.store.artifacts import judge_usage, spend_text
 
-    rows = source.query("SELECT metric, slice, value FROM metrics WHERE benchmark_split = ? AND model = ? "
-                        "AND slice = 'usage'", [split, model])
-    if not len(rows):
-        return None
-    got = dict(zip(rows["metric"], rows["value"]))
+    if not pairs:
+        return {}
+    wanted = set(pairs)
+    splits = sorted({s for s, _ in wanted})
+    models = sorted({m for _, m in wanted})
+    rows = source.query("SELECT benchmark_split, model, metric, slice, value FROM metrics WHERE slice = 'usage' "
+                        f"AND benchmark_split IN ({', '.join('?' * len(splits))}) "
+                        f"AND model IN ({', '.join('?' * len(models))})", [*splits, *models])
+    out: dict[tuple[str, str], str] = {}
+    for key, group in rows.groupby(["benchmark_split", "model"], sort=False):
+        if key not in wanted:
+            continue
+        got = dict(zip(group["metric"], group["value"]))
 
-    def whole(metric: str) -> int:
-        v = got.get(metric)
-        return int(v) if v is not None and v == v else 0
+        def whole(metric: str) -> int:
+            v = got.get(metric)
+            return int(v) if v is not None and v == v else 0
 
-    cost = got.get("cost_usd_total")
-    counts = {"input_tokens": whole("input_tokens_total"), "output_tokens": whole("output_tokens_total"),
-              "cost_usd": round(float(cost), 6) if cost is not None and cost == cost else 0.0}
-    return "spend: " + spend_text(counts, judge_usage(rows))
+        cost = got.get("cost_usd_total")
+        counts = {"input_tokens": whole("input_tokens_total"), "output_tokens": whole("output_tokens_total"),
+                  "cost_usd": round(float(cost), 6) if cost is not None and cost == cost else 0.0}
+        out[key] = "spend: " + spend_text(counts, judge_usage(group[["metric", "slice", "value"]]))
+    return out
 
 
 def sample_judge_usage(details: Any) -> str | None:
