@@ -222,3 +222,29 @@ def test_rpm_limit_paces_requests(mock):
     assert limiter_runs[0] >= 0.25
     rows = run(model(mock), reqs("a", "b", "c"), RunSettings(concurrency=3, rpm=6000, tpm=100000))
     assert all(r["status"] == "ok" for r in rows)
+
+
+def test_the_hf_folder_is_made_under_this_home_when_the_model_was_loaded_under_another(tmp_path, monkeypatch):
+    """A process that loaded a GGUF model while DAGSTER_HOME named another folder (an earlier run or test) still
+    gets the converted folder under the current home (CI failed 3 perplexity tests: 'could not save the converted
+    ...' because `load` returned the model it held without saving it)."""
+    import json
+    import types
+
+    from evalpipe.runners import local
+
+    gguf = tmp_path / "tiny.gguf"
+    gguf.write_bytes(b"GGUF")
+
+    class Saved:
+        def __init__(self):
+            self.config = types.SimpleNamespace()
+            self.hf_quantizer = object()
+
+        def save_pretrained(self, folder):
+            (__import__('pathlib').Path(folder) / "config.json").write_text(json.dumps({"model_type": "tiny"}))
+
+    monkeypatch.setitem(local._LOADED, str(gguf), (Saved(), Saved()))  # loaded earlier, under another home
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "home"))
+    folder = local.hf_folder(gguf)
+    assert folder.parent == tmp_path / "home" / "model_cache" and (folder / "config.json").exists()

@@ -120,9 +120,14 @@ def hf_folder(checkpoint: Path) -> Path:
         return checkpoint
     cache = _cache_dir(checkpoint)
     if not (cache / "config.json").exists():
-        load(checkpoint)
-        with _LOCK:  # the CPU copy was only needed for the conversion
-            _LOADED.pop(str(checkpoint), None)
+        held = str(checkpoint) in _LOADED
+        model, tok = load(checkpoint)
+        if held and not (cache / "config.json").exists():  # loaded under another DAGSTER_HOME: save it under this one
+            with _LOCK:
+                _save_converted(model, tok, cache)
+        else:
+            with _LOCK:  # the CPU copy was only needed for the conversion
+                _LOADED.pop(str(checkpoint), None)
     if not (cache / "config.json").exists():
         raise ConfigError(f"could not save the converted {checkpoint.name} under {cache.parent}; "
                           "check that DAGSTER_HOME is writable")
