@@ -33,6 +33,7 @@ from benchmarks.bench_ui import (CHAIN, DagsterDev, launch_backfill, make_home, 
 from benchmarks.common import check_repeat, load, machine, median_row, rounds, target_line, write_json  # noqa: E402
 
 TARGETS = {"ui_over_cli": 1.3, "per_partition_s": 0.1, "throughput": 0.8}
+WHERE = {"cli": "CLI", "ui": "UI backfill"}
 LARGE = 400  # partitions from which --large-repeat rounds apply
 
 
@@ -196,6 +197,49 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def report(orch: dict, tp: dict | None, shape: str, latency: float, concurrency: int) -> tuple[list[str], list[str]]:
+    """(markdown lines, target lines) of the figures: the wall per size, then one table of each figure beside its
+    target (also what `--render JSON` prints again from a saved run)."""
+    orch = {int(k): v for k, v in orch.items()}
+    sizes = sorted(orch)
+    small, big = sizes[0], sizes[-1]
+    lines = ["| partitions | CLI s | UI s | UI / CLI | target |", "|---|---|---|---|---|"]
+    targets: list[str] = []
+    for n in sizes:
+        u = orch[n].get("ui", float("nan"))
+        goal = f"<= {TARGETS['ui_over_cli']}x" if n >= 40 and "ui" in orch[n] else ""
+        lines.append(f"| {n} | {orch[n]['cli']:.1f} | {u:.1f} | {u / orch[n]['cli']:.2f}x | {goal} |")
+        if goal:
+            targets.append(target_line(f"sweep, UI backfill / CLI, {n} cached partitions", u / orch[n]["cli"], "CLI",
+                                       TARGETS["ui_over_cli"]))
+    rows = ["", "| figure | CLI | UI | target |", "|---|---|---|---|"]
+    slopes = {path: (orch[big][path] - orch[small][path]) / (big - small)
+              for path in ("cli", "ui") if big > small and path in orch[big]}
+    if slopes:
+        goal = TARGETS["per_partition_s"]
+        verdict = "met" if all(v <= goal for v in slopes.values()) else "**not met**"
+        rows.append(f"| orchestration per extra cached partition ({small} -> {big}) | "
+                    + " | ".join(f"{slopes[p]:.3f} s" if p in slopes else "-" for p in ("cli", "ui"))
+                    + f" | <= {goal} s: {verdict} |")
+        for path, slope in slopes.items():
+            targets.append(f"- sweep, orchestration per extra cached partition, {WHERE[path]}: {slope:.3f} s (target <= "
+                           f"{goal} s): {'met' if slope <= goal else 'not met'}")
+    if tp:
+        m, n = (int(x) for x in shape.lower().split("x"))
+        cell = {p: f"{g['ratio']:.2f} ({g['in_flight']:.0f} in flight on average)" for p, g in tp.items()}
+        rows.append(f"| {m} models x {n} samples, {latency:g} s latency, {concurrency} in flight each "
+                    f"({m * concurrency} allowed): ideal / the endpoint's busy window | "
+                    + " | ".join(cell.get(p, "-") for p in ("cli", "ui")) + f" | >= {TARGETS['throughput']} |")
+        rows.append("| the same, ideal / the whole cold wall (fixed costs included) | "
+                    + " | ".join(f"{tp[p]['raw_ratio']:.2f}" if p in tp else "-" for p in ("cli", "ui")) + " | |")
+        for path, got in tp.items():
+            targets.append(target_line(f"sweep throughput, {WHERE[path]}, ideal / endpoint busy window (fixed costs out)",
+                                       got["ratio"], "ideal", TARGETS["throughput"], higher_is_better=True))
+    if len(rows) > 3:
+        lines += rows
+    return lines, targets
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="2,40,400")
@@ -207,43 +251,31 @@ def main(argv: list[str] | None = None) -> int:
                     help=f"rounds at {LARGE} partitions or more (default 1: each round costs minutes)")
     ap.add_argument("--no-ui", action="store_true")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--render", type=Path, help="print the tables of a saved --json again; measure nothing")
     args = ap.parse_args(argv)
+    if args.render:
+        saved = json.loads(args.render.read_text())
+        lines, targets = report(saved["orchestration"], saved.get("throughput"), args.throughput, args.latency,
+                                args.concurrency)
+        print("\n".join(lines) + "\n" + "\n".join(targets))
+        return 0
     check_repeat(args.repeat)
     sizes = sorted(int(s) for s in args.sizes.split(","))
     orch = orchestration(sizes, args.repeat, not args.no_ui, args.large_repeat)
-    small, big = sizes[0], sizes[-1]
-    lines, targets = ["| partitions | CLI s | UI s | UI / CLI |", "|---|---|---|---|"], []
-    for n in sizes:
-        u = orch[n].get("ui", float("nan"))
-        lines.append(f"| {n} | {orch[n]['cli']:.1f} | {u:.1f} | {u / orch[n]['cli']:.2f}x |")
-        if n >= 40 and "ui" in orch[n]:
-            targets.append(target_line(f"UI / CLI, {n} cached partitions", u / orch[n]["cli"], "CLI",
-                                       TARGETS["ui_over_cli"]))
-    for path in ("cli", "ui"):
-        if big > small and path in orch[big]:
-            slope = (orch[big][path] - orch[small][path]) / (big - small)
-            lines.append(f"\n{path}: {slope:.3f} s per extra cached partition ({small} -> {big})")
-            targets.append(f"- {path} s per extra cached partition: {slope:.3f} (target <= "
-                           f"{TARGETS['per_partition_s']}): {'met' if slope <= TARGETS['per_partition_s'] else 'not met'}")
     tp = None
     if args.throughput != "0":
         m, n = (int(x) for x in args.throughput.lower().split("x"))
         tp = throughput(m, n, args.latency, args.concurrency, args.repeat, not args.no_ui)
-        for path, got in tp.items():
-            lines.append(f"\nthroughput {path}, {m} models x {n} samples, {args.latency:g} s latency, concurrency "
-                         f"{args.concurrency} each ({m * args.concurrency} in flight allowed): ideal "
-                         f"{got['ideal_s']:.1f} s; the endpoint busy {got['window_s']:.1f} s (first request to "
-                         f"last reply), {got['in_flight']:.0f} in flight on average: ideal / busy "
-                         f"{got['ratio']:.2f}; the whole cold wall {got['cold_s']:.1f} s: ideal / wall "
-                         f"{got['raw_ratio']:.2f}")
-            targets.append(target_line(f"throughput {path}, ideal / endpoint busy window (fixed costs out)",
-                                       got["ratio"], "ideal", TARGETS["throughput"], higher_is_better=True))
+    lines, targets = report(orch, tp, args.throughput, args.latency, args.concurrency)
     large = [n for n in sizes if n >= LARGE]
     rounds_note = f"medians of {args.repeat} rounds" + (
         f" ({', '.join(map(str, large))} partitions: {args.large_repeat} round(s))"
         if large and args.large_repeat and args.large_repeat != args.repeat else "")
-    markdown = "\n".join(lines) + f"\n\n{machine()}; {rounds_note}; load average {load()} at the end"
-    print(markdown + "\n" + "\n".join(targets))
+    markdown = ("Sweeps, cached partitions (5 splits x N echo models, 5 samples each), `evalpipe run` against a UI "
+                "backfill on a webserver and daemon as `make dev` starts them (bench_sweep.py)\n\n"
+                + "\n".join(lines) + f"\n\n{machine()}; {rounds_note}; load average {load()} at the end\n\n"
+                + "\n".join(targets))
+    print(markdown)
     write_json(args.json, "sweep", markdown, targets, orchestration=orch, throughput=tp)
     return 0
 

@@ -26,7 +26,8 @@ README = ROOT / "README.md"
 SPEED = ROOT / "docs" / "speed.md"
 GENERATED = ("rollouts", "light_run", "tools", "sandbox", "local_batch", "scale", "sweep")  # docs/speed.md: each table
 # README's Speed summary: which of a benchmark's target lines (by position) it shows as headlines
-HEADLINE: dict[str, tuple[int, ...]] = {"light_run": (0, 1), "rollouts": (0,), "sandbox": (0,), "local_batch": (0,)}
+HEADLINE: dict[str, tuple[int, ...]] = {"light_run": (0, 1), "rollouts": (0,), "sandbox": (0,), "local_batch": (0,),
+                                         "sweep": (1, 2, 3, 5)}
 OTHERS: tuple[str, ...] = ()
 # arguments a benchmark gets under `make bench` before the common ones (a later --repeat overrides its own)
 ARGS = {"scale": ["--sizes", "10000", "--modes", "cold,warm", "--repeat", "3"]}
