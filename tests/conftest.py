@@ -25,6 +25,7 @@ import signal  # noqa: E402
 
 if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+_SIGTERM_AT_START = signal.getsignal(signal.SIGTERM)
 
 
 @pytest.fixture(autouse=True)
@@ -116,6 +117,12 @@ def _sigterm_not_left_ignored(request):
     if signal.getsignal(signal.SIGTERM) == signal.SIG_IGN or _sigterm_ignored_by_the_os():
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         print(f"\n{request.node.nodeid} left SIGTERM ignored; put back to the default", file=sys.__stderr__,
+              flush=True)
+    elif signal.getsignal(signal.SIGTERM) != _SIGTERM_AT_START and _SIGTERM_AT_START is not None:
+        # a Python handler left behind that doesn't end the process: a child forked later (a multiprocessing pool)
+        # inherits it and never stops on the SIGTERM its pool sends it (CI hung in test_ratelimit's pool)
+        signal.signal(signal.SIGTERM, _SIGTERM_AT_START)
+        print(f"\n{request.node.nodeid} left a SIGTERM handler; put back the worker's own", file=sys.__stderr__,
               flush=True)
 
 

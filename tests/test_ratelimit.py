@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import sys
+import signal
 import time
 import urllib.request
 from pathlib import Path
@@ -106,7 +107,9 @@ def test_processes_opening_a_new_store_at_once_all_get_their_booking(tmp_path):
     there); 6 processes x 40 fresh files failed ~5% of their first bookings before the set-up was retried."""
     import multiprocessing
 
-    with multiprocessing.get_context("fork").Pool(6) as pool:
+    # each worker stops on SIGTERM whatever handler the test process holds (the pool's exit sends SIGTERM)
+    with multiprocessing.get_context("fork").Pool(6, initializer=signal.signal,
+                                                 initargs=(signal.SIGTERM, signal.SIG_DFL)) as pool:
         for trial in range(40):
             path, start_at = str(tmp_path / f"rl-{trial}.sqlite"), time.time() + 0.05
             for booking in [pool.apply_async(_first_booking, (path, start_at)) for _ in range(6)]:
