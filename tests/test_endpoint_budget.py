@@ -41,17 +41,23 @@ def test_two_partitions_of_two_models_share_the_endpoint_budget(home, tmp_path):
     assert max_in_window(times, WINDOW) == 4  # never more than the endpoint takes, and the budget used whole
 
 
-def test_two_processes_share_the_endpoint_budget_and_each_model_its_own(home, tmp_path):
-    """Two `evalpipe run` processes, one model each, on one endpoint that takes 4; model m0 alone takes 1."""
+def _two_processes_on_an_endpoint_of_4(home, tmp_path, store_line: str = "") -> None:
+    """Two `evalpipe run` processes (models m0, m1; 8 in flight allowed each) on one endpoint that takes 4, m0 alone
+    1 (`store_line`: where the budgets are kept): the server saw 16 requests, never more than 4 at once, and 4."""
     with mock_server_process(latency=LATENCY) as port:
         cfg = _config(tmp_path, port, 2, f"    http://127.0.0.1:{port}/v1: {{max_in_flight: 4}}\n"
-                                         "    m0: {max_in_flight: 1}\n")
+                                         "    m0: {max_in_flight: 1}\n" + store_line)
         env = {**os.environ, "EVALS_CONFIG": cfg, "DAGSTER_HOME": str(home)}
         run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--concurrency", "8",
                              "--benchmark-option", "limit=8"] for i in range(2)])
         times = _times(port)
     assert len(times) == 16
     assert max_in_window(times, WINDOW) == 4
+
+
+def test_two_processes_share_the_endpoint_budget_and_each_model_its_own(home, tmp_path):
+    """Two `evalpipe run` processes, one model each, on one endpoint that takes 4; model m0 alone takes 1."""
+    _two_processes_on_an_endpoint_of_4(home, tmp_path)
 
 
 def test_a_budget_is_taken_back_from_a_process_that_died(tmp_path):
@@ -140,15 +146,7 @@ def test_two_processes_share_the_endpoint_budget_on_a_remote_store(remote_store_
     """Two `evalpipe run` processes, one model each (8 in flight allowed each), on one endpoint that takes 4 (model
     m0 alone 1: its slot first, then the endpoint's), the budgets kept in Redis or Postgres (as on celery workers of
     several machines): never more than 4, and 4 reached."""
-    with mock_server_process(latency=LATENCY) as port:
-        cfg = _config(tmp_path, port, 2, f"    http://127.0.0.1:{port}/v1: {{max_in_flight: 4}}\n"
-                      f"    m0: {{max_in_flight: 1}}\n  store: {remote_store_url}\n")
-        env = {**os.environ, "EVALS_CONFIG": cfg, "DAGSTER_HOME": str(home)}
-        run_processes(env, [["run", "--model", f"m{i}", "--no-progress", "--concurrency", "8",
-                             "--benchmark-option", "limit=8"] for i in range(2)])
-        times = _times(port)
-    assert len(times) == 16
-    assert max_in_window(times, WINDOW) == 4
+    _two_processes_on_an_endpoint_of_4(home, tmp_path, f"  store: {remote_store_url}\n")
 
 
 def _remote(url: str, lease_s: float):

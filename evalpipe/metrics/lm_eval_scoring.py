@@ -27,17 +27,24 @@ LOGLIKELIHOOD_TYPES = ("loglikelihood", "multiple_choice", "loglikelihood_rollin
 DEFAULT_FEWSHOT_SEED = 1234  # lm_eval.simple_evaluate's fewshot_random_seed
 
 
-@functools.lru_cache(maxsize=16)
-def load_task(task: str, include_path: str | None = None) -> Any:
-    """lm-eval's own task object for `task` (its YAML under `include_path` or lm-eval's bundled tasks), loaded once
-    per process. Its data is read by Hugging Face datasets: local files, the cache, or the Hub when online."""
+def _task_manager(include_path: str | None) -> Any:
+    """lm-eval's TaskManager over `include_path` (or lm-eval's bundled tasks), lm-eval's absence one line."""
     try:
-        from lm_eval.tasks import TaskManager, get_task_dict
+        from lm_eval.tasks import TaskManager
     except ImportError:
         raise ConfigError("adapter lm_eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
     if include_path is not None and not os.path.isdir(include_path):
         raise ConfigError(f"lm_eval include_path {include_path} is not a folder; give the folder of your task YAMLs")
-    manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
+    return TaskManager(include_path=include_path, include_defaults=include_path is None)
+
+
+@functools.lru_cache(maxsize=16)
+def load_task(task: str, include_path: str | None = None) -> Any:
+    """lm-eval's own task object for `task` (its YAML under `include_path` or lm-eval's bundled tasks), loaded once
+    per process. Its data is read by Hugging Face datasets: local files, the cache, or the Hub when online."""
+    from lm_eval.tasks import get_task_dict
+
+    manager = _task_manager(include_path)
     if task not in manager.all_tasks:
         where = f"under {include_path}" if include_path else "among lm-eval's tasks"
         raise ConfigError(f"lm_eval task {task!r} not found {where}; check `task:` (or set include_path)")
@@ -69,13 +76,9 @@ def task_names(value: Any) -> tuple[str, ...]:
 def load_tasks(names: tuple[str, ...], include_path: str | None = None) -> tuple[dict[str, Any], list[Any]]:
     """lm-eval task names (tasks or groups, as `lm_eval --tasks` takes them) resolved by lm-eval's TaskManager:
     ({leaf task name: task object}, [lm-eval Group objects, outermost first])."""
-    try:
-        from lm_eval.tasks import TaskManager, get_task_dict
-    except ImportError:
-        raise ConfigError("adapter lm_eval needs lm-eval: pip install 'evalpipe[interop]' (lm-eval==0.4.13)") from None
-    if include_path is not None and not os.path.isdir(include_path):
-        raise ConfigError(f"lm_eval include_path {include_path} is not a folder; give the folder of your task YAMLs")
-    manager = TaskManager(include_path=include_path, include_defaults=include_path is None)
+    from lm_eval.tasks import get_task_dict
+
+    manager = _task_manager(include_path)
     missing = [n for n in names if n not in manager.all_tasks]
     if missing or not names:
         where = f"under {include_path}" if include_path else "among lm-eval's tasks"
