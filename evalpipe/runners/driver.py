@@ -323,24 +323,29 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         flush_at.clear()
         journal.flush()
 
-    async def worker() -> None:
+    def keep(i: int, row: dict[str, Any]) -> dict[str, Any]:
+        """A model's answer to request i: redacted, journaled when ok (committed later), counted."""
         nonlocal finished, failed
+        # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
+        # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
+        if not _plain_row(row, redactor):
+            row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                   for k, v in row.items()}
+        if row["status"] == "ok" and journal is not None:
+            journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
+        row["cached"] = False
+        results[i] = row
+        finished += 1
+        failed += row["status"] != "ok"
+        return row
+
+    async def worker() -> None:
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight, budget)
-            # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
-            # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
-            if not _plain_row(row, redactor):
-                row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
-                       for k, v in row.items()}
-            if row["status"] == "ok" and journal is not None:
-                journal.record(req.fingerprint, req.sample_id, row, commit=False)
-                if not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
-                    flush_at.append(loop.call_later(FLUSH_S, flush))
-            row["cached"] = False
-            results[i] = row
-            finished += 1
-            failed += row["status"] != "ok"
+            row = keep(i, await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight,
+                                        budget))
+            if journal is not None and not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
+                flush_at.append(loop.call_later(FLUSH_S, flush))
             if progress:
                 progress(finished, total, failed)
             if row["status"] != "ok" and settings.fail_fast:
@@ -353,15 +358,7 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
                 # [spend] the provider's batch API: one batch for the partition's requests, its id journaled
                 rows = await run_batch(runner, [requests[i] for i in todo], journal, budget)
                 for i, row in zip(todo, rows):
-                    if not _plain_row(row, redactor):
-                        row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
-                               for k, v in row.items()}
-                    if row["status"] == "ok" and journal is not None:
-                        journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
-                    row["cached"] = False
-                    results[i] = row
-                    finished += 1
-                    failed += row["status"] != "ok"
+                    keep(i, row)
                 if progress:
                     progress(finished, total, failed)
                 todo = []
