@@ -409,7 +409,9 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
     - the unpartitioned `leaderboard` rides in the run of the last chain when there is only one (split, model).
     So a re-run of one partition is one Dagster run, and a first run two.
     Up to `concurrent_partitions(cfg, max_concurrent)` runs go at once (threads: model calls and a local model
-    overlap); a split's chains start as soon as its dataset is loaded. Failures are collected, not raised.
+    overlap); a split's chains start as soon as its dataset is loaded. More than one chain: batches of partitions,
+    one Dagster run each, in `sweep_processes` worker processes when there are several batches and the project
+    can be loaded again there (eval_assets/sweep_workers.py). Failures are collected, not raised.
     `on_progress(done, total, label)` is called when a run starts (done = runs finished so far) and at the end;
     `on_sample(split, model, done, total)` as each sample of a partition's rollouts finishes. Callbacks may come
     from worker threads, one at a time. Results are in (split, model) order whatever the finishing order.
