@@ -35,6 +35,7 @@ from dagster._core.events import AssetFailedToMaterializeData, AssetMaterializat
 from pydantic import Field
 
 from evalpipe.core.schema import ASSET_TABLES
+from evalpipe.core.turns import Turns
 from eval_assets.assets import RANGED_RUNS
 from eval_assets.sweep_settings import DEFAULT_BATCH_PARTITIONS, batch_concurrency, batch_size  # noqa: F401
 from partitions import BENCHMARK_SPLIT, MODEL, partition_dims
@@ -50,6 +51,9 @@ OBSERVED = {"metric_settings"}  # observable source assets: their input tags com
 CHAIN = list(DEPS)
 PLANNED_PER_TRANSACTION = 64  # partitions whose planned events are written in one transaction (a short one)
 READS = {a: [d for d in deps if d not in OBSERVED] for a, deps in DEPS.items()}  # the asset bodies' inputs
+# partitions of a batch computing at once (the others wait for their model calls or for a turn): one interpreter
+# computes one thread at a time whatever the threads (core/turns.py)
+COMPUTING_PARTITIONS = 1
 
 
 def batches(keys: list, size: int) -> list[list]:
@@ -309,9 +313,13 @@ def evaluate_keys(context: Any, keys: list, res: dict[str, Any], max_concurrent:
         rec.planned(keys)
     checks = _checks(project)
     workers = min(len(keys) or 1, batch_concurrency(cfg, max_concurrent))
+    turns = Turns(COMPUTING_PARTITIONS)
+
+    def one(key: MultiPartitionKey) -> str | None:
+        with turns.turn():  # computes only in its turn; gives it up while its model calls are out (core/turns.py)
+            return run_partition(context, key, rec, graph, checks, res)
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-partition") as pool:
-        errors = dict(zip(map(str, keys), pool.map(lambda k: run_partition(context, k, rec, graph, checks, res),
-                                                   keys)))
+        errors = dict(zip(map(str, keys), pool.map(one, keys)))
     failed = {k: e for k, e in errors.items() if e}
     if failed:
         from evalpipe.pipeline.tracking import log_failed_keys  # [interop] each as a FAILED MLflow run (`mlflow:`)

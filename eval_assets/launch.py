@@ -20,6 +20,8 @@ from evalpipe.core.redact import install_log_redaction
 from evalpipe.project import Project
 from eval_assets.assets import eval_assets, record_metric_settings
 from eval_assets.batch import batch_run_config, batch_size, batches, evaluate_batch_job
+from eval_assets.sweep_settings import sweep_processes
+from eval_assets.sweep_workers import even_batches, worker_spec
 from partitions import BENCHMARK_SPLIT, MODEL, eval_key, partition_dims
 from resources import EvalConfigResource, project_resources
 
@@ -224,6 +226,26 @@ def batch_outcome(instance: DagsterInstance, run_id: str) -> dict[str, str]:
     return out
 
 
+def batch_in_worker(spec: Any, keys: list[str]) -> tuple[str, bool, str]:
+    """[sweeps] In a worker process of `evaluate` (eval_assets/sweep_workers.py): one batch run of the caller's
+    project; (run id, success, the first error when the run failed)."""
+    from eval_assets.batch import parse_key
+    from eval_assets.sweep_workers import sample_listener, worker_project, worker_resources
+
+    project = worker_project(spec)
+    mks = [parse_key(k) for k in keys]
+    for key in mks:
+        listener = sample_listener(key)
+        if listener is not None:
+            sample_progress.listen(key, listener)
+    try:
+        r = run_batch(mks, get_instance(project), worker_resources(spec), spec.tags, project, spec.max_concurrent)
+    finally:
+        for key in mks:
+            sample_progress.unlisten(key)
+    return r.run_id, bool(r.success), "" if r.success else _first_error(r, project.home)
+
+
 @contextmanager
 def _sigterm_kept() -> Iterator[None]:
     """Give SIGTERM its handler back after a run on the main thread. Dagster's interrupt handling
@@ -387,7 +409,9 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
     - the unpartitioned `leaderboard` rides in the run of the last chain when there is only one (split, model).
     So a re-run of one partition is one Dagster run, and a first run two.
     Up to `concurrent_partitions(cfg, max_concurrent)` runs go at once (threads: model calls and a local model
-    overlap); a split's chains start as soon as its dataset is loaded. Failures are collected, not raised.
+    overlap); a split's chains start as soon as its dataset is loaded. More than one chain: batches of partitions,
+    one Dagster run each, in `sweep_processes` worker processes when there are several batches and the project
+    can be loaded again there (eval_assets/sweep_workers.py). Failures are collected, not raised.
     `on_progress(done, total, label)` is called when a run starts (done = runs finished so far) and at the end;
     `on_sample(split, model, done, total)` as each sample of a partition's rollouts finishes. Callbacks may come
     from worker threads, one at a time. Results are in (split, model) order whatever the finishing order.
@@ -405,6 +429,7 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         cfg.split(s)
     for m in models:
         cfg.model(m)
+    given_resources, given_instance = resources, instance
     instance = instance or get_instance(project)
     resources = bind_resources(project, resources)
     say = on_event or (lambda msg: None)
@@ -456,8 +481,7 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
         if not ok:
             step(f"{split} x {model} failed: {res.error}")
 
-    def batch(keys: list[tuple[str, str]]) -> None:
-        # [sweeps] many partitions in one Dagster run (eval_assets/batch.py), each still materialized on its own
+    def listen(keys: list[tuple[str, str]]) -> list:
         mks = [eval_key(s, m) for s, m in keys]
         if on_sample is not None:
             for (s, m), key in zip(keys, mks):
@@ -465,25 +489,52 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
                     with lock:
                         on_sample(s, m, d, t) if e is None else on_sample(s, m, d, t, e)
                 sample_progress.listen(key, listener)
-        try:
-            step(f"evaluate {len(keys)} partition(s): {keys[0][0]} x {keys[0][1]}"
-                 + (f" .. {keys[-1][0]} x {keys[-1][1]}" if len(keys) > 1 else ""))
-            r = run_batch(mks, instance, resources, tags, project, max_concurrent)
-        finally:
-            for key in mks:
-                sample_progress.unlisten(key)
+        return mks
+
+    def started(keys: list[tuple[str, str]]) -> None:
+        step(f"evaluate {len(keys)} partition(s): {keys[0][0]} x {keys[0][1]}"
+             + (f" .. {keys[-1][0]} x {keys[-1][1]}" if len(keys) > 1 else ""))
+
+    def settle(keys: list[tuple[str, str]], run_id: str, success: bool, first_error: Callable[[], str]) -> None:
+        """Each partition's result of the batch run `run_id` (success: the run's; first_error: its first error)."""
         finished(len(keys))
-        outcome = batch_outcome(instance, r.run_id)
-        for (s, m), key in zip(keys, mks):
+        outcome = batch_outcome(instance, run_id) if run_id else {}
+        for (s, m), key in zip(keys, [eval_key(s, m) for s, m in keys]):
             err = outcome.get(str(key))
-            if err is None and not r.success and str(key) not in outcome:
-                err = _first_error(r, project.home)  # the batch failed before this partition (e.g. a config error)
+            if err is None and not success and str(key) not in outcome:
+                err = first_error()  # the batch failed before this partition (e.g. a config error)
             ok = err == ""
-            res = PartitionResult(s, m, ok, r.run_id, "" if ok else err)
+            res = PartitionResult(s, m, ok, run_id, "" if ok else err)
             with lock:
                 results[(s, m)] = res
             if not ok:
                 step(f"{s} x {m} failed: {res.error}")
+
+    def batch(keys: list[tuple[str, str]]) -> None:
+        # [sweeps] many partitions in one Dagster run (eval_assets/batch.py), each still materialized on its own
+        mks = listen(keys)
+        try:
+            started(keys)
+            r = run_batch(mks, instance, resources, tags, project, max_concurrent)
+        finally:
+            for key in mks:
+                sample_progress.unlisten(key)
+        settle(keys, r.run_id, r.success, lambda: _first_error(r, project.home))
+
+    def in_workers(parts: list, spec: Any, workers: int) -> None:
+        """[sweeps] the batches in worker processes (eval_assets/sweep_workers.py)."""
+        from eval_assets.sweep_workers import run_in_workers
+
+        names = {str(eval_key(s, m)): (s, m) for part in parts for s, m in part}
+
+        def sample(key: str, d: int, t: int, e: int | None) -> None:
+            s, m = names[key]
+            with lock:
+                on_sample(s, m, d, t) if e is None else on_sample(s, m, d, t, e)
+        run_in_workers(spec, [[eval_key(s, m) for s, m in part] for part in parts], workers, batch_in_worker,
+                       lambda mks, run_id, ok, error: settle([names[str(k)] for k in mks], run_id, ok, lambda: error),
+                       sample if on_sample is not None else None,
+                       lambda mks: started([names[str(k)] for k in mks]))
 
     def load(split: str, pool: ThreadPoolExecutor) -> list:
         version = dataset_version(effective.split(split))
@@ -517,8 +568,15 @@ def evaluate(project: Project | EvalConfig, splits: list[str], models: list[str]
             if _threads_safe(instance) else 1
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="evalpipe-dataset") as loaders:
             keys = [k for fut in [loaders.submit(ready, s, None) for s in splits] for k in fut.result()]
-        for part in batches(keys, batch_size(cfg)):
-            batch(part)
+        parts = batches(keys, batch_size(cfg))
+        workers = sweep_processes(cfg, len(parts))
+        spec = worker_spec(project, given_resources, given_instance, tags, max_concurrent, models) \
+            if workers > 1 else None
+        if spec is None:
+            for part in parts:
+                batch(part)
+        else:  # [sweeps] batches in worker processes at once (eval_assets/sweep_workers.py)
+            in_workers(even_batches(keys, batch_size(cfg), workers), spec, workers)
         return _finish(out, results, splits, per_split, added, instance, project, resources, tags, step, finished,
                        on_progress, lambda: done, total, fold_leaderboard, board_failures)
 

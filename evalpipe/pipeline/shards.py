@@ -15,6 +15,7 @@ import hashlib
 from typing import Any, Callable, Iterable, Mapping, Sequence, TypeVar
 
 from evalpipe.core.errors import ConfigError, DataError
+from evalpipe.core.turns import waiting
 from evalpipe.core.fingerprint import canonical_json
 
 T = TypeVar("T")
@@ -92,7 +93,8 @@ def run_sharded(model: Any, requests: Sequence[Any], settings: Any, num_shards: 
         futures = [pool.submit(_run_shard, model, reqs, settings, str(journal_file), worker_init)
                    for reqs in groups.values()]
         for f in futures:
-            rows = f.result()
+            with waiting():  # [sweeps] a batch's other partitions compute meanwhile (core/turns.py)
+                rows = f.result()
             for row in rows:
                 if row["sample_id"] in by_id:
                     raise DataError(f"sharded rollouts: sample {row['sample_id']!r} came back from two shards")

@@ -323,6 +323,7 @@ class TopLevel(_Strict):
     plugins: Optional[list[str]] = None
     max_concurrent_partitions: Optional[int] = Field(default=None, ge=1)
     sweep_batch_partitions: Optional[int] = Field(default=None, ge=1)  # [sweeps] partitions per Dagster run
+    sweep_processes: Optional[int] = Field(default=None, ge=1)  # [sweeps] worker processes of `evalpipe run`
     stream_batch_rows: Optional[int] = Field(default=None, ge=1)  # [scale] rows per batch (docs/scale.md)
     warehouse: Optional[dict[str, Any]] = None
     rate_limits: Optional[dict[str, Any]] = None

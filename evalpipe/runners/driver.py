@@ -12,6 +12,7 @@ import asyncio
 import collections
 import random
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -22,6 +23,7 @@ from evalpipe.core.redact import GENERATED_FIELDS, get_redactor, is_secret_name
 from evalpipe.runners.base import ModelError, RetryableError, Runner
 from evalpipe.runners.limits import RateLimiter, estimate_tokens
 from evalpipe.runners.tool_loop import run_conversation, trace_fields
+from evalpipe.core.turns import waiting
 from evalpipe.core.types import Generation, RolloutRequest
 
 
@@ -321,64 +323,63 @@ async def run_requests(runner: Runner, requests: Sequence[RolloutRequest], journ
         flush_at.clear()
         journal.flush()
 
-    async def worker() -> None:
+    def keep(i: int, row: dict[str, Any]) -> dict[str, Any]:
+        """A model's answer to request i: redacted, journaled when ok (committed later), counted."""
         nonlocal finished, failed
+        # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
+        # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
+        if not _plain_row(row, redactor):
+            row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
+                   for k, v in row.items()}
+        if row["status"] == "ok" and journal is not None:
+            journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
+        row["cached"] = False
+        results[i] = row
+        finished += 1
+        failed += row["status"] != "ok"
+        return row
+
+    async def worker() -> None:
         for i in pending:  # workers share one iterator: at most `concurrency` requests in flight
             req = requests[i]
-            row = await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight, budget)
-            # [operations/redaction] secrets never reach the journal (or anything after); what the model wrote is
-            # masked for known secrets only, so scored content (tool-call arguments) stays as the model sent it
-            if not _plain_row(row, redactor):
-                row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
-                       for k, v in row.items()}
-            if row["status"] == "ok" and journal is not None:
-                journal.record(req.fingerprint, req.sample_id, row, commit=False)
-                if not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
-                    flush_at.append(loop.call_later(FLUSH_S, flush))
-            row["cached"] = False
-            results[i] = row
-            finished += 1
-            failed += row["status"] != "ok"
+            row = keep(i, await attempt(runner, req, settings, limiter, max_tokens, tools, deadlines, in_flight,
+                                        budget))
+            if journal is not None and not flush_at and journal.queued:  # committed at most FLUSH_S after it finished
+                flush_at.append(loop.call_later(FLUSH_S, flush))
             if progress:
                 progress(finished, total, failed)
             if row["status"] != "ok" and settings.fail_fast:
                 raise FailFast(f"sample {req.sample_id} failed and fail_fast is set: {row['error']}")
 
-    try:
-        if todo and getattr(runner, "batch_mode", False) and all(requests[i].tools is None for i in todo):
-            # [spend] the provider's batch API: one batch for the partition's requests, its id journaled
-            rows = await run_batch(runner, [requests[i] for i in todo], journal, budget)
-            for i, row in zip(todo, rows):
-                if not _plain_row(row, redactor):
-                    row = {k: (redactor.redact_generated(v) if k in GENERATED_FIELDS else redactor.redact_obj(v, k))
-                           for k, v in row.items()}
-                if row["status"] == "ok" and journal is not None:
-                    journal.record(requests[i].fingerprint, requests[i].sample_id, row, commit=False)
-                row["cached"] = False
-                results[i] = row
-                finished += 1
-                failed += row["status"] != "ok"
-            if progress:
-                progress(finished, total, failed)
-            todo = []
-        if todo:
-            if start:
-                await runner.start()
-            async with asyncio.TaskGroup() as tg:  # one failure (fail_fast) cancels the other workers
-                for _ in range(min(concurrency, len(todo))):
-                    tg.create_task(worker())
-    except BaseExceptionGroup as group:
-        # Surface the first real error (FailFast, or a journal write failure) rather than the group.
-        raise group.exceptions[0] from None
-    finally:
-        for handle in flush_at:
-            handle.cancel()
-        for d in deadlines:
-            d.close()
-        if journal is not None:
-            journal.flush()  # whatever finished is committed before the rows are handed on (or the error raised)
-        if close:
-            await runner.aclose()
+    # [sweeps] what is left goes to the model: a batch run's other partitions compute meanwhile (core/turns.py)
+    with waiting() if todo else nullcontext():
+        try:
+            if todo and getattr(runner, "batch_mode", False) and all(requests[i].tools is None for i in todo):
+                # [spend] the provider's batch API: one batch for the partition's requests, its id journaled
+                rows = await run_batch(runner, [requests[i] for i in todo], journal, budget)
+                for i, row in zip(todo, rows):
+                    keep(i, row)
+                if progress:
+                    progress(finished, total, failed)
+                todo = []
+            if todo:
+                if start:
+                    await runner.start()
+                async with asyncio.TaskGroup() as tg:  # one failure (fail_fast) cancels the other workers
+                    for _ in range(min(concurrency, len(todo))):
+                        tg.create_task(worker())
+        except BaseExceptionGroup as group:
+            # Surface the first real error (FailFast, or a journal write failure) rather than the group.
+            raise group.exceptions[0] from None
+        finally:
+            for handle in flush_at:
+                handle.cancel()
+            for d in deadlines:
+                d.close()
+            if journal is not None:
+                journal.flush()  # whatever finished is committed before the rows are handed on (or the error raised)
+            if close:
+                await runner.aclose()
     return results  # type: ignore[return-value]
 
 

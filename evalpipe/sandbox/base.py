@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Iterable
 
 from evalpipe.core.errors import ConfigError
+from evalpipe.core.turns import waiting
 from evalpipe.core.procs import pid_alive
 from evalpipe.core.registry import Registry
 
@@ -230,7 +231,8 @@ class Sandbox(ABC):
 
             threading.Thread(target=feed, daemon=True).start()
             try:
-                proc.wait(timeout=timeout_s)
+                with waiting():  # [sweeps] a batch's other partitions compute meanwhile (core/turns.py)
+                    proc.wait(timeout=timeout_s)
                 timed_out = False
             except subprocess.TimeoutExpired:
                 timed_out = True

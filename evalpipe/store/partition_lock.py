@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Mapping
 from urllib.parse import quote
 
 from evalpipe.core.errors import ConfigError, RunFailed
+from evalpipe.core.turns import waiting
 
 log = logging.getLogger(__name__)
 WAIT_ENV = "EVALS_PARTITION_WAIT_S"  # how long a run waits for another run of its partition; 0: refuse at once
@@ -103,11 +104,12 @@ def hold(stage: str, partition: Mapping[str, str], run_id: str | None = None,
             (warn or log.warning)(f"{stage} of {label} is running in {who}: waiting for it to finish, then reusing "
                                   "its results")
             deadline = None if wait_s is None else time.monotonic() + wait_s
-            while not _try_lock(fh):
-                if deadline is not None and time.monotonic() > deadline:
-                    raise PartitionBusy(f"{stage} of {label} is still running in {holder(path)} after {wait_s:g} s "
-                                        f"of waiting ({WAIT_ENV}); retry when it has finished")
-                time.sleep(POLL_S)
+            with waiting():  # [sweeps] a batch's other partitions compute meanwhile (core/turns.py)
+                while not _try_lock(fh):
+                    if deadline is not None and time.monotonic() > deadline:
+                        raise PartitionBusy(f"{stage} of {label} is still running in {holder(path)} after "
+                                            f"{wait_s:g} s of waiting ({WAIT_ENV}); retry when it has finished")
+                    time.sleep(POLL_S)
         fh.seek(0)
         fh.truncate()
         fh.write(json.dumps({"run_id": run_id, "pid": os.getpid(), "host": socket.gethostname(),
