@@ -40,3 +40,44 @@ def test_content_version_is_the_hash_it_always_was(columns):
     assert v.version().value == _old_content_version(FRAMES, columns, fingerprint="fp", other=None)
     for df in FRAMES:
         assert frame_version(df, columns).value == _old_content_version([df], columns)
+
+
+P = {"benchmark_split": "qa/dev", "model": "m"}
+
+
+def _rollouts(n: int, prediction: str = "x") -> pd.DataFrame:
+    return pd.DataFrame({"sample_id": [f"q{i}" for i in range(n)], "status": ["ok"] * n, "latency_s": [0.5] * n,
+                         "prediction": [f"{prediction}{i}" if i % 3 else None for i in range(n)],
+                         "input_tokens": list(range(n))})
+
+
+def test_a_held_partition_is_converted_once_and_every_reader_gets_its_own_frame(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from evalpipe.store.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    with wh.writer("rollouts", P) as w:  # two row groups
+        w.write(_rollouts(5, "a"))
+        w.write(_rollouts(5, "b").assign(sample_id=[f"r{i}" for i in range(5)]))
+    path = wh.partition_file("rollouts", P)
+    cols = ["sample_id", "prediction", "latency_s", "input_tokens"]
+    fresh = [b.to_pandas() for b in pq.ParquetFile(path).iter_batches(batch_size=4, columns=cols, use_threads=False)]
+    whole = pq.read_table(path).to_pandas()
+    conversions = []
+    import pyarrow.pandas_compat as compat
+
+    real = compat.table_to_dataframe  # (what Table.to_pandas and RecordBatch.to_pandas call)
+    monkeypatch.setattr(compat, "table_to_dataframe", lambda *a, **k: (conversions.append(1), real(*a, **k))[1])
+    for _ in range(3):
+        got = list(wh.reader("rollouts", P).batches(4, cols))
+        assert len(got) == len(fresh) and all(g.equals(f) and (g.dtypes == f.dtypes).all() for g, f in zip(got, fresh))
+        got[0].loc[0, "prediction"] = "changed by a reader"  # no other reader sees it
+        got[0]["extra"] = 1
+        table = wh.read("rollouts", P)
+        assert table.equals(whole) and list(table.columns) == list(whole.columns)
+        table.loc[1, "sample_id"] = "changed too"
+    assert len(conversions) == len(fresh) + 1  # each batch once, the whole file once
+    wh.write("rollouts", _rollouts(2, "new"), P)  # a new version is converted anew
+    assert wh.read("rollouts", P)["prediction"].tolist() == [None, "new1"]
+    assert [len(b) for b in wh.reader("rollouts", P).batches(4, cols)] == [2]

@@ -591,6 +591,11 @@ class PartitionWriter:
             self.abort()
 
 
+def _scalar_columns(schema: pa.Schema, names: list[str]) -> bool:
+    """Whether these columns all hold scalars (text, numbers, flags, times): no list, struct or map cells."""
+    return all(not pa.types.is_nested(schema.field(c).type) for c in names)
+
+
 SMALL_PARTITION_BYTES = 1 << 20  # partition files up to this size are held decoded for their next readers
 READ_CACHE_BYTES = 64 << 20  # at most this much decoded data held per process (least recently used goes first)
 
@@ -600,7 +605,7 @@ class _Decoded:
     partition's prompts, rollouts and judgements are each read by several stages, its checks and its run folder.
     Keyed by the file's path, inode, mtime and size: a new version (written by rename, docs/scale.md) is another
     key; a version written with the same bytes is left in place (PartitionWriter.close) and keeps its key. Arrow
-    data is immutable, so readers share it; each gets its own DataFrame."""
+    data is immutable, so readers share it; each gets its own DataFrame (a copy of the one converted first)."""
 
     def __init__(self, limit: int):
         self.limit, self.size = limit, 0
@@ -668,6 +673,19 @@ class PartitionReader:
                 _decoded.put(self._held, "meta", meta, 1024 + 64 * len(meta[1]))
         self.num_rows, self.columns, self._schema = meta[0], list(meta[1]), meta[2]
 
+    def _held_frame(self, name: tuple, data: Any, have: list[str]) -> pd.DataFrame:
+        """[sweeps] `data.select(have).to_pandas()` of a held file, converted once and copied for each reader (a
+        deep copy: every column of the tables is a scalar type, so a copy is the same frame as a conversion and
+        a reader changing its frame changes no other reader's; converting cost ~10x the copy)."""
+        if not _scalar_columns(self._schema, have):  # (nested values: a copy would share them; converted anew)
+            return data.select(have).to_pandas()
+        df = self._held.get(name)
+        if df is None:
+            part = data.select(have)
+            df = part.to_pandas()  # (its size: the text as arrow holds it, and the frame's own arrays)
+            df = _decoded.put(self._held, name, df, part.nbytes + int(df.memory_usage(index=False).sum()))
+        return df.copy()
+
     @contextmanager
     def _open(self) -> Iterator[pq.ParquetFile]:
         if self.wh.store:
@@ -707,8 +725,8 @@ class PartitionReader:
                 with self._open() as pf:
                     held = list(pf.iter_batches(batch_size=n, use_threads=False))
                 held = _decoded.put(self._held, ("batches", n), held, sum(b.nbytes for b in held))
-            for batch in held:
-                yield self._frame(batch.select(have).to_pandas(), want)
+            for i, batch in enumerate(held):
+                yield self._frame(self._held_frame(("frame", n, i, tuple(have)), batch, have), want)
             if not held:
                 yield self._frame(self._schema.empty_table().select(have).to_pandas(), want)
             return
@@ -735,7 +753,7 @@ class PartitionReader:
                     with self._open() as pf:
                         table = pf.read(use_threads=False)
                     table = _decoded.put(self._held, "table", table, table.nbytes)
-            return self._frame(table.select(have).to_pandas(), want)
+            return self._frame(self._held_frame(("frame", tuple(have)), table, have), want)
         with self._open() as pf:
             df = pf.read(columns=have, use_threads=False).to_pandas()
         return self._frame(df, want)
