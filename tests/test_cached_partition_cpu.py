@@ -81,3 +81,42 @@ def test_a_held_partition_is_converted_once_and_every_reader_gets_its_own_frame(
     wh.write("rollouts", _rollouts(2, "new"), P)  # a new version is converted anew
     assert wh.read("rollouts", P)["prediction"].tolist() == [None, "new1"]
     assert [len(b) for b in wh.reader("rollouts", P).batches(4, cols)] == [2]
+
+
+def test_a_schema_placeholder_found_right_is_checked_again_once_its_file_changes(tmp_path, monkeypatch):
+    import pyarrow.parquet as pq
+
+    import evalpipe.store.warehouse as warehouse
+    from evalpipe.core.schema import TABLES
+    from evalpipe.store.warehouse import SCHEMA_FILE, Warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    placeholder = wh.table_dir("rollouts") / SCHEMA_FILE
+    wh.write("rollouts", _rollouts(2), P)
+    reads = []
+    real = pq.read_schema
+    monkeypatch.setattr(warehouse.pq, "read_schema", lambda *a, **k: (reads.append(a), real(*a, **k))[1])
+    for m in range(3):
+        wh.write("rollouts", _rollouts(2, f"m{m}"), {**P, "model": f"m{m}"})
+    assert reads == []  # found right before, the same file since: not read again
+    placeholder.write_bytes(b"not parquet")  # damaged (or replaced by another process)
+    wh.write("rollouts", _rollouts(2), P)
+    assert real(placeholder).equals(TABLES["rollouts"]) and len(reads) == 1
+    placeholder.unlink()
+    wh.write("rollouts", _rollouts(3), P)
+    assert real(placeholder).equals(TABLES["rollouts"])
+    assert wh.query("SELECT count(*) AS n FROM rollouts")["n"].tolist() == [2 + 2 + 2 + 3]
+
+
+def test_the_views_signature_follows_the_tables_definitions(tmp_path, monkeypatch):
+    import pyarrow as pa
+
+    from evalpipe.core import schema
+    from evalpipe.store.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    before = wh._signature()
+    assert Warehouse(tmp_path / "warehouse.duckdb")._signature() == before
+    assert Warehouse(tmp_path / "other.duckdb")._signature() != before  # another folder, other globs
+    monkeypatch.setitem(schema.TABLES, "gates", schema.TABLES["gates"].append(pa.field("new_column", pa.string())))
+    assert wh._signature() != before

@@ -35,6 +35,11 @@ _scanned: dict[str, float] = {}  # table folder -> when it was last scanned for 
 # (pid, views' signature) -> (in-memory DuckDB database, tables that have their view in it): see Warehouse.connect
 _databases: dict[tuple[int, str], tuple[Any, set[str]]] = {}
 _databases_lock = threading.Lock()
+# [sweeps] every partition write checks its table's schema placeholder and the views' signature: what was found
+# right is remembered, the placeholder by its file's (inode, mtime, size) and schema object, the signature by what
+# it is computed from (Warehouse._signature)
+_schema_files_ok: dict[str, tuple] = {}
+_signatures: dict[tuple, str] = {}
 
 PART_FILE = "part.parquet"
 
@@ -225,9 +230,17 @@ class Warehouse:
             return self.store.ensure_schema(table, TABLES[table])
         path = self.table_dir(table) / SCHEMA_FILE
         schema = TABLES[table]
-        if path.exists():
+        try:  # [sweeps] a placeholder already read as right in this process, the same file since: nothing to do
+            st = os.stat(path)
+            stamp = (st.st_ino, st.st_mtime_ns, st.st_size, id(schema))
+        except OSError:
+            stamp = None
+        if stamp is not None and _schema_files_ok.get(str(path)) == stamp:
+            return
+        if stamp is not None:
             try:
                 if pq.read_schema(path).equals(schema):
+                    _schema_files_ok[str(path)] = stamp
                     return
             except Exception:  # a damaged placeholder is rewritten below
                 pass
@@ -368,8 +381,16 @@ class Warehouse:
         return f"SELECT * FROM read_parquet('{glob}', union_by_name=true, hive_partitioning=false)"
 
     def _signature(self) -> str:
+        # [sweeps] what it is made of, for a local warehouse: its folder and the tables' and views' definitions
+        key = (None if self.store else (str(self.root), tuple((t, id(TABLES[t])) for t in TABLES),
+                                        tuple(DERIVED_VIEWS.items())))
+        if key is not None and key in _signatures:
+            return _signatures[key]
         spec = {t: [self._view_sql(t), str(TABLES[t])] for t in TABLES} | {v: sql for v, (_, sql) in DERIVED_VIEWS.items()}
-        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        sig = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        if key is not None:
+            _signatures[key] = sig
+        return sig
 
     @property
     def _sidecar(self) -> Path:
