@@ -120,3 +120,44 @@ def test_the_views_signature_follows_the_tables_definitions(tmp_path, monkeypatc
     assert Warehouse(tmp_path / "other.duckdb")._signature() != before  # another folder, other globs
     monkeypatch.setitem(schema.TABLES, "gates", schema.TABLES["gates"].append(pa.field("new_column", pa.string())))
     assert wh._signature() != before
+
+
+def _old_preview(df, columns, n=10):
+    from eval_assets.assets import redact
+
+    cols = [c for c in columns if c in df.columns]
+    short = df[cols].head(n).copy()
+    for c in cols:
+        if short[c].dtype == object:
+            short[c] = short[c].map(lambda v: (str(v)[:80] + "...") if isinstance(v, str) and len(v) > 80 else v)
+    return redact(short.to_markdown(index=False)) if len(short) else "_empty_"
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"sample_id": ["q1", "q2"], "prediction": ["short", None], "error": [None, None]}),
+    pd.DataFrame({"sample_id": ["q1", "q2"], "prediction": ["x" * 81, "y" * 80], "n": [1, 2]}),
+    pd.DataFrame({"sample_id": ["q1", "q2", "q3"], "value": pd.Series([1.5, None, 2], dtype=object),
+                  "count": pd.Series([1, 2, None], dtype=object), "flag": pd.Series([True, None, False], dtype=object)}),
+    pd.DataFrame({"sample_id": [f"q{i}" for i in range(40)], "text": ["long " * 30] * 40, "score": [0.5] * 40}),
+    pd.DataFrame({"sample_id": pd.Series([], dtype=object), "prediction": pd.Series([], dtype=object)}),
+])
+def test_a_preview_is_the_text_it_always_was(frame):
+    from eval_assets.assets import _preview
+
+    for columns, n in ((list(frame.columns), 10), (["prediction", "missing", "sample_id"], 30)):
+        assert _preview(frame, columns, n).value == _old_preview(frame, columns, n)
+
+
+def test_a_runs_start_time_is_read_once_it_has_one(monkeypatch):
+    from types import SimpleNamespace
+
+    import eval_assets.assets as assets
+
+    monkeypatch.setattr(assets, "_STARTED", {})
+    asked, records = [], {"r1": SimpleNamespace(start_time=None)}
+    instance = SimpleNamespace(get_run_record_by_id=lambda run_id: (asked.append(run_id), records.get(run_id))[1])
+    assert assets._run_started(instance, "r1") is None  # not started yet: asked again next time
+    records["r1"] = SimpleNamespace(start_time=123.5)
+    assert [assets._run_started(instance, "r1") for _ in range(3)] == [123.5] * 3
+    assert assets._run_started(instance, "gone") is None
+    assert asked == ["r1", "r1", "gone"]
