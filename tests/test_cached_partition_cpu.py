@@ -161,3 +161,29 @@ def test_a_runs_start_time_is_read_once_it_has_one(monkeypatch):
     assert [assets._run_started(instance, "r1") for _ in range(3)] == [123.5] * 3
     assert assets._run_started(instance, "gone") is None
     assert asked == ["r1", "r1", "gone"]
+
+
+def _old_judgements_version(df) -> str:
+    from evalpipe.core.fingerprint import fingerprint
+
+    cols = [c for c in ("sample_id", "metric", "score", "status", "judge_fingerprint") if c in getattr(df, "columns", [])]
+    if not cols or len(df) == 0:
+        return fingerprint([], 16)
+    rows = df[cols].sort_values(cols[:2]).astype(object).where(df[cols].notna(), None).values.tolist()
+    return fingerprint(rows, 16)
+
+
+@pytest.mark.parametrize("frame", [
+    pd.DataFrame({"sample_id": ["q2", "q1", "q1"], "metric": ["em", "em", "f1"], "score": [1.0, np.nan, 0.25],
+                  "status": ["scored", "unscored", None], "judge_fingerprint": [None, "abc", np.nan]}),
+    pd.DataFrame({"sample_id": ["q1", "q2"], "metric": ["em", "em"], "score": pd.Series([1, None], dtype="Int64"),
+                  "status": pd.Series(["scored", pd.NA], dtype=object)}),
+    pd.DataFrame({"sample_id": [3, 1, 2], "metric": ["m"] * 3, "score": [1, 0, 1], "status": [True, False, True]}),
+    pd.DataFrame({"sample_id": ["q1"], "score": [0.5]}),
+    pd.DataFrame({"sample_id": pd.Series([], dtype=object), "metric": pd.Series([], dtype=object)}),
+    pd.DataFrame({"other": [1]}),
+])
+def test_the_judgements_version_is_the_hash_it_always_was(frame):
+    from evalpipe.metrics.base import judgements_version
+
+    assert judgements_version(frame) == _old_judgements_version(frame)
