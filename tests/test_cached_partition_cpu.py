@@ -187,3 +187,15 @@ def test_the_judgements_version_is_the_hash_it_always_was(frame):
     from evalpipe.metrics.base import judgements_version
 
     assert judgements_version(frame) == _old_judgements_version(frame)
+
+
+@pytest.mark.parametrize("models", [["m", "other"], ["m", None], pd.Categorical(["m", "x"])])
+def test_a_row_of_another_partition_is_refused(tmp_path, models):
+    from evalpipe.core.errors import WarehouseError
+    from evalpipe.store.warehouse import Warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    wh.write("rollouts", _rollouts(2).assign(model=["m", "m"]), P)  # its own partition's rows: written
+    with pytest.raises(WarehouseError, match="but the partition is model='m'"):
+        wh.write("rollouts", _rollouts(2).assign(model=models), P)
+    assert wh.read("rollouts", P)["model"].tolist() == ["m", "m"]
