@@ -199,3 +199,33 @@ def test_a_row_of_another_partition_is_refused(tmp_path, models):
     with pytest.raises(WarehouseError, match="but the partition is model='m'"):
         wh.write("rollouts", _rollouts(2).assign(model=models), P)
     assert wh.read("rollouts", P)["model"].tolist() == ["m", "m"]
+
+
+def test_held_frames_of_any_columns_are_the_conversions_of_those_columns(tmp_path):
+    import pyarrow.parquet as pq
+
+    from evalpipe.store.warehouse import PartitionReader, Warehouse
+
+    wh = Warehouse(tmp_path / "warehouse.duckdb")
+    wh.write("rollouts", _rollouts(7), P)
+    path = wh.partition_file("rollouts", P)
+    names = pq.read_schema(path).names
+
+    def converted(n, cols):  # what a reader gave before frames were held: each batch's columns converted anew
+        want = list(cols) if cols is not None else names
+        have = [c for c in want if c in names]
+        return [PartitionReader._frame(b.select(have).to_pandas(), want)
+                for b in pq.ParquetFile(path).iter_batches(batch_size=n, use_threads=False)]
+
+    for cols in (["prediction"], ["input_tokens", "sample_id"], ["latency_s", "missing_column", "status"], [],
+                 ["sample_id", "sample_id"], None):
+        for n in (3, 20):
+            got, want = list(wh.reader("rollouts", P).batches(n, cols)), converted(n, cols)
+            assert len(got) == len(want)
+            for g, w in zip(got, want):
+                assert g.equals(w) and list(g.columns) == list(w.columns) and list(g.dtypes) == list(w.dtypes)
+        whole = pq.read_table(path)
+        want_cols = list(cols) if cols is not None else names
+        w = PartitionReader._frame(whole.select([c for c in want_cols if c in names]).to_pandas(), want_cols)
+        g = wh.read("rollouts", P, cols)
+        assert g.equals(w) and list(g.columns) == list(w.columns) and list(g.dtypes) == list(w.dtypes)

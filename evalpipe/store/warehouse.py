@@ -619,9 +619,9 @@ class PartitionWriter:
             self.abort()
 
 
-def _scalar_columns(schema: pa.Schema, names: list[str]) -> bool:
-    """Whether these columns all hold scalars (text, numbers, flags, times): no list, struct or map cells."""
-    return all(not pa.types.is_nested(schema.field(c).type) for c in names)
+def _scalar_columns(schema: pa.Schema) -> bool:
+    """Whether every column holds scalars (text, numbers, flags, times): no list, struct or map cells."""
+    return not any(pa.types.is_nested(field.type) for field in schema)
 
 
 SMALL_PARTITION_BYTES = 1 << 20  # partition files up to this size are held decoded for their next readers
@@ -702,17 +702,19 @@ class PartitionReader:
         self.num_rows, self.columns, self._schema = meta[0], list(meta[1]), meta[2]
 
     def _held_frame(self, name: tuple, data: Any, have: list[str]) -> pd.DataFrame:
-        """[sweeps] `data.select(have).to_pandas()` of a held file, converted once and copied for each reader (a
-        deep copy: every column of the tables is a scalar type, so a copy is the same frame as a conversion and
-        a reader changing its frame changes no other reader's; converting cost ~10x the copy)."""
-        if not _scalar_columns(self._schema, have):  # (nested values: a copy would share them; converted anew)
+        """[sweeps] `data.select(have).to_pandas()` of a held file: its every column converted once, and each reader
+        given a deep copy of the columns it asks for (the stages, checks and run folder ask for different ones).
+        Every column of the tables is a scalar type, so the copy is the same frame as a conversion, and a reader
+        changing its frame changes no other reader's; converting cost ~5x the copy."""
+        if not _scalar_columns(data.schema):  # (nested values: a copy would share them)
             return data.select(have).to_pandas()
         df = self._held.get(name)
-        if df is None:
-            part = data.select(have)
-            df = part.to_pandas()  # (its size: the text as arrow holds it, and the frame's own arrays)
-            df = _decoded.put(self._held, name, df, part.nbytes + int(df.memory_usage(index=False).sum()))
-        return df.copy()
+        if df is None:  # (its size: the text as arrow holds it, and about a pointer or number per cell)
+            df = _decoded.put(self._held, name, data.to_pandas(), data.nbytes + 8 * data.num_rows * data.num_columns)
+        if list(df.columns) == have:
+            return df.copy()
+        # (by position: pandas' selection by names costs more than converting them; `take` may give a view)
+        return df.take([df.columns.get_loc(c) for c in have], axis=1).copy()
 
     @contextmanager
     def _open(self) -> Iterator[pq.ParquetFile]:
@@ -754,7 +756,7 @@ class PartitionReader:
                     held = list(pf.iter_batches(batch_size=n, use_threads=False))
                 held = _decoded.put(self._held, ("batches", n), held, sum(b.nbytes for b in held))
             for i, batch in enumerate(held):
-                yield self._frame(self._held_frame(("frame", n, i, tuple(have)), batch, have), want)
+                yield self._frame(self._held_frame(("frame", n, i), batch, have), want)
             if not held:
                 yield self._frame(self._schema.empty_table().select(have).to_pandas(), want)
             return
@@ -781,7 +783,7 @@ class PartitionReader:
                     with self._open() as pf:
                         table = pf.read(use_threads=False)
                     table = _decoded.put(self._held, "table", table, table.nbytes)
-            return self._frame(self._held_frame(("frame", tuple(have)), table, have), want)
+            return self._frame(self._held_frame(("frame",), table, have), want)
         with self._open() as pf:
             df = pf.read(columns=have, use_threads=False).to_pandas()
         return self._frame(df, want)
