@@ -84,11 +84,21 @@ class _Counts:
             self.head = df.head(30) if self.head is None or not len(self.head) else self.head
 
 
+def _short_text(values: list) -> bool:
+    """Whether shortening these cells would change nothing: text of at most 80 characters, or None (so the
+    column's mapped copy would be the column itself, dtype included)."""
+    return all(v is None or (type(v) is str and len(v) <= 80) for v in values)
+
+
 def _preview(df: pd.DataFrame, columns: list[str], n: int = 10) -> MetadataValue:
     cols = [c for c in columns if c in df.columns]
-    short = df[cols].head(n).copy()
+    short = df[cols].head(n)
+    copied = False
     for c in cols:
-        if short[c].dtype == object:
+        # [sweeps] only the columns with something to shorten are copied and mapped (most previews have none)
+        if short[c].dtype == object and not _short_text(short[c].tolist()):
+            if not copied:
+                short, copied = short.copy(), True
             short[c] = short[c].map(lambda v: (str(v)[:80] + "...") if isinstance(v, str) and len(v) > 80 else v)
     # Previews show prompts and outputs: redacted, since asset metadata is stored in Dagster's own database.
     return MetadataValue.md(redact(short.to_markdown(index=False)) if len(short) else "_empty_")
@@ -110,8 +120,11 @@ class ContentVersion:
         cols = [c for c in (self.columns or sorted(df.columns)) if c in df.columns]
         self.sha.update(canonical_json(cols).encode())
         if len(df):
-            # as text, so that object columns (JSON strings, lists, None) hash alike in every process
-            self.sha.update(pd.util.hash_pandas_object(df[cols].astype(str), index=False).values.tobytes())
+            # as text, so that object columns (JSON strings, lists, None) hash alike in every process. [sweeps] Not
+            # categorized first: every cell is a str (no nulls), for which pandas hashes each value alike either way
+            # (categorizing only saves work on many repeats; on a small batch it cost ~2/3 of the call)
+            self.sha.update(pd.util.hash_pandas_object(df[cols].astype(str), index=False,
+                                                       categorize=False).values.tobytes())
 
     def version(self) -> DataVersion:
         return DataVersion(self.sha.hexdigest()[:16])
@@ -489,6 +502,22 @@ def judgements_asset(project: Project):
                  code_version=f'{CODE_VERSIONS["judgements"]}-{judging_version(project.config)}')(judgements)
 
 
+_STARTED: dict[str, float] = {}  # run id -> its start time, once it has one (it never changes then)
+
+
+def _run_started(instance, run_id: str) -> float | None:
+    """When the run started, as its run record says: read once per run ([sweeps] a batch run's partitions all ask)."""
+    if run_id in _STARTED:
+        return _STARTED[run_id]
+    record = instance.get_run_record_by_id(run_id)
+    started = record.start_time if record is not None else None
+    if started is not None:
+        while len(_STARTED) >= 64:  # (a long-lived process: the latest runs only)
+            _STARTED.pop(next(iter(_STARTED)))
+        _STARTED[run_id] = started
+    return started
+
+
 @asset(partitions_def=eval_partitions, io_manager_key=IO, group_name=GROUP, code_version=CODE_VERSIONS["metrics"],
        deps=[metric_settings],  # a metric's settings also decide its aggregate (agreement, ...): stale with them
        description="Each metric per slice: value, n, standard error, bootstrap 95% CI.")
@@ -513,8 +542,7 @@ def metrics(context: AssetExecutionContext, eval_config: EvalConfigResource, war
     meta["viewer"] = MetadataValue.url(viewer_url(dims["benchmark_split"], dims["model"]))
     cfg = eval_config.get()
     if artifacts_enabled(cfg):  # the auditable run folder (evalpipe/store/artifacts.py), built from the warehouse
-        record = context.instance.get_run_record_by_id(context.run.run_id)
-        started = record.start_time if record is not None else None
+        started = _run_started(context.instance, context.run.run_id)
         # a user-given `evalpipe run --run-id` (tag evalpipe/run_id) names the run's folder; else Dagster's run id
         run_id = context.run.tags.get(RUN_ID_TAG) or context.run.run_id
         folder = write_artifacts(dims["benchmark_split"], dims["model"], warehouse.get(), cfg, df,

@@ -162,7 +162,7 @@ def test_the_run_folders_redaction_check_scans_each_kind_of_column_once(monkeypa
 def test_the_decoded_files_held_stay_within_their_budget(tmp_path, monkeypatch):
     import evalpipe.store.warehouse as warehouse
 
-    held = warehouse._Decoded(limit=3 * 4096)
+    held = warehouse._Decoded(limit=3 * 32768)  # (about 3 of these files held: their tables and converted frames)
     monkeypatch.setattr(warehouse, "_decoded", held)
     wh = Warehouse(tmp_path / "warehouse.duckdb")
     for m in range(20):

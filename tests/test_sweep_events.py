@@ -68,3 +68,31 @@ def test_a_failure_inside_a_group_writes_none_of_it(instance):
     assert _records(instance) == []
     _events(instance, 1)  # the storage works on afterwards
     assert _records(instance) == [("p0", 0)]
+
+
+def test_an_event_stored_alone_commits_once_per_database(instance, commits):
+    """[sweeps] a materialization or a check evaluation outside any group: its statements in one transaction per
+    database (its run's log, the asset index), not one per statement group as Dagster's own store_event"""
+    _events(instance, 3)
+    assert len(commits) <= 2 * 6  # 3 materializations and 3 check evaluations
+    assert _records(instance) == [(f"p{i}", i) for i in range(3)]
+    checks = instance.event_log_storage.get_asset_check_execution_history(
+        __import__("dagster").AssetCheckKey(AssetKey("rollouts"), "error_rate"), limit=100)
+    assert len(checks) == 3 and {c.partition for c in checks} == {"p0", "p1", "p2"}
+
+
+def test_an_event_whose_index_write_fails_is_stored_nowhere(instance, monkeypatch):
+    """an event's statements share their transactions: one that fails midway is recorded nowhere, and the storage
+    goes on afterwards"""
+    from dagster._core.storage.event_log.sql_event_log import SqlEventLogStorage
+
+    def fail(*a, **k):
+        raise RuntimeError("index write failed")
+
+    with monkeypatch.context() as m:
+        m.setattr(SqlEventLogStorage, "_store_asset_event", fail)
+        with pytest.raises(RuntimeError):
+            instance.report_runless_asset_event(AssetMaterialization("rollouts", partition="p9", metadata={"i": 9}))
+    assert _records(instance) == []
+    _events(instance, 1)
+    assert _records(instance) == [("p0", 0)]

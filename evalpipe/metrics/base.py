@@ -275,5 +275,19 @@ def judgements_version(df: Any) -> str:
     cols = [c for c in ("sample_id", "metric", "score", "status", "judge_fingerprint") if c in getattr(df, "columns", [])]
     if not cols or len(df) == 0:
         return fingerprint([], 16)
-    rows = df[cols].sort_values(cols[:2]).astype(object).where(df[cols].notna(), None).values.tolist()
-    return fingerprint(rows, 16)
+    ordered = df[cols].sort_values(cols[:2])
+    # [sweeps] column by column (the same values as `.astype(object).where(notna, None)`, ~3x less work on a
+    # partition's small batches): Python scalars, a missing value (None, NaN, NA) as None
+    columns = [[None if _missing(v) else v for v in ordered[c].tolist()] for c in cols]
+    return fingerprint([list(r) for r in zip(*columns)], 16)
+
+
+def _missing(v: Any) -> bool:
+    import pandas as pd
+
+    if v is None or isinstance(v, (str, bool)):
+        return v is None
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # (a list or array cell: not a missing value)
+        return False

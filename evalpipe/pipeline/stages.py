@@ -454,7 +454,7 @@ def tool_calls_frame(rollouts: pd.DataFrame) -> pd.DataFrame:
     """The `tool_calls` table rows of a rollouts frame (from each sample's `tool_trace`)."""
     cols = ["benchmark_split", "model", "sample_id", *TOOL_CALL_COLUMNS]
     rows = []
-    if "tool_trace" in rollouts.columns:
+    if "tool_trace" in rollouts.columns and rollouts["tool_trace"].notna().any():
         traced = rollouts[rollouts["tool_trace"].notna()]  # (one-shot samples have no trace: not visited)
         for r in traced[["benchmark_split", "model", "sample_id", "tool_trace"]].itertuples(index=False):
             for rec in _loads(r.tool_trace, []):

@@ -635,7 +635,12 @@ class FastSqliteEventLogStorage(SqliteEventLogStorage):
 
     def store_event(self, event: Any) -> None:
         _last_asset_event.value = None
-        super().store_event(event)
+        # [sweeps] Dagster's store_event opens a connection and commits per statement group: an asset event 2-3
+        # times, a check evaluation 3 (the run's log, the index, the check's execution row). Here the event's
+        # statements share one transaction per database, committed when the event is stored (the same rows; an
+        # event whose index write fails leaves no row in the run's log either)
+        with self.grouped():
+            super().store_event(event)
         # a finished run writes no more events: fold its WAL into its database now, leaving one file behind
         if event.is_dagster_event and event.dagster_event_type in _RUN_END and event.run_id:
             dispose(self.conn_string_for_shard(event.run_id))
