@@ -339,6 +339,11 @@ def run_range(context: Any, res: dict[str, Any]) -> None:
     steps (their partitions are recorded here)."""
     keys = [k if isinstance(k, MultiPartitionKey) else parse_key(k) for k in context.partition_keys]
     context.log.info(f"evaluating {len(keys)} partitions in this run (docs/scale.md \"Sweeps\")")
+    import gc
+
+    # as `evalpipe run` does before its batches: Dagster's, pandas' and the definitions' ~1M long-lived objects are
+    # left out of the collector's full passes during the run (a ranged run is a run process of its own)
+    gc.freeze()
     evaluate_keys(context, keys, res, planned=False)
 
 
