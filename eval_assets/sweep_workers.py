@@ -2,14 +2,16 @@
 
 A batch run's partitions share one interpreter: what they compute themselves (partition files, hashes, Dagster's
 events: ~0.1 s a cached partition) goes one thread at a time whatever the threads. A sweep of several batches
-runs them in `sweep_processes` worker processes at once (default: the machine's cores), as the daemon runs a UI
-backfill's batch runs in processes of their own. Each worker is a spawned interpreter that loads the project
-from its config file and runs its batches (`launch.run_batch`: the same Dagster run a batch gets in this process)
-against the same instance (`launch.batch_in_worker`); each sample's progress comes back through a queue to the caller's `on_sample`.
+runs them in `sweep_processes` worker processes at once (default: the machine's cores, at most 4), as the daemon
+runs a UI backfill's batch runs in processes of their own. Each worker is a spawned interpreter that loads the
+project from its config file and runs its batches (`launch.batch_in_worker` -> `launch.run_batch`: the same
+Dagster run a batch gets in this process) against the same instance; each sample's progress comes back through
+a queue to the caller's `on_sample`.
 
 Only a project that a worker can load again exactly is run so: one read from a config file that is unchanged
-since, with picklable resource overrides and tags, on its own home's instance. Anything else (a project built in
-memory, an instance of another home) runs its batches here, one after another, as before.
+since, with picklable resource overrides and tags, on its own home's instance, without a `runner: local` model.
+Anything else (a project built in memory, an instance of another home) runs its batches here, one after
+another, as before.
 
 Stopping: SIGINT (Ctrl-C) reaches the workers from the terminal; a SIGTERM to this process is passed on to them,
 no batch is started after it, and KeyboardInterrupt is raised once the running ones have ended (as a batch in
