@@ -210,3 +210,35 @@ def test_a_batch_keeps_every_models_requests_in_flight_while_partitions_take_tur
     # in flight when each request arrived: those that arrived within the latency before it (none has answered yet)
     peak = max(sum(1 for u in times[:i + 1] if t - u < 1.0) for i, t in enumerate(times))
     assert peak >= 12, f"{peak} of 16 allowed in flight: the partitions' model calls did not overlap"
+
+
+@pytest.mark.slow
+def test_partitions_asking_a_judge_the_same_question_do_not_wait_on_each_others_turns(project_from, instance):
+    """Two partitions of a batch with the same answers ask the judge the same questions: the second waits for the
+    first's call (the judge client sends each question once) and must give its turn up meanwhile, or the first,
+    whose call is done, waits for that turn to finish (CI hung here once)."""
+    import asyncio
+    import threading
+
+    from evalpipe.core.types import Generation
+    from evalpipe.runners import Runner, register_runner
+
+    class SlowJudge(Runner):
+        name = "slow_judge"
+
+        async def generate(self, request):
+            await asyncio.sleep(1.5)  # still answering when the other partition asks the same question
+            return Generation(text="VERDICT: correct")
+
+    register_runner("slow_judge", SlowJudge, replace=True)
+    cfg = _config({"a": {"runner": "echo", "reply": "target"}, "b": {"runner": "echo", "reply": "target"}})
+    cfg["benchmarks"]["smoke"]["metrics"] = [{"name": "llm_judge", "judge": "j"}]
+    cfg["judges"] = {"j": {"runner": "slow_judge", "model": "j"}}
+    project = project_from(cfg)
+    got: list = []
+    worker = threading.Thread(target=lambda: got.append(evaluate(project, [SPLIT], ["a", "b"], instance=instance)),
+                              daemon=True)
+    worker.start()
+    worker.join(120)
+    assert got, "the batch's two partitions waited on each other"
+    assert got[0].success, got[0].partitions

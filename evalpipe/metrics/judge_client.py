@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from evalpipe.core.turns import waiting
 from evalpipe.core.config import EvalConfig, ModelConfig, dagster_home
 from evalpipe.core.errors import ConfigError, RunFailed
 from evalpipe.core.fingerprint import fingerprint
@@ -167,7 +168,10 @@ class JudgeClient:
         finally:
             _release(self.cache, mine)
         if theirs:  # answered by the caller that claimed them: read from the cache (sent here only if it failed)
-            await asyncio.to_thread(lambda: [e.wait() for e in events])
+            # [sweeps] the claimer may be another partition of this batch run that needs a turn to finish its call:
+            # this one gives its turn up while it waits (evalpipe/core/turns.py), or the two would wait on each other
+            with waiting():
+                await asyncio.to_thread(lambda: [e.wait() for e in events])
             await self._send({k: unique[k] for k in theirs}, run, by_key)
         out, paid = [], set()
         for k in keys:  # a batch's duplicate messages were sent once: the call's usage goes to the first of them
